@@ -1,0 +1,77 @@
+//! Engine limits. Every queue, batch and file has a bound, named with its
+//! unit last, so overload turns into a clear error instead of unbounded memory.
+
+/// Default segment size: big enough that rolls are rare, small enough that a
+/// sealed segment maps comfortably.
+pub const SEGMENT_BYTES_DEFAULT: u64 = 128 << 20;
+/// Segments must keep every frame offset inside the index's 32-bit field;
+/// a group can overshoot the roll size by at most one group.
+pub const SEGMENT_BYTES_LIMIT: u64 = 2 << 30;
+pub const BATCH_RECORDS_DEFAULT: usize = 1000;
+/// Hard cap from the index's 12-bit record count.
+pub const BATCH_RECORDS_LIMIT: usize = 4096;
+pub const BATCH_BYTES_DEFAULT: usize = 1 << 20;
+/// Hard cap, well below the decoder's frame bound.
+pub const BATCH_BYTES_LIMIT: usize = 32 << 20;
+/// Requests waiting for the writer; callers beyond it wait for a slot.
+pub const QUEUE_DEPTH_DEFAULT: usize = 16_384;
+/// One group (one fdatasync) carries at most this many bytes of frames...
+pub const GROUP_BYTES_DEFAULT: usize = 8 << 20;
+/// ...and at most this many requests, so one sync's latency stays bounded.
+pub const GROUP_REQUESTS_DEFAULT: usize = 4096;
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Roll to a new segment once the active one would pass this size.
+    pub segment_bytes_max: u64,
+    /// Records in one append.
+    pub batch_records_max: usize,
+    /// Sum of record body bytes in one append.
+    pub batch_bytes_max: usize,
+    pub queue_depth_max: usize,
+    pub group_bytes_max: usize,
+    pub group_requests_max: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            segment_bytes_max: SEGMENT_BYTES_DEFAULT,
+            batch_records_max: BATCH_RECORDS_DEFAULT,
+            batch_bytes_max: BATCH_BYTES_DEFAULT,
+            queue_depth_max: QUEUE_DEPTH_DEFAULT,
+            group_bytes_max: GROUP_BYTES_DEFAULT,
+            group_requests_max: GROUP_REQUESTS_DEFAULT,
+        }
+    }
+}
+
+impl Config {
+    /// Refuses settings the format or the index cannot honour.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.segment_bytes_max < 4096 || self.segment_bytes_max > SEGMENT_BYTES_LIMIT {
+            return Err(format!(
+                "segment_bytes_max must be in 4096..={SEGMENT_BYTES_LIMIT}, got {}",
+                self.segment_bytes_max
+            ));
+        }
+        if self.batch_records_max == 0 || self.batch_records_max > BATCH_RECORDS_LIMIT {
+            return Err(format!(
+                "batch_records_max must be in 1..={BATCH_RECORDS_LIMIT}, got {}",
+                self.batch_records_max
+            ));
+        }
+        if self.batch_bytes_max == 0 || self.batch_bytes_max > BATCH_BYTES_LIMIT {
+            return Err(format!(
+                "batch_bytes_max must be in 1..={BATCH_BYTES_LIMIT}, got {}",
+                self.batch_bytes_max
+            ));
+        }
+        if self.queue_depth_max == 0 || self.group_requests_max == 0 || self.group_bytes_max == 0 {
+            return Err(
+                "queue_depth_max, group_requests_max and group_bytes_max must be > 0".into(),
+            );
+        }
+        Ok(())
+    }
+}

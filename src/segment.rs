@@ -1,0 +1,68 @@
+//! Segment files: naming, and the in-memory list readers look frames up in.
+
+use crate::storage::StorageFile;
+use bytes::Bytes;
+use std::sync::Arc;
+
+/// Digits in a segment file name: zero-padded so names sort in log order.
+const SEGMENT_NAME_DIGITS: usize = 20;
+const SEGMENT_SUFFIX: &str = ".seg";
+
+pub fn segment_name(index: u64) -> String {
+    format!(
+        "{index:0width$}{SEGMENT_SUFFIX}",
+        width = SEGMENT_NAME_DIGITS
+    )
+}
+
+/// The index in a segment file name, or `None` for any other name.
+pub fn parse_segment_name(name: &str) -> Option<u64> {
+    let digits = name.strip_suffix(SEGMENT_SUFFIX)?;
+    if digits.len() != SEGMENT_NAME_DIGITS || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// One segment as readers see it.
+#[derive(Clone)]
+pub struct Segment {
+    pub index: u64,
+    pub name: String,
+    pub file: Arc<dyn StorageFile>,
+    /// Set once the segment is sealed (no more appends): a memory map of the
+    /// whole file. The active segment is read with positional reads.
+    pub sealed: Option<Bytes>,
+}
+
+/// All segments, oldest first, indices contiguous.
+#[derive(Clone, Default)]
+pub struct Segments {
+    pub list: Vec<Segment>,
+}
+
+impl Segments {
+    pub fn get(&self, index: u64) -> Option<&Segment> {
+        let first = self.list.first()?.index;
+        self.list.get(index.checked_sub(first)? as usize)
+    }
+
+    pub fn active(&self) -> &Segment {
+        self.list.last().expect("there is always an active segment")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_sort_in_log_order_and_round_trip() {
+        assert_eq!(segment_name(7), "00000000000000000007.seg");
+        assert!(segment_name(9) < segment_name(10));
+        assert_eq!(parse_segment_name(&segment_name(123)), Some(123));
+        assert_eq!(parse_segment_name("7.seg"), None);
+        assert_eq!(parse_segment_name("0000000000000000000a.seg"), None);
+        assert_eq!(parse_segment_name("00000000000000000007.log"), None);
+    }
+}

@@ -1,0 +1,79 @@
+//! Durable per-stream state shared between the writer (sole mutator) and
+//! readers. Only the writer stores, and only after the group's fdatasync, so
+//! whatever a reader loads here is durable.
+
+use crate::fence::FenceState;
+use crate::index::StreamIndex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::RwLock;
+
+#[derive(Debug, Default)]
+pub struct StreamShared {
+    highest_token: AtomicU64,
+    /// Stored last when a group is published (Release), after the index has
+    /// grown, so a reader that loads it (Acquire) finds every seq below it
+    /// in the index.
+    next_seq: AtomicU64,
+    last_timestamp_ms: AtomicU64,
+    pub index: RwLock<StreamIndex>,
+}
+
+/// A snapshot of a stream's durable state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamState {
+    pub stream: String,
+    /// 0 until trimming exists.
+    pub first_seq: u64,
+    pub next_seq: u64,
+    pub highest_token: u64,
+    /// Timestamp of the last record; 0 when the stream has none.
+    pub last_timestamp_ms: u64,
+}
+
+impl StreamShared {
+    pub fn with_index(index: StreamIndex) -> Self {
+        StreamShared {
+            index: RwLock::new(index),
+            ..Default::default()
+        }
+    }
+
+    pub fn fence_state(&self) -> FenceState {
+        FenceState {
+            highest_token: self.highest_token.load(Ordering::Acquire),
+            next_seq: self.next_seq.load(Ordering::Acquire),
+        }
+    }
+
+    pub fn highest_token(&self) -> u64 {
+        self.highest_token.load(Ordering::Acquire)
+    }
+
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq.load(Ordering::Acquire)
+    }
+
+    pub fn last_timestamp_ms(&self) -> u64 {
+        self.last_timestamp_ms.load(Ordering::Acquire)
+    }
+
+    pub fn snapshot(&self, name: &str) -> StreamState {
+        StreamState {
+            stream: name.to_string(),
+            first_seq: 0,
+            next_seq: self.next_seq(),
+            highest_token: self.highest_token(),
+            last_timestamp_ms: self.last_timestamp_ms(),
+        }
+    }
+
+    /// Publishes durable state. Writer thread (or recovery) only.
+    pub(crate) fn publish(&self, highest_token: u64, next_seq: u64, last_timestamp_ms: u64) {
+        debug_assert!(highest_token >= self.highest_token.load(Ordering::Relaxed));
+        debug_assert!(next_seq >= self.next_seq.load(Ordering::Relaxed));
+        self.highest_token.store(highest_token, Ordering::Release);
+        self.last_timestamp_ms
+            .store(last_timestamp_ms, Ordering::Release);
+        self.next_seq.store(next_seq, Ordering::Release);
+    }
+}

@@ -1,0 +1,504 @@
+//! The single writer: the only code that orders writes, owns the active
+//! segment's end, and publishes durable state.
+//!
+//! One loop iteration is one group: take everything waiting (up to the group
+//! limits), apply the fencing rule in arrival order against pending state,
+//! encode all accepted frames into one buffer, write it, `sync_data` once,
+//! publish, then answer. Nobody hears "ok" — or "stale" decided against
+//! pending state — before the sync returns. Requests that queue while a sync
+//! runs form the next group, which is the whole of group commit: no timers.
+
+use crate::codec::{encode_frame, frame_len, set_last_in_group, FrameKind, FrameSpec};
+use crate::error::{StorageFailure, WriteError};
+use crate::fence::{self, FenceState, Refusal};
+use crate::recovery::create_segment;
+use crate::segment::{segment_name, Segment};
+use crate::stream::{StreamShared, StreamState};
+use crate::Shared;
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::{mpsc, oneshot};
+
+/// What a successful append returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ack {
+    pub first_seq: u64,
+    pub last_seq: u64,
+    pub next_seq: u64,
+    pub fencing_token: u64,
+    pub timestamp_ms: u64,
+}
+
+pub(crate) enum Op {
+    Append {
+        records: Vec<Bytes>,
+        match_seq_num: Option<u64>,
+        reply: oneshot::Sender<Result<Ack, WriteError>>,
+    },
+    Fence {
+        reply: oneshot::Sender<Result<StreamState, WriteError>>,
+    },
+}
+
+pub(crate) struct Request {
+    pub stream: Box<str>,
+    pub token: u64,
+    pub op: Op,
+}
+
+pub(crate) enum Msg {
+    Write(Request),
+    /// Commit everything queued so far, then stop.
+    Shutdown(oneshot::Sender<()>),
+}
+
+impl Request {
+    fn encoded_len(&self) -> usize {
+        match &self.op {
+            Op::Append { records, .. } => frame_len(&self.stream, records),
+            Op::Fence { .. } => frame_len::<&[u8]>(&self.stream, &[]),
+        }
+    }
+}
+
+/// A request's answer, held until the group is durable.
+enum Answer {
+    Append(
+        oneshot::Sender<Result<Ack, WriteError>>,
+        Result<Ack, WriteError>,
+    ),
+    Fence(
+        oneshot::Sender<Result<StreamState, WriteError>>,
+        Result<StreamState, WriteError>,
+    ),
+}
+
+impl Answer {
+    fn send(self) {
+        // A caller that gave up (dropped its future) is not an error: the
+        // write happened or not regardless of who listens.
+        match self {
+            Answer::Append(tx, r) => {
+                let _ = tx.send(r);
+            }
+            Answer::Fence(tx, r) => {
+                let _ = tx.send(r);
+            }
+        }
+    }
+
+    fn fail(self, err: WriteError) {
+        match self {
+            Answer::Append(tx, _) => {
+                let _ = tx.send(Err(err));
+            }
+            Answer::Fence(tx, _) => {
+                let _ = tx.send(Err(err));
+            }
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Pending {
+    fence: FenceState,
+    last_timestamp_ms: u64,
+    shared: Option<Arc<StreamShared>>,
+    /// A frame for this stream is already planned in this group.
+    planned: bool,
+}
+
+/// A frame of the current group, to index once durable.
+struct Planned {
+    stream: Box<str>,
+    kind: FrameKind,
+    offset_in_buf: usize,
+    first_seq: u64,
+    count: u32,
+}
+
+pub(crate) struct Writer {
+    pub shared: Arc<Shared>,
+    pub rx: mpsc::Receiver<Msg>,
+    pub next_group_id: u64,
+    pub active_len: u64,
+    buf: Vec<u8>,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn refusal_error(r: Refusal) -> WriteError {
+    match r {
+        Refusal::ZeroToken => WriteError::ZeroToken,
+        Refusal::Stale {
+            presented,
+            highest,
+            next_seq,
+        } => WriteError::StaleToken {
+            presented,
+            highest,
+            next_seq,
+        },
+        Refusal::SeqMismatch { expected, next_seq } => {
+            WriteError::SeqMismatch { expected, next_seq }
+        }
+    }
+}
+
+impl Writer {
+    pub fn new(
+        shared: Arc<Shared>,
+        rx: mpsc::Receiver<Msg>,
+        next_group_id: u64,
+        active_len: u64,
+    ) -> Self {
+        Writer {
+            shared,
+            rx,
+            next_group_id,
+            active_len,
+            buf: Vec::new(),
+        }
+    }
+
+    pub fn run(mut self) {
+        let mut group: Vec<Request> = Vec::new();
+        let mut shutdown: Vec<oneshot::Sender<()>> = Vec::new();
+        loop {
+            let Some(first) = self.rx.blocking_recv() else {
+                break;
+            };
+            let mut bytes = 0;
+            let mut push = |m: Msg, group: &mut Vec<Request>, bytes: &mut usize| match m {
+                Msg::Write(r) => {
+                    *bytes += r.encoded_len();
+                    group.push(r);
+                }
+                Msg::Shutdown(tx) => shutdown.push(tx),
+            };
+            push(first, &mut group, &mut bytes);
+            while group.len() < self.shared.config.group_requests_max
+                && bytes < self.shared.config.group_bytes_max
+            {
+                match self.rx.try_recv() {
+                    Ok(m) => push(m, &mut group, &mut bytes),
+                    Err(_) => break,
+                }
+            }
+            self.shared.metrics.queue_depth.set(self.rx.len() as i64);
+            if !group.is_empty() {
+                self.commit(std::mem::take(&mut group));
+            }
+            if !shutdown.is_empty() {
+                // Everything sent before the shutdown request is in the
+                // queue ahead of it; commit all of it, then stop.
+                self.rx.close();
+                while let Ok(m) = self.rx.try_recv() {
+                    if let Msg::Write(r) = m {
+                        group.push(r);
+                    }
+                    if group.len() >= self.shared.config.group_requests_max {
+                        self.commit(std::mem::take(&mut group));
+                    }
+                }
+                if !group.is_empty() {
+                    self.commit(std::mem::take(&mut group));
+                }
+                break;
+            }
+        }
+        for tx in shutdown {
+            let _ = tx.send(());
+        }
+        self.shared.wake_all_waiters();
+    }
+
+    fn lookup(&self, name: &str) -> Pending {
+        match self.shared.streams.read().unwrap().get(name) {
+            Some(s) => Pending {
+                fence: s.fence_state(),
+                last_timestamp_ms: s.last_timestamp_ms(),
+                shared: Some(s.clone()),
+                planned: false,
+            },
+            None => Pending {
+                fence: FenceState::default(),
+                last_timestamp_ms: 0,
+                shared: None,
+                planned: false,
+            },
+        }
+    }
+
+    fn commit(&mut self, group: Vec<Request>) {
+        if let Some(f) = self.shared.poisoned.get() {
+            for r in group {
+                let err = Err(WriteError::Poisoned(f.clone()));
+                match r.op {
+                    Op::Append { reply, .. } => Answer::Append(reply, err).send(),
+                    Op::Fence { reply } => {
+                        Answer::Fence(reply, Err(WriteError::Poisoned(f.clone()))).send()
+                    }
+                }
+            }
+            return;
+        }
+        let now = now_ms();
+        let group_id = self.next_group_id;
+        let mut pending: HashMap<Box<str>, Pending> = HashMap::new();
+        let mut planned: Vec<Planned> = Vec::new();
+        let mut answers: Vec<Answer> = Vec::with_capacity(group.len());
+        let mut stale = 0u64;
+        let mut mismatched = 0u64;
+        let mut appends = 0u64;
+        let mut fences = 0u64;
+        let mut records_total = 0u64;
+        self.buf.clear();
+
+        for req in group {
+            if !pending.contains_key(&req.stream) {
+                let p = self.lookup(&req.stream);
+                pending.insert(req.stream.clone(), p);
+            }
+            let p = pending.get_mut(&req.stream).unwrap();
+            match req.op {
+                Op::Append {
+                    records,
+                    match_seq_num,
+                    reply,
+                } => match fence::check_append(p.fence, req.token, match_seq_num) {
+                    Err(r) => {
+                        match r {
+                            Refusal::Stale { .. } => stale += 1,
+                            Refusal::SeqMismatch { .. } => mismatched += 1,
+                            Refusal::ZeroToken => {}
+                        }
+                        answers.push(Answer::Append(reply, Err(refusal_error(r))));
+                    }
+                    Ok(()) => {
+                        let ts = now.max(p.last_timestamp_ms);
+                        let first_seq = p.fence.next_seq;
+                        let count = records.len() as u32;
+                        let offset_in_buf = encode_frame(
+                            &mut self.buf,
+                            &FrameSpec {
+                                kind: FrameKind::Records,
+                                last_in_group: false,
+                                group_id,
+                                first_seq,
+                                fencing_token: req.token,
+                                timestamp_ms: ts,
+                                name: &req.stream,
+                            },
+                            &records,
+                        );
+                        p.fence.next_seq += count as u64;
+                        p.fence.highest_token = req.token;
+                        p.last_timestamp_ms = ts;
+                        p.planned = true;
+                        planned.push(Planned {
+                            stream: req.stream,
+                            kind: FrameKind::Records,
+                            offset_in_buf,
+                            first_seq,
+                            count,
+                        });
+                        appends += 1;
+                        records_total += count as u64;
+                        answers.push(Answer::Append(
+                            reply,
+                            Ok(Ack {
+                                first_seq,
+                                last_seq: first_seq + count as u64 - 1,
+                                next_seq: first_seq + count as u64,
+                                fencing_token: req.token,
+                                timestamp_ms: ts,
+                            }),
+                        ));
+                    }
+                },
+                Op::Fence { reply } => match fence::check_fence(p.fence, req.token) {
+                    Err(r) => {
+                        if matches!(r, Refusal::Stale { .. }) {
+                            stale += 1;
+                        }
+                        answers.push(Answer::Fence(reply, Err(refusal_error(r))));
+                    }
+                    Ok(()) => {
+                        let exists = p.shared.is_some() || p.planned;
+                        if fence::fence_needs_frame(p.fence, req.token, exists) {
+                            let offset_in_buf = encode_frame::<&[u8]>(
+                                &mut self.buf,
+                                &FrameSpec {
+                                    kind: FrameKind::Fence,
+                                    last_in_group: false,
+                                    group_id,
+                                    first_seq: p.fence.next_seq,
+                                    fencing_token: req.token,
+                                    timestamp_ms: now.max(p.last_timestamp_ms),
+                                    name: &req.stream,
+                                },
+                                &[],
+                            );
+                            p.fence.highest_token = req.token;
+                            p.planned = true;
+                            planned.push(Planned {
+                                stream: req.stream.clone(),
+                                kind: FrameKind::Fence,
+                                offset_in_buf,
+                                first_seq: p.fence.next_seq,
+                                count: 0,
+                            });
+                            fences += 1;
+                        }
+                        let state = StreamState {
+                            stream: req.stream.to_string(),
+                            first_seq: 0,
+                            next_seq: p.fence.next_seq,
+                            highest_token: p.fence.highest_token,
+                            last_timestamp_ms: p.last_timestamp_ms,
+                        };
+                        answers.push(Answer::Fence(reply, Ok(state)));
+                    }
+                },
+            }
+        }
+
+        let shared = self.shared.clone();
+        let m = &shared.metrics;
+        if planned.is_empty() {
+            // Every decision was made against durable state: answer now.
+            m.stale_rejections.inc_by(stale);
+            m.seq_mismatches.inc_by(mismatched);
+            answers.into_iter().for_each(Answer::send);
+            return;
+        }
+        let last_at = planned.last().unwrap().offset_in_buf;
+        set_last_in_group(&mut self.buf[last_at..], true);
+
+        let started = Instant::now();
+        let write = self.write_group();
+        let placed = match write {
+            Ok(p) => p,
+            Err(failure) => {
+                let failure = Arc::new(failure);
+                tracing::error!(error = %failure, "storage failure; engine poisoned, no further writes until reopened");
+                let _ = self.shared.poisoned.set(failure.clone());
+                for a in answers {
+                    a.fail(WriteError::StorageFailed(failure.clone()));
+                }
+                self.shared.wake_all_waiters();
+                return;
+            }
+        };
+        m.fsync_seconds.observe(started.elapsed().as_secs_f64());
+        self.next_group_id += 1;
+
+        // Durable: publish in log order, then answer, then wake readers.
+        let (segment, base) = placed;
+        let mut touched: Vec<(Box<str>, Pending)> = Vec::with_capacity(pending.len());
+        for f in &planned {
+            let p = pending.get_mut(&f.stream).unwrap();
+            if p.shared.is_none() {
+                let s = Arc::new(StreamShared::default());
+                self.shared
+                    .streams
+                    .write()
+                    .unwrap()
+                    .insert(f.stream.clone(), s.clone());
+                p.shared = Some(s);
+            }
+            if f.kind == FrameKind::Records {
+                let s = p.shared.as_ref().unwrap();
+                s.index.write().unwrap().push(
+                    f.first_seq,
+                    segment,
+                    base + f.offset_in_buf as u64,
+                    f.count,
+                );
+            }
+        }
+        for (name, p) in pending {
+            if let Some(s) = &p.shared {
+                s.publish(p.fence.highest_token, p.fence.next_seq, p.last_timestamp_ms);
+                touched.push((name, p));
+            }
+        }
+        m.appends_accepted.inc_by(appends);
+        m.fences_accepted.inc_by(fences);
+        m.records_written.inc_by(records_total);
+        m.bytes_written.inc_by(self.buf.len() as u64);
+        m.stale_rejections.inc_by(stale);
+        m.seq_mismatches.inc_by(mismatched);
+        m.groups_committed.inc();
+        m.group_records.observe(records_total as f64);
+        answers.into_iter().for_each(Answer::send);
+        self.shared
+            .notify_streams(touched.iter().map(|(n, _)| &**n));
+        if self.buf.capacity() > 4 * self.shared.config.group_bytes_max {
+            self.buf = Vec::new();
+        }
+    }
+
+    /// Writes and syncs the encoded group, rolling first if it would not
+    /// fit. Returns the segment and offset it landed at.
+    fn write_group(&mut self) -> Result<(u64, u64), StorageFailure> {
+        let header = crate::codec::SEGMENT_HEADER_BYTES as u64;
+        if self.active_len > header
+            && self.active_len + self.buf.len() as u64 > self.shared.config.segment_bytes_max
+        {
+            self.roll()?;
+        }
+        let seg = self.shared.segments.read().unwrap().active().clone();
+        let at = self.active_len;
+        seg.file
+            .write_all_at(&self.buf, at)
+            .map_err(|e| StorageFailure::new("write", &seg.name, &e))?;
+        // The only fsync on the write path. On failure we never retry it:
+        // the kernel may have dropped the pages (see ARCHITECTURE.md).
+        seg.file
+            .sync_data()
+            .map_err(|e| StorageFailure::new("fdatasync", &seg.name, &e))?;
+        self.active_len = at + self.buf.len() as u64;
+        Ok((seg.index, at))
+    }
+
+    fn roll(&mut self) -> Result<(), StorageFailure> {
+        let old = self.shared.segments.read().unwrap().active().clone();
+        let index = old.index + 1;
+        if index > crate::index::SEGMENT_INDEX_MAX {
+            return Err(StorageFailure {
+                op: "roll",
+                file: segment_name(index),
+                kind: std::io::ErrorKind::StorageFull,
+                message: "segment index space exhausted".into(),
+            });
+        }
+        let name = segment_name(index);
+        let file = create_segment(&*self.shared.storage, index, self.next_group_id)
+            .map_err(|e| StorageFailure::new("create segment", &name, &e))?;
+        // Sealing is for read speed only; if the map fails, readers keep
+        // using positional reads.
+        let sealed = old.file.view(self.active_len).ok();
+        let mut segs = self.shared.segments.write().unwrap();
+        let last = segs.list.last_mut().unwrap();
+        last.sealed = sealed;
+        segs.list.push(Segment {
+            index,
+            name,
+            file,
+            sealed: None,
+        });
+        drop(segs);
+        tracing::debug!(segment = index, "rolled to a new segment");
+        self.active_len = crate::codec::SEGMENT_HEADER_BYTES as u64;
+        Ok(())
+    }
+}
