@@ -1,0 +1,1 @@
+//! The HTTP API (axum). (Being written; see issue 3.)
