@@ -23,6 +23,7 @@ pub mod error;
 pub mod fence;
 pub mod http;
 pub mod index;
+pub mod loadgen;
 pub mod metrics;
 pub mod name;
 pub mod recovery;

@@ -1,0 +1,234 @@
+//! Counting, latency histograms, the live progress line and the report.
+
+use super::{BenchArgs, Target, Workload};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Latencies are kept in microseconds; anything over a minute is clamped.
+const LATENCY_MAX_US: u64 = 60_000_000;
+
+pub fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, LATENCY_MAX_US, 3).expect("static histogram bounds are valid")
+}
+
+pub fn record_us(h: &mut Histogram<u64>, d: Duration) {
+    let us = (d.as_micros() as u64).clamp(1, LATENCY_MAX_US);
+    h.record(us)
+        .expect("value is clamped into the histogram's range");
+}
+
+/// Counters shared by all clients, read by the progress line.
+#[derive(Default)]
+pub struct Live {
+    pub requests: AtomicU64,
+    pub records: AtomicU64,
+    pub rejections: AtomicU64,
+    pub errors: AtomicU64,
+}
+
+impl Live {
+    pub fn add(&self, counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
+/// Prints a progress line about once a second while stderr is a terminal;
+/// stops at `until` at the latest.
+pub fn spawn_progress(
+    live: Arc<Live>,
+    started: Instant,
+    until: Instant,
+) -> Option<tokio::task::JoinHandle<()>> {
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    Some(tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        tick.tick().await;
+        let mut last = (0u64, 0u64, 0u64, started);
+        while Instant::now() < until {
+            tick.tick().await;
+            let now = Instant::now();
+            let req = live.requests.load(Ordering::Relaxed);
+            let rec = live.records.load(Ordering::Relaxed);
+            let rej = live.rejections.load(Ordering::Relaxed);
+            let secs = now.duration_since(last.3).as_secs_f64().max(1e-9);
+            eprint!(
+                "\r{:>6.1}s  {:>10.0} req/s  {:>10.0} records/s  {:>10.0} rejections/s  errors {}   ",
+                now.duration_since(started).as_secs_f64(),
+                (req - last.0) as f64 / secs,
+                (rec - last.1) as f64 / secs,
+                (rej - last.2) as f64 / secs,
+                live.errors.load(Ordering::Relaxed),
+            );
+            last = (req, rec, rej, now);
+        }
+        eprintln!();
+    }))
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LatencySummary {
+    pub count: u64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+    pub p999_us: u64,
+    pub max_us: u64,
+    pub mean_us: f64,
+}
+
+impl LatencySummary {
+    pub fn of(h: &Histogram<u64>) -> LatencySummary {
+        LatencySummary {
+            count: h.len(),
+            p50_us: h.value_at_quantile(0.50),
+            p99_us: h.value_at_quantile(0.99),
+            p999_us: h.value_at_quantile(0.999),
+            max_us: h.max(),
+            mean_us: h.mean(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Verification {
+    pub passed: bool,
+    pub streams_checked: u64,
+    pub records_checked: u64,
+    /// Requests whose outcome is unknown (transport errors): their records
+    /// may or may not be present, and either is accepted.
+    pub unknown_outcomes: u64,
+    /// The first few differences found, in words.
+    pub failures: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub target: Target,
+    pub workload: Workload,
+    pub clients: usize,
+    pub streams: usize,
+    pub batch: usize,
+    pub record_bytes: usize,
+    /// Requested requests/s for open-loop runs.
+    pub rate: Option<f64>,
+    pub elapsed_s: f64,
+    pub requests: u64,
+    pub appends: u64,
+    pub records: u64,
+    pub rejections: u64,
+    pub errors: u64,
+    pub requests_per_s: f64,
+    pub appends_per_s: f64,
+    pub records_per_s: f64,
+    pub mb_per_s: f64,
+    pub rejections_per_s: f64,
+    /// Request latency; for open-loop runs measured from the intended send
+    /// time.
+    pub latency: LatencySummary,
+    /// `tail` only: acknowledgement to arrival at a live tail.
+    pub visibility: Option<LatencySummary>,
+    pub verification: Verification,
+}
+
+impl Report {
+    pub fn header(args: &BenchArgs) -> impl FnOnce(Totals, Histogram<u64>) -> Report + '_ {
+        move |t, h| {
+            let secs = t.elapsed.as_secs_f64().max(1e-9);
+            Report {
+                target: args.target,
+                workload: args.workload,
+                clients: args.clients,
+                streams: args.stream_count(),
+                batch: args.batch,
+                record_bytes: args.record_bytes,
+                rate: args.rate,
+                elapsed_s: secs,
+                requests: t.requests,
+                appends: t.appends,
+                records: t.records,
+                rejections: t.rejections,
+                errors: t.errors,
+                requests_per_s: t.requests as f64 / secs,
+                appends_per_s: t.appends as f64 / secs,
+                records_per_s: t.records as f64 / secs,
+                mb_per_s: (t.records * args.record_bytes as u64) as f64 / secs / 1e6,
+                rejections_per_s: t.rejections as f64 / secs,
+                latency: LatencySummary::of(&h),
+                visibility: None,
+                verification: Verification::default(),
+            }
+        }
+    }
+
+    pub fn to_json_line(&self) -> String {
+        serde_json::to_string(self).expect("a report always serializes")
+    }
+
+    pub fn to_text(&self) -> String {
+        let l = &self.latency;
+        let mut out = format!(
+            "{:?} {:?}: {} clients, {} streams, batch {}, {} B records, {:.1} s\n\
+             \x20 {:.0} requests/s  {:.0} appends/s  {:.0} records/s  {:.2} MB/s  {:.0} rejections/s  ({} errors)\n\
+             \x20 latency p50 {} µs  p99 {} µs  p99.9 {} µs  max {} µs  ({} samples)\n",
+            self.target,
+            self.workload,
+            self.clients,
+            self.streams,
+            self.batch,
+            self.record_bytes,
+            self.elapsed_s,
+            self.requests_per_s,
+            self.appends_per_s,
+            self.records_per_s,
+            self.mb_per_s,
+            self.rejections_per_s,
+            self.errors,
+            l.p50_us,
+            l.p99_us,
+            l.p999_us,
+            l.max_us,
+            l.count,
+        );
+        if let Some(v) = &self.visibility {
+            out.push_str(&format!(
+                "  ack -> tail p50 {} µs  p99 {} µs  p99.9 {} µs  max {} µs  ({} records)\n",
+                v.p50_us, v.p99_us, v.p999_us, v.max_us, v.count
+            ));
+        }
+        let v = &self.verification;
+        if v.passed {
+            out.push_str(&format!(
+                "  verified: {} streams, {} records{}\n",
+                v.streams_checked,
+                v.records_checked,
+                if v.unknown_outcomes > 0 {
+                    format!(" ({} requests with unknown outcome)", v.unknown_outcomes)
+                } else {
+                    String::new()
+                }
+            ));
+        } else {
+            out.push_str("  VERIFICATION FAILED:\n");
+            for f in &v.failures {
+                out.push_str(&format!("    {f}\n"));
+            }
+        }
+        out
+    }
+}
+
+/// Sums over all clients.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Totals {
+    pub elapsed: Duration,
+    pub requests: u64,
+    pub appends: u64,
+    pub records: u64,
+    pub rejections: u64,
+    pub errors: u64,
+}
