@@ -214,10 +214,14 @@ impl Writer {
                 break;
             }
         }
+        self.shared.wake_all_waiters();
+        // The directory lock lives as long as `Shared`. Let go of the
+        // writer's reference before `shutdown()` returns, so dropping the
+        // engine right after it frees the lock and a reopen succeeds.
+        drop(self);
         for tx in shutdown {
             let _ = tx.send(());
         }
-        self.shared.wake_all_waiters();
     }
 
     fn lookup(&self, name: &str) -> Pending {
