@@ -25,16 +25,25 @@ impl Drop for Server {
 }
 
 fn start(data_dir: &Path, log_name: &str) -> Server {
+    start_with(data_dir, log_name, true)
+}
+
+/// Starts the binary on `data_dir`, configured by flags or, with
+/// `flags == false`, by the environment variables alone.
+fn start_with(data_dir: &Path, log_name: &str, flags: bool) -> Server {
     let log = std::fs::File::create(data_dir.with_extension(log_name)).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fencelog"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(data_dir)
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fencelog"));
+    cmd.arg("serve")
         .env_remove("FENCELOG_LISTEN")
-        .env_remove("FENCELOG_DATA_DIR")
-        .stdout(Stdio::piped())
-        .stderr(log)
-        .spawn()
-        .unwrap();
+        .env_remove("FENCELOG_DATA_DIR");
+    if flags {
+        cmd.args(["--listen", "127.0.0.1:0", "--data-dir"])
+            .arg(data_dir);
+    } else {
+        cmd.env("FENCELOG_LISTEN", "127.0.0.1:0")
+            .env("FENCELOG_DATA_DIR", data_dir);
+    }
+    let mut child = cmd.stdout(Stdio::piped()).stderr(log).spawn().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     stdout.read_line(&mut line).unwrap();
@@ -134,12 +143,12 @@ async fn sigkill_after_acks_loses_nothing_acknowledged() {
 }
 
 /// SIGTERM: live tails end, the process exits 0, and what was acknowledged
-/// is there on the next start.
+/// is there on the next start. Configured through the environment only.
 #[tokio::test]
 async fn sigterm_drains_and_exits_zero() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
-    let mut srv = start(&data, "log1");
+    let mut srv = start_with(&data, "log1", false);
     assert_eq!(srv.api.append("s", 1, &["one", "two"]).await.0, 200);
     let mut tail = srv.api.tail("s", "start_seq=0", None).await;
     tail.expect("records").await;
