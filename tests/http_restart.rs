@@ -31,7 +31,8 @@ fn start(data_dir: &Path, log_name: &str) -> Server {
 /// Starts the binary on `data_dir`, configured by flags or, with
 /// `flags == false`, by the environment variables alone.
 fn start_with(data_dir: &Path, log_name: &str, flags: bool) -> Server {
-    let log = std::fs::File::create(data_dir.with_extension(log_name)).unwrap();
+    let log_path = data_dir.with_extension(log_name);
+    let log = std::fs::File::create(&log_path).unwrap();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_fencelog"));
     cmd.arg("serve")
         .env_remove("FENCELOG_LISTEN")
@@ -50,7 +51,12 @@ fn start_with(data_dir: &Path, log_name: &str, flags: bool) -> Server {
     let addr = line
         .trim()
         .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .unwrap_or_else(|| {
+            let _ = child.kill();
+            let status = child.wait();
+            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
+            panic!("unexpected first line {line:?}; exit {status:?}; log:\n{log}")
+        })
         .to_string();
     Server {
         child,
