@@ -231,7 +231,9 @@ fn wants_event_stream(headers: &HeaderMap) -> bool {
 ///   except that the first record always comes whole.
 /// - `wait_ms`: when `start_seq` is the tail, wait up to this long for a
 ///   record to arrive instead of answering empty (default 0, clamped to
-///   60000). The wait ends as soon as the record is durable.
+///   60000). The wait ends as soon as the record is durable. A stream
+///   that does not exist yet is 404 at once, waiting or not; a consumer
+///   that starts before any producer can create it with a fence.
 /// - `follow=true` or `Accept: text/event-stream`: live tail instead; see
 ///   [`super::sse`].
 pub async fn read(

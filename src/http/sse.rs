@@ -40,8 +40,9 @@ struct Tail {
     done: bool,
 }
 
-/// Starts a tail at `start_seq`. Errors the request normally (404, 416)
-/// when the stream or position is wrong, before any event is sent.
+/// Starts a tail at `start_seq`. Errors the request normally (404 for a
+/// stream that does not exist, 416 past the tail) before any event is sent,
+/// so a client never mistakes a typo for a quiet stream.
 pub fn tail(
     state: AppState,
     stream: String,
