@@ -24,6 +24,8 @@ pub mod fence;
 pub mod http;
 pub mod index;
 pub mod metrics;
+#[doc(hidden)]
+pub mod mutation;
 pub mod name;
 pub mod recovery;
 pub mod segment;
