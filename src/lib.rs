@@ -17,10 +17,13 @@
 //! # Ok(()) }
 //! ```
 
+pub mod client;
 pub mod codec;
 pub mod config;
 pub mod error;
 pub mod fence;
+#[doc(hidden)]
+pub mod fuzz_targets;
 pub mod http;
 pub mod index;
 pub mod metrics;
