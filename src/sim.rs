@@ -160,6 +160,7 @@ struct State {
     halted: bool,
     faults: Vec<Fault>,
     fired: Vec<(u64, &'static str)>,
+    by_name: BTreeMap<&'static str, u64>,
     files: HashMap<u64, FileData>,
     next_file: u64,
     dir: BTreeMap<String, u64>,
@@ -214,6 +215,7 @@ impl State {
         }
         let n = self.ops;
         self.ops += 1;
+        *self.by_name.entry(name).or_default() += 1;
         if self.crash_at == Some(n) {
             self.halted = true;
             return Err(power_lost());
@@ -466,6 +468,11 @@ impl SimStorage {
     /// How many calls an injected fault has failed.
     pub fn faults_fired(&self) -> u64 {
         self.lock_state().fired.len() as u64
+    }
+
+    /// Calls made so far, by operation name ("write", "sync_data", ...).
+    pub fn op_counts(&self) -> BTreeMap<&'static str, u64> {
+        self.lock_state().by_name.clone()
     }
 
     /// Every call an injected fault failed: its number and operation name.

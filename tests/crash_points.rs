@@ -20,8 +20,8 @@ fn run(seed: u64, steps: usize, segment_bytes: u64) {
     let started = Instant::now();
     match crash_points(&suite) {
         Ok(s) => println!(
-            "seed {seed}: {} of {} crash points, {} resolutions, {} recoveries, max {} unsynced ops, {:.1?}",
-            s.points, s.ops, s.resolutions, s.recoveries, s.max_unsynced, started.elapsed()
+            "seed {seed}: {} of {} crash points, {} resolutions, {} recoveries, max {} unsynced ops, dry run {} acks from {} groups, {:.1?}",
+            s.points, s.ops, s.resolutions, s.recoveries, s.max_unsynced, s.dry_acks, s.dry_groups, started.elapsed()
         ),
         Err(e) => panic!("crash-point violation (replay with this seed): {e}"),
     }

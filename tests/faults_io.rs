@@ -12,10 +12,10 @@ fn every_call_failed_every_way() {
     let seed = env_or("FENCELOG_FAULT_SEED", 0xFA17_0001);
     let suite = FaultSuite {
         seed,
-        steps: 30,
+        steps: 60,
         segment_bytes: 4096,
         stride: 1,
-        recovery_disks: env_or("FENCELOG_FAULT_RECOVERY_DISKS", 4) as usize,
+        recovery_disks: env_or("FENCELOG_FAULT_RECOVERY_DISKS", 6) as usize,
     };
     let started = Instant::now();
     match fault_points(&suite) {

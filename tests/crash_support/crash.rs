@@ -27,6 +27,10 @@ pub struct CrashStats {
     pub resolutions: u64,
     pub recoveries: u64,
     pub max_unsynced: usize,
+    /// Acknowledged requests and groups of the dry run: fewer groups than
+    /// requests means bursts really shared an fsync.
+    pub dry_acks: u64,
+    pub dry_groups: u64,
 }
 
 pub fn crash_points(suite: &CrashSuite) -> Result<CrashStats, String> {
@@ -49,9 +53,18 @@ pub fn crash_points(suite: &CrashSuite) -> Result<CrashStats, String> {
     .map_err(&fail)?;
     drop(engine);
     let total = sim.op_count();
-
+    // Every group is one fdatasync of the data; the first segment and each
+    // roll add one, and one directory sync each.
+    let calls = sim.op_counts();
+    let get = |k: &str| calls.get(k).copied().unwrap_or(0);
     let mut stats = CrashStats {
         ops: total,
+        dry_acks: model
+            .attempts
+            .iter()
+            .filter(|a| matches!(a.outcome, Outcome::Acked { .. } | Outcome::FenceAcked))
+            .count() as u64,
+        dry_groups: get("sync_data") - get("sync_dir"),
         ..Default::default()
     };
     let mut rng = Rng::new(suite.seed ^ 0xC0FF_EE00);
