@@ -17,14 +17,19 @@
 //! # Ok(()) }
 //! ```
 
+pub mod client;
 pub mod codec;
 pub mod config;
 pub mod error;
 pub mod fence;
+#[doc(hidden)]
+pub mod fuzz_targets;
 pub mod http;
 pub mod index;
 pub mod loadgen;
 pub mod metrics;
+#[doc(hidden)]
+pub mod mutation;
 pub mod name;
 pub mod recovery;
 pub mod segment;

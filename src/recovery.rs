@@ -24,6 +24,7 @@ use crate::codec::{
 };
 use crate::error::{Corruption, OpenError};
 use crate::fence::FenceState;
+use crate::mutation::{self, Mutation};
 use crate::segment::{parse_segment_name, segment_name, Segment, Segments};
 use crate::storage::{Storage, StorageFile, LOCK_FILE_NAME};
 use crate::stream::StreamShared;
@@ -112,6 +113,9 @@ impl Scan {
 
     fn close_group(&mut self) {
         for f in self.open.drain(..) {
+            if f.kind == FrameKind::Fence && mutation::active(Mutation::FenceOnlyInMemory) {
+                continue;
+            }
             let entry = self.streams.entry(f.name).or_default();
             entry.0.fence.highest_token = f.token;
             if f.kind == FrameKind::Records {
@@ -238,7 +242,7 @@ pub fn recover(storage: &dyn Storage) -> Result<Recovered, OpenError> {
                 Ok(f) => f,
                 Err(e) => {
                     let reason = e.to_string();
-                    if !is_last {
+                    if !is_last && !mutation::active(Mutation::TruncateAnyBadFrame) {
                         return Err(corrupt(&name, off as u64, reason));
                     }
                     // The group that may be torn: the open one, or the next.
@@ -247,7 +251,9 @@ pub fn recover(storage: &dyn Storage) -> Result<Recovered, OpenError> {
                     } else {
                         scan.last_closed_group + 1
                     };
-                    if let Some((at, g)) = find_frame_after(&view, off + 1, torn_group + 1) {
+                    let later = find_frame_after(&view, off + 1, torn_group + 1)
+                        .filter(|_| !mutation::active(Mutation::TruncateAnyBadFrame));
+                    if let Some((at, g)) = later {
                         return Err(corrupt(
                             &name,
                             off as u64,
@@ -431,7 +437,9 @@ pub fn create_segment(
     });
     file.write_all_at(&header, 0)?;
     file.sync_data()?;
-    storage.sync_dir()?;
+    if !mutation::active(Mutation::SkipDirSync) {
+        storage.sync_dir()?;
+    }
     Ok(file)
 }
 

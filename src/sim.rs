@@ -159,7 +159,8 @@ struct State {
     crash_at: Option<u64>,
     halted: bool,
     faults: Vec<Fault>,
-    faults_fired: u64,
+    fired: Vec<(u64, &'static str)>,
+    by_name: BTreeMap<&'static str, u64>,
     files: HashMap<u64, FileData>,
     next_file: u64,
     dir: BTreeMap<String, u64>,
@@ -198,7 +199,12 @@ fn write_into(buf: &mut Vec<u8>, offset: u64, bytes: &[u8]) {
 impl State {
     /// Numbers the call and decides whether it may run. `Ok(Some(fault))`
     /// means an injected fault fires on it.
-    fn enter(&mut self, epoch: u64, kind: OpKind) -> io::Result<Option<FaultKind>> {
+    fn enter(
+        &mut self,
+        epoch: u64,
+        kind: OpKind,
+        name: &'static str,
+    ) -> io::Result<Option<FaultKind>> {
         if epoch != self.epoch {
             return Err(io::Error::other(
                 "storage handle from before a simulated crash or restart",
@@ -209,15 +215,17 @@ impl State {
         }
         let n = self.ops;
         self.ops += 1;
+        *self.by_name.entry(name).or_default() += 1;
         if self.crash_at == Some(n) {
             self.halted = true;
             return Err(power_lost());
         }
-        let hit = self.faults.iter().find(|f| {
-            f.at_op == n || (f.persistent && n > f.at_op && kind != OpKind::Read)
-        });
+        let hit = self
+            .faults
+            .iter()
+            .find(|f| f.at_op == n || (f.persistent && n > f.at_op && kind != OpKind::Read));
         if let Some(f) = hit {
-            self.faults_fired += 1;
+            self.fired.push((n, name));
             return Ok(Some(f.kind));
         }
         Ok(None)
@@ -339,7 +347,8 @@ impl State {
                 _ => unreachable!(),
             }
         }
-        self.files.retain(|id, _| self.durable_dir.values().any(|v| v == id));
+        self.files
+            .retain(|id, _| self.durable_dir.values().any(|v| v == id));
         for f in self.files.values_mut() {
             f.written = f.durable.clone();
         }
@@ -458,7 +467,17 @@ impl SimStorage {
 
     /// How many calls an injected fault has failed.
     pub fn faults_fired(&self) -> u64 {
-        self.lock_state().faults_fired
+        self.lock_state().fired.len() as u64
+    }
+
+    /// Calls made so far, by operation name ("write", "sync_data", ...).
+    pub fn op_counts(&self) -> BTreeMap<&'static str, u64> {
+        self.lock_state().by_name.clone()
+    }
+
+    /// Every call an injected fault failed: its number and operation name.
+    pub fn fired(&self) -> Vec<(u64, &'static str)> {
+        self.lock_state().fired.clone()
     }
 
     /// Operations no sync has covered yet (what [`Resolution::Subset`]
@@ -531,7 +550,7 @@ impl Storage for SimStorage {
     fn list(&self) -> io::Result<Vec<String>> {
         let mut s = self.lock_state();
         let epoch = s.epoch;
-        if let Some(k) = s.enter(epoch, OpKind::Read)? {
+        if let Some(k) = s.enter(epoch, OpKind::Read, "list")? {
             return Err(fault_error(k));
         }
         Ok(s.dir.keys().cloned().collect())
@@ -540,7 +559,7 @@ impl Storage for SimStorage {
     fn create(&self, name: &str) -> io::Result<Arc<dyn StorageFile>> {
         let mut s = self.lock_state();
         let epoch = s.epoch;
-        if let Some(k) = s.enter(epoch, OpKind::Mutate)? {
+        if let Some(k) = s.enter(epoch, OpKind::Mutate, "create")? {
             return Err(fault_error(k));
         }
         if s.dir.contains_key(name) {
@@ -564,7 +583,7 @@ impl Storage for SimStorage {
     fn open(&self, name: &str) -> io::Result<Arc<dyn StorageFile>> {
         let mut s = self.lock_state();
         let epoch = s.epoch;
-        if let Some(k) = s.enter(epoch, OpKind::Read)? {
+        if let Some(k) = s.enter(epoch, OpKind::Read, "open")? {
             return Err(fault_error(k));
         }
         let id = *s
@@ -581,7 +600,7 @@ impl Storage for SimStorage {
     fn remove(&self, name: &str) -> io::Result<()> {
         let mut s = self.lock_state();
         let epoch = s.epoch;
-        if let Some(k) = s.enter(epoch, OpKind::Mutate)? {
+        if let Some(k) = s.enter(epoch, OpKind::Mutate, "remove")? {
             return Err(fault_error(k));
         }
         let id = s
@@ -598,7 +617,7 @@ impl Storage for SimStorage {
     fn sync_dir(&self) -> io::Result<()> {
         let mut s = self.lock_state();
         let epoch = s.epoch;
-        if let Some(k) = s.enter(epoch, OpKind::Mutate)? {
+        if let Some(k) = s.enter(epoch, OpKind::Mutate, "sync_dir")? {
             return Err(fault_error(k));
         }
         let (dir_ops, rest): (Vec<_>, Vec<_>) = std::mem::take(&mut s.pending)
@@ -622,7 +641,7 @@ impl Storage for SimStorage {
     fn lock(&self) -> io::Result<()> {
         let mut s = self.lock_state();
         let epoch = s.epoch;
-        if let Some(k) = s.enter(epoch, OpKind::Read)? {
+        if let Some(k) = s.enter(epoch, OpKind::Read, "lock")? {
             return Err(fault_error(k));
         }
         if s.locked_epoch == Some(epoch) {
@@ -651,7 +670,7 @@ impl SimFile {
 impl StorageFile for SimFile {
     fn len(&self) -> io::Result<u64> {
         let mut s = self.lock_state();
-        if let Some(k) = s.enter(self.epoch, OpKind::Read)? {
+        if let Some(k) = s.enter(self.epoch, OpKind::Read, "len")? {
             return Err(fault_error(k));
         }
         Ok(s.file(self.id)?.written.len() as u64)
@@ -659,7 +678,7 @@ impl StorageFile for SimFile {
 
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         let mut s = self.lock_state();
-        if let Some(k) = s.enter(self.epoch, OpKind::Read)? {
+        if let Some(k) = s.enter(self.epoch, OpKind::Read, "read")? {
             return Err(fault_error(k));
         }
         let data = &s.file(self.id)?.written;
@@ -676,7 +695,7 @@ impl StorageFile for SimFile {
 
     fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         let mut s = self.lock_state();
-        let fault = s.enter(self.epoch, OpKind::Write)?;
+        let fault = s.enter(self.epoch, OpKind::Write, "write")?;
         let bytes = match fault {
             None => buf,
             Some(FaultKind::ShortWrite) => &buf[..buf.len() / 2],
@@ -697,7 +716,7 @@ impl StorageFile for SimFile {
 
     fn sync_data(&self) -> io::Result<()> {
         let mut s = self.lock_state();
-        if let Some(k) = s.enter(self.epoch, OpKind::Mutate)? {
+        if let Some(k) = s.enter(self.epoch, OpKind::Mutate, "sync_data")? {
             s.fail_sync(self.id);
             return Err(fault_error(k));
         }
@@ -708,7 +727,7 @@ impl StorageFile for SimFile {
 
     fn truncate(&self, len: u64) -> io::Result<()> {
         let mut s = self.lock_state();
-        if let Some(k) = s.enter(self.epoch, OpKind::Mutate)? {
+        if let Some(k) = s.enter(self.epoch, OpKind::Mutate, "truncate")? {
             return Err(fault_error(k));
         }
         s.file(self.id)?.written.resize(len as usize, 0);
@@ -722,7 +741,7 @@ impl StorageFile for SimFile {
 
     fn view(&self, len: u64) -> io::Result<Bytes> {
         let mut s = self.lock_state();
-        if let Some(k) = s.enter(self.epoch, OpKind::Read)? {
+        if let Some(k) = s.enter(self.epoch, OpKind::Read, "view")? {
             return Err(fault_error(k));
         }
         let data = &s.file(self.id)?.written;
@@ -782,7 +801,10 @@ mod tests {
             .collect();
         assert_eq!(seen[0], b"0123");
         assert_eq!(seen[1], b"012345");
-        assert_eq!(seen[2], b"0123\0\067", "a later write can land without an earlier one");
+        assert_eq!(
+            seen[2], b"0123\x00\x0067",
+            "a later write can land without an earlier one"
+        );
         assert_eq!(seen[3], b"01234567");
     }
 

@@ -11,6 +11,7 @@
 use crate::codec::{encode_frame, frame_len, set_last_in_group, FrameKind, FrameSpec};
 use crate::error::{StorageFailure, WriteError};
 use crate::fence::{self, FenceState, Refusal};
+use crate::mutation::{self, Mutation};
 use crate::recovery::create_segment;
 use crate::segment::{segment_name, Segment};
 use crate::stream::{StreamShared, StreamState};
@@ -214,10 +215,14 @@ impl Writer {
                 break;
             }
         }
+        self.shared.wake_all_waiters();
+        // The directory lock lives as long as `Shared`. Let go of the
+        // writer's reference before `shutdown()` returns, so dropping the
+        // engine right after it frees the lock and a reopen succeeds.
+        drop(self);
         for tx in shutdown {
             let _ = tx.send(());
         }
-        self.shared.wake_all_waiters();
     }
 
     fn lookup(&self, name: &str) -> Pending {
@@ -387,16 +392,7 @@ impl Writer {
         let write = self.write_group();
         let placed = match write {
             Ok(p) => p,
-            Err(failure) => {
-                let failure = Arc::new(failure);
-                tracing::error!(error = %failure, "storage failure; engine poisoned, no further writes until reopened");
-                let _ = self.shared.poisoned.set(failure.clone());
-                for a in answers {
-                    a.fail(WriteError::StorageFailed(failure.clone()));
-                }
-                self.shared.wake_all_waiters();
-                return;
-            }
+            Err(failure) => return self.fail_group(failure, answers),
         };
         m.fsync_seconds.observe(started.elapsed().as_secs_f64());
         self.next_group_id += 1;
@@ -439,7 +435,17 @@ impl Writer {
         m.seq_mismatches.inc_by(mismatched);
         m.groups_committed.inc();
         m.group_records.observe(records_total as f64);
+        if mutation::active(Mutation::ServeUnsynced) {
+            if let Err(f) = self.sync_active() {
+                return self.fail_group(f, answers);
+            }
+        }
         answers.into_iter().for_each(Answer::send);
+        if mutation::active(Mutation::AckBeforeSync) {
+            if let Err(f) = self.sync_active() {
+                let _ = self.shared.poisoned.set(Arc::new(f));
+            }
+        }
         self.shared
             .notify_streams(touched.iter().map(|(n, _)| &**n));
         if self.buf.capacity() > 4 * self.shared.config.group_bytes_max {
@@ -461,13 +467,34 @@ impl Writer {
         seg.file
             .write_all_at(&self.buf, at)
             .map_err(|e| StorageFailure::new("write", &seg.name, &e))?;
-        // The only fsync on the write path. On failure we never retry it:
-        // the kernel may have dropped the pages (see ARCHITECTURE.md).
-        seg.file
-            .sync_data()
-            .map_err(|e| StorageFailure::new("fdatasync", &seg.name, &e))?;
         self.active_len = at + self.buf.len() as u64;
+        if !(mutation::active(Mutation::AckBeforeSync) || mutation::active(Mutation::ServeUnsynced))
+        {
+            self.sync_active()?;
+        }
         Ok((seg.index, at))
+    }
+
+    /// The only fsync on the write path. On failure we never retry it: the
+    /// kernel may have dropped the pages (see ARCHITECTURE.md).
+    fn sync_active(&self) -> Result<(), StorageFailure> {
+        let seg = self.shared.segments.read().unwrap().active().clone();
+        match seg.file.sync_data() {
+            Err(_) if mutation::active(Mutation::IgnoreSyncError) => Ok(()),
+            r => r.map_err(|e| StorageFailure::new("fdatasync", &seg.name, &e)),
+        }
+    }
+
+    /// The group in flight failed to become durable: poison the engine and
+    /// tell every request in it that its outcome is unknown.
+    fn fail_group(&self, failure: StorageFailure, answers: Vec<Answer>) {
+        let failure = Arc::new(failure);
+        tracing::error!(error = %failure, "storage failure; engine poisoned, no further writes until reopened");
+        let _ = self.shared.poisoned.set(failure.clone());
+        for a in answers {
+            a.fail(WriteError::StorageFailed(failure.clone()));
+        }
+        self.shared.wake_all_waiters();
     }
 
     fn roll(&mut self) -> Result<(), StorageFailure> {

@@ -172,11 +172,11 @@ impl Report {
     pub fn to_text(&self) -> String {
         let l = &self.latency;
         let mut out = format!(
-            "{:?} {:?}: {} clients, {} streams, batch {}, {} B records, {:.1} s\n\
+            "{} {}: {} clients, {} streams, batch {}, {} B records, {:.1} s\n\
              \x20 {:.0} requests/s  {:.0} appends/s  {:.0} records/s  {:.2} MB/s  {:.0} rejections/s  ({} errors)\n\
              \x20 latency p50 {} µs  p99 {} µs  p99.9 {} µs  max {} µs  ({} samples)\n",
-            self.target,
-            self.workload,
+            format!("{:?}", self.target).to_lowercase(),
+            format!("{:?}", self.workload).to_lowercase(),
             self.clients,
             self.streams,
             self.batch,

@@ -1,0 +1,274 @@
+//! Appending records and reading them back (plain and long-poll). Live
+//! tailing shares the read route and lives in [`super::sse`].
+
+use super::body::read_capped;
+use super::error::{read_error, write_error, ApiError};
+use super::params::{
+    seq_from_header, seq_from_json, stream_name, token_from_header, token_from_json, QueryParams,
+};
+use super::{sse, AppState};
+use crate::{Ack, Record};
+use axum::body::Body;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
+use bytes::Bytes;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// Records per read when `count` is not given.
+pub const READ_COUNT_DEFAULT: u64 = 1000;
+/// Most records one read returns, whatever `count` asks for.
+pub const READ_COUNT_CAP: u64 = 10_000;
+/// Body bytes per read when `bytes` is not given (1 MiB).
+pub const READ_BYTES_DEFAULT: u64 = 1 << 20;
+/// Most body bytes one read returns (8 MiB), except that the first record
+/// is always returned whole so a reader can make progress.
+pub const READ_BYTES_CAP: u64 = 8 << 20;
+/// Longest a long-poll waits (60 s); `wait_ms` defaults to 0 (no wait).
+pub const WAIT_MS_CAP: u64 = 60_000;
+
+#[derive(Serialize)]
+pub struct AppendOk {
+    pub stream: String,
+    pub first_seq: u64,
+    pub last_seq: u64,
+    pub next_seq: u64,
+    pub fencing_token: u64,
+    pub timestamp_ms: u64,
+}
+
+impl AppendOk {
+    fn new(stream: String, ack: Ack) -> Self {
+        AppendOk {
+            stream,
+            first_seq: ack.first_seq,
+            last_seq: ack.last_seq,
+            next_seq: ack.next_seq,
+            fencing_token: ack.fencing_token,
+            timestamp_ms: ack.timestamp_ms,
+        }
+    }
+}
+
+/// A record as clients see it: `body` when the bytes are UTF-8 text,
+/// `body_base64` otherwise, so text stays readable and binary stays exact.
+#[derive(Serialize)]
+pub struct RecordJson<'a> {
+    pub seq: u64,
+    pub fencing_token: u64,
+    pub timestamp_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub body_base64: Option<String>,
+}
+
+impl<'a> RecordJson<'a> {
+    pub fn new(r: &'a Record) -> Self {
+        let (body, body_base64) = match std::str::from_utf8(&r.body) {
+            Ok(text) => (Some(text), None),
+            Err(_) => (None, Some(BASE64.encode(&r.body))),
+        };
+        RecordJson {
+            seq: r.seq,
+            fencing_token: r.fencing_token,
+            timestamp_ms: r.timestamp_ms,
+            body,
+            body_base64,
+        }
+    }
+
+    pub fn all(records: &'a [Record]) -> Vec<Self> {
+        records.iter().map(Self::new).collect()
+    }
+}
+
+#[derive(Serialize)]
+struct ReadOk<'a> {
+    records: Vec<RecordJson<'a>>,
+    next_seq: u64,
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            let essence = v.split(';').next().unwrap_or("").trim();
+            essence.eq_ignore_ascii_case("application/json")
+        })
+        .unwrap_or(false)
+}
+
+/// A JSON append: token, records and optional `match_seq_num`.
+struct JsonAppend {
+    token: u64,
+    records: Vec<Bytes>,
+    match_seq_num: Option<u64>,
+}
+
+fn parse_json_append(bytes: &[u8]) -> Result<JsonAppend, ApiError> {
+    let value: Value = serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::bad_request(format!("malformed JSON: {e}")))?;
+    let Value::Object(obj) = value else {
+        return Err(ApiError::bad_request("the body must be a JSON object"));
+    };
+    let token = token_from_json(obj.get("fencing_token"))?;
+    let match_seq_num = seq_from_json("match_seq_num", obj.get("match_seq_num"))?;
+    let items = match obj.get("records") {
+        None | Some(Value::Null) => return Err(ApiError::bad_request("records is required")),
+        Some(Value::Array(items)) if items.is_empty() => {
+            return Err(ApiError::bad_request("records must not be empty"))
+        }
+        Some(Value::Array(items)) => items,
+        Some(_) => return Err(ApiError::bad_request("records must be an array")),
+    };
+    let mut records = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        records.push(parse_record(i, item)?);
+    }
+    Ok(JsonAppend {
+        token,
+        records,
+        match_seq_num,
+    })
+}
+
+fn parse_record(i: usize, item: &Value) -> Result<Bytes, ApiError> {
+    let bad = |what: &str| ApiError::bad_request(format!("records[{i}] {what}"));
+    let Value::Object(obj) = item else {
+        return Err(bad("must be an object"));
+    };
+    if obj.len() != 1 {
+        return Err(bad("must have exactly one field: body or body_base64"));
+    }
+    match (obj.get("body"), obj.get("body_base64")) {
+        (Some(Value::String(text)), None) => Ok(Bytes::copy_from_slice(text.as_bytes())),
+        (None, Some(Value::String(b64))) => BASE64
+            .decode(b64)
+            .map(Bytes::from)
+            .map_err(|e| bad(&format!("body_base64 is not valid base64: {e}"))),
+        (Some(_), None) | (None, Some(_)) => Err(bad("body must be a string")),
+        _ => Err(bad("must have exactly one field: body or body_base64")),
+    }
+}
+
+/// `POST /v1/streams/{stream}/records`. JSON when `Content-Type` is
+/// `application/json`; any other type makes the raw body one record, with
+/// the token in `Fencing-Token` and an optional `Match-Seq-Num` header.
+pub async fn append(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Json<AppendOk>, ApiError> {
+    let stream = stream_name(path)?;
+    let req = if is_json(&headers) {
+        let bytes = read_capped(&headers, body, &state.limits).await?;
+        parse_json_append(&bytes)?
+    } else {
+        // Header errors first: no point reading a body we will refuse.
+        let token = token_from_header(&headers)?;
+        let match_seq_num = seq_from_header(&headers, "match-seq-num")?;
+        let bytes = read_capped(&headers, body, &state.limits).await?;
+        JsonAppend {
+            token,
+            records: vec![bytes],
+            match_seq_num,
+        }
+    };
+    match state
+        .engine
+        .append(&stream, req.token, req.records, req.match_seq_num)
+        .await
+    {
+        Ok(ack) => Ok(Json(AppendOk::new(stream, ack))),
+        Err(e) => Err(write_error(&stream, e)),
+    }
+}
+
+/// Read parameters shared by plain reads and live tails.
+pub struct ReadParams {
+    pub start_seq: u64,
+    pub count: usize,
+    pub bytes: usize,
+    pub wait: Duration,
+    pub follow: bool,
+}
+
+impl ReadParams {
+    fn parse(q: &QueryParams) -> Result<Self, ApiError> {
+        Ok(ReadParams {
+            start_seq: q.u64("start_seq")?.unwrap_or(0),
+            count: q.positive_capped("count", READ_COUNT_DEFAULT, READ_COUNT_CAP)? as usize,
+            bytes: q.positive_capped("bytes", READ_BYTES_DEFAULT, READ_BYTES_CAP)? as usize,
+            wait: Duration::from_millis(q.u64("wait_ms")?.unwrap_or(0).min(WAIT_MS_CAP)),
+            follow: q.bool("follow")?,
+        })
+    }
+}
+
+fn wants_event_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.to_ascii_lowercase().contains("text/event-stream"))
+}
+
+/// `GET /v1/streams/{stream}/records?start_seq=N&count=M&bytes=B&wait_ms=W`
+///
+/// - `start_seq`: first seq to return (default 0); past `next_seq` is 416.
+/// - `count`: most records (default 1000, clamped to 10000; 0 is 400).
+/// - `bytes`: most body bytes (default 1 MiB, clamped to 8 MiB; 0 is 400),
+///   except that the first record always comes whole.
+/// - `wait_ms`: when `start_seq` is the tail, wait up to this long for a
+///   record to arrive instead of answering empty (default 0, clamped to
+///   60000). The wait ends as soon as the record is durable. A stream
+///   that does not exist yet is 404 at once, waiting or not; a consumer
+///   that starts before any producer can create it with a fence.
+/// - `follow=true` or `Accept: text/event-stream`: live tail instead; see
+///   [`super::sse`].
+pub async fn read(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    query: Result<Query<HashMap<String, String>>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let stream = stream_name(path)?;
+    let params = ReadParams::parse(&QueryParams::from_extractor(query)?)?;
+    if params.follow || wants_event_stream(&headers) {
+        let resume = seq_from_header(&headers, "last-event-id")?;
+        return sse::tail(state, stream, resume.unwrap_or(params.start_seq), &params);
+    }
+    let engine = &state.engine;
+    let read_now = || {
+        engine
+            .read(&stream, params.start_seq, params.count, params.bytes)
+            .map_err(|e| read_error(&stream, e))
+    };
+    let mut batch = read_now()?;
+    if batch.records.is_empty() && !params.wait.is_zero() && engine.is_healthy() {
+        let mut shutdown = state.shutdown.clone();
+        tokio::select! {
+            waited = engine.wait_for(&stream, params.start_seq, params.wait) => {
+                waited.map_err(|e| read_error(&stream, e))?;
+            }
+            // A server that is draining answers long-polls now, empty or not.
+            _ = shutdown.wait() => {}
+        }
+        batch = read_now()?;
+    }
+    Ok(Json(ReadOk {
+        records: RecordJson::all(&batch.records),
+        next_seq: batch.next_seq,
+    })
+    .into_response())
+}
