@@ -42,11 +42,9 @@ async fn scenario(resolution: Resolution, fail_header: bool) {
     sim.restart();
     let e = open(&sim);
     let state = e.state("s").unwrap();
-    let mut next = state.next_seq;
-    for i in 3..6 {
+    for (expected_seq, i) in (state.next_seq..).zip(3..6) {
         let ack = e.append("s", 5, body(i), None).await.unwrap();
-        assert_eq!(ack.first_seq, next);
-        next += 1;
+        assert_eq!(ack.first_seq, expected_seq);
         acked.push((ack.first_seq, i));
     }
     if fail_header {
