@@ -24,6 +24,25 @@
 //! between the check and the write reaching the store. fencelog is the
 //! authority: the worker presents its token and treats
 //! [`ClientError::StaleToken`] as "you lost ownership, stop".
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), fencelog::etcd::WorkerError> {
+//! use fencelog::etcd::{run_worker, WorkerConfig, WorkerOutcome};
+//! let config = WorkerConfig {
+//!     etcd_url: "http://127.0.0.1:2379".into(),
+//!     fencelog_url: "http://127.0.0.1:7070".into(),
+//!     lock_key: "fencelog/locks/orders".into(),
+//!     stream: "orders".into(),
+//!     name: "worker-1".into(),
+//!     lease_ttl_s: 5,
+//! };
+//! let input = tokio::io::BufReader::new(&b"order #1\norder #2\n"[..]);
+//! match run_worker(&config, input, tokio::io::sink()).await? {
+//!     WorkerOutcome::Finished { appended, .. } => println!("wrote {appended}"),
+//!     WorkerOutcome::FencedOut { highest, .. } => println!("token {highest} took over"),
+//! }
+//! # Ok(()) }
+//! ```
 
 use crate::client::{Client, ClientError};
 use base64::Engine as _;
