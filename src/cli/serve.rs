@@ -178,18 +178,17 @@ pub fn run(args: Args) -> ExitCode {
         header_read_timeout: Duration::from_millis(settings.header_read_timeout_ms),
         ..ServerConfig::default()
     };
-    let args = settings;
 
-    let engine = match Engine::open_with(&args.data_dir, config) {
+    let engine = match Engine::open_with(&settings.data_dir, config) {
         Ok(e) => e,
         Err(e) => {
-            tracing::error!(data_dir = %args.data_dir.display(), error = %e, "cannot open the log");
+            tracing::error!(data_dir = %settings.data_dir.display(), error = %e, "cannot open the log");
             return ExitCode::FAILURE;
         }
     };
     let report = engine.recovery_report();
     tracing::info!(
-        data_dir = %args.data_dir.display(),
+        data_dir = %settings.data_dir.display(),
         segments = report.segments,
         streams = report.streams,
         records = report.records,
@@ -219,10 +218,10 @@ pub fn run(args: Args) -> ExitCode {
         }
     };
     runtime.block_on(async move {
-        let listener = match tokio::net::TcpListener::bind(&args.listen).await {
+        let listener = match tokio::net::TcpListener::bind(&settings.listen).await {
             Ok(l) => l,
             Err(e) => {
-                tracing::error!(listen = %args.listen, error = %e, "cannot listen");
+                tracing::error!(listen = %settings.listen, error = %e, "cannot listen");
                 return ExitCode::FAILURE;
             }
         };
@@ -236,7 +235,7 @@ pub fn run(args: Args) -> ExitCode {
         // Scripts and tests that pass port 0 read the real port from here.
         println!("listening on {addr}");
         let _ = std::io::stdout().flush();
-        tracing::info!(%addr, data_dir = %args.data_dir.display(), "serving");
+        tracing::info!(%addr, data_dir = %settings.data_dir.display(), "serving");
         let state = AppState::new(engine).with_limits(limits);
         match http::serve(listener, state, server_config, stop_signal()).await {
             Ok(()) => {
