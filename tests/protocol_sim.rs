@@ -937,6 +937,10 @@ fn fencing_protocol_under_hostile_timing() {
         "{seeds} seeds x {ops} ops in {:.1?}: {st:?}",
         started.elapsed()
     );
+    if std::env::var("FENCELOG_SIM_SEED").is_ok() {
+        // A replay of one seed: the coverage bounds below are for full runs.
+        return;
+    }
     // The run proves something only if every kind of trouble happened.
     assert!(st.ops >= seeds * ops);
     assert!(st.acked > 0 && st.stale > 0 && st.mismatched > 0 && st.reads > 0);
