@@ -30,8 +30,44 @@ flipped = bytearray(seeds["records_one"]); flipped[30] ^= 4
 seeds["bit_flip"] = bytes(flipped)
 seeds["zeros"] = bytes(64)
 
-os.makedirs(OUT, exist_ok=True)
-for name, data in seeds.items():
-    with open(os.path.join(OUT, name), "wb") as f:
-        f.write(data)
-print(f"wrote {len(seeds)} seeds to {OUT}")
+def write(target, items):
+    out = os.path.join(os.path.dirname(__file__), "corpus", target)
+    os.makedirs(out, exist_ok=True)
+    for name, data in items.items():
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(data)
+    print(f"wrote {len(items)} seeds to {out}")
+
+write("frame_decoder", seeds)
+
+# recovery: the first byte picks the layout (see fuzz_targets::recovery).
+g1 = frame(1, False, 1, 0, 41, 10, "orders", [b"a", b"b"]) + frame(2, True, 1, 0, 7, 10, "locks", [])
+g2 = frame(1, True, 2, 2, 42, 11, "orders", [b"c"])
+torn = frame(1, True, 3, 3, 42, 12, "orders", [b"d" * 40])[:50]
+write("recovery", {
+    "whole_segment": b"\x00" + header(0, 1) + g1 + g2,
+    "frames_after_header": b"\x01" + g1 + g2,
+    "torn_tail": b"\x01" + g1 + g2 + torn,
+    "zero_tail": b"\x01" + g1 + bytes(100),
+    "two_segments": b"\x02" + g1 + header(1, 2) + g2,
+    "mid_log_flip": b"\x01" + g1[:20] + bytes([g1[20] ^ 1]) + g1[21:] + g2,
+    "empty": b"\x00",
+})
+
+write("http_append_body", {
+    "ok": b'{"fencing_token": 42, "records": [{"body": "hi"}, {"body_base64": "/wA="}], "match_seq_num": 3}',
+    "zero_token": b'{"fencing_token": 0, "records": [{"body": "x"}]}',
+    "big_token": b'{"fencing_token": 18446744073709551616, "records": [{"body": "x"}]}',
+    "float_token": b'{"fencing_token": 4.0, "records": [{"body": "x"}]}',
+    "empty_records": b'{"fencing_token": 1, "records": []}',
+    "bad_base64": b'{"fencing_token": 1, "records": [{"body_base64": "***"}]}',
+    "name": b"orders.eu-west:2_a",
+    "bad_name": b"../etc/passwd",
+})
+
+# ops_model: 3 bytes an operation (op, x, y); see fuzz_targets::ops_model.
+write("ops_model", {
+    "append_fence_crash": bytes([0, 1, 2, 16, 3, 1, 2, 5, 0, 0, 0, 1, 3, 0, 2, 0, 2, 4]),
+    "stale_after_fence": bytes([2, 7, 0, 0, 1, 0, 0, 7, 3, 3, 1, 1]),
+    "random_crashes": bytes([0, 1, 9, 3, 2, 2, 1, 1, 0, 19, 200, 5, 0, 3, 3]),
+})

@@ -249,6 +249,16 @@ struct WireError {
 }
 
 /// Builds a [`Client`] with non-default timeouts.
+///
+/// ```
+/// use std::time::Duration;
+/// let client = fencelog::client::Client::builder("http://127.0.0.1:7070")
+///     .timeout(Duration::from_secs(5))
+///     .connect_timeout(Duration::from_millis(500))
+///     .build()
+///     .unwrap();
+/// assert_eq!(client.base_url(), "http://127.0.0.1:7070");
+/// ```
 #[derive(Debug, Clone)]
 pub struct ClientBuilder {
     base_url: String,
@@ -358,7 +368,24 @@ impl Client {
     }
 
     /// [`Client::append`] with an optional `match_seq_num`: the append only
-    /// happens if the stream's `next_seq` equals it.
+    /// happens if the stream's `next_seq` equals it. That makes a retry after
+    /// [`ClientError::OutcomeUnknown`] safe: if the first attempt landed, the
+    /// retry fails with [`ClientError::SeqMismatch`] instead of duplicating.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), fencelog::client::ClientError> {
+    /// use fencelog::client::{Client, ClientError};
+    /// let client = Client::new("http://127.0.0.1:7070")?;
+    /// let next = client.state("orders").await?.next_seq;
+    /// match client.append_with("orders", 41, ["order #2"], Some(next)).await {
+    ///     Ok(_) => {}
+    ///     Err(ClientError::SeqMismatch { next_seq, .. }) => {
+    ///         println!("someone else wrote; the stream is at {next_seq}");
+    ///     }
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn append_with<I, B>(
         &self,
         stream: &str,
@@ -486,6 +513,18 @@ impl Client {
     /// Follows a stream from `from_seq`: every durable record, in order,
     /// exactly once, across reconnects (it resumes from the last seq it
     /// delivered). Ends after an error that reconnecting cannot fix.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), fencelog::client::ClientError> {
+    /// use futures_util::StreamExt;
+    /// let client = fencelog::client::Client::new("http://127.0.0.1:7070")?;
+    /// let mut tail = Box::pin(client.tail("orders", 0));
+    /// while let Some(record) = tail.next().await {
+    ///     let record = record?;
+    ///     println!("{} (token {})", record.seq, record.fencing_token);
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub fn tail(
         &self,
         stream: &str,

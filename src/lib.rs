@@ -21,6 +21,7 @@ pub mod client;
 pub mod codec;
 pub mod config;
 pub mod error;
+pub mod etcd;
 pub mod fence;
 #[doc(hidden)]
 pub mod fuzz_targets;

@@ -97,6 +97,8 @@ struct Scan {
     open: Vec<PendingFrame>,
     overlay: HashMap<Box<str>, Working>,
     open_group_start: Option<u64>,
+    /// Where the last closed group of the segment being scanned starts.
+    last_closed_start: Option<u64>,
     open_group_id: u64,
     last_closed_group: u64,
     records: u64,
@@ -128,6 +130,7 @@ impl Scan {
         }
         self.overlay.clear();
         self.last_closed_group = self.open_group_id;
+        self.last_closed_start = self.open_group_start;
         self.open_group_start = None;
     }
 }
@@ -169,6 +172,7 @@ pub fn recover(storage: &dyn Storage) -> Result<Recovered, OpenError> {
         open: Vec::new(),
         overlay: HashMap::new(),
         open_group_start: None,
+        last_closed_start: None,
         open_group_id: 0,
         last_closed_group: FIRST_GROUP_ID - 1,
         records: 0,
@@ -176,6 +180,7 @@ pub fn recover(storage: &dyn Storage) -> Result<Recovered, OpenError> {
     };
     let mut segments = Segments::default();
     let mut active_len = 0;
+    let mut last_group_starts: Vec<Option<u64>> = Vec::new();
     let count = indices.len();
 
     for (pos, &index) in indices.iter().enumerate() {
@@ -236,6 +241,7 @@ pub fn recover(storage: &dyn Storage) -> Result<Recovered, OpenError> {
         }
 
         let mut off = SEGMENT_HEADER_BYTES;
+        scan.last_closed_start = None;
         let mut cut: Option<(u64, String)> = None;
         while off < view.len() {
             let frame = match decode_frame(&view[off..]) {
@@ -374,6 +380,7 @@ pub fn recover(storage: &dyn Storage) -> Result<Recovered, OpenError> {
             )
         };
         active_len = seg_len;
+        last_group_starts.push(scan.last_closed_start);
         segments.list.push(Segment {
             index,
             name,
@@ -400,6 +407,11 @@ pub fn recover(storage: &dyn Storage) -> Result<Recovered, OpenError> {
             .file
             .len()
             .map_err(|e| OpenError::io("reading a segment size", e))?;
+    }
+
+    // A fresh segment 0 was just created and synced: nothing to reseal.
+    if let Some(&last_group_start) = last_group_starts.get(segments.list.len() - 1) {
+        reseal(storage, segments.active(), last_group_start, active_len)?;
     }
 
     let mut streams = StreamMap::new();
@@ -441,6 +453,45 @@ pub fn create_segment(
         storage.sync_dir()?;
     }
     Ok(file)
+}
+
+/// Rewrites the active segment's header and its last group with the bytes
+/// recovery just verified, then syncs the file and the directory.
+///
+/// Why: recovery reads through the page cache. If the previous process's
+/// last `sync_data` failed, Linux may have marked those pages clean without
+/// writing them, and no later fsync will ever write them. Trusting them and
+/// then acknowledging new groups after them would leave acknowledged data
+/// behind a hole once power fails. Only the last group (and a just-created
+/// segment's header) can be in that state: the writer never writes a group
+/// before the previous one synced. Rewriting identical bytes makes the pages
+/// dirty again, so this sync really puts them on the media; a crash in the
+/// middle leaves each sector old or new, which are the same bytes.
+fn reseal(
+    storage: &dyn Storage,
+    segment: &Segment,
+    last_group_start: Option<u64>,
+    active_len: u64,
+) -> Result<(), OpenError> {
+    let name = &segment.name;
+    let file = &segment.file;
+    let io = |what: &str, e| OpenError::io(format!("{what} {name} while resealing"), e);
+    let mut header = [0u8; SEGMENT_HEADER_BYTES];
+    file.read_exact_at(&mut header, 0)
+        .map_err(|e| io("reading", e))?;
+    file.write_all_at(&header, 0)
+        .map_err(|e| io("writing", e))?;
+    if let Some(start) = last_group_start {
+        let mut group = vec![0u8; (active_len - start) as usize];
+        file.read_exact_at(&mut group, start)
+            .map_err(|e| io("reading", e))?;
+        file.write_all_at(&group, start)
+            .map_err(|e| io("writing", e))?;
+    }
+    file.sync_data().map_err(|e| io("syncing", e))?;
+    storage
+        .sync_dir()
+        .map_err(|e| OpenError::io("syncing the data directory while resealing", e))
 }
 
 /// The first offset at or after `from` holding a frame that decodes and

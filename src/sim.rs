@@ -257,6 +257,26 @@ impl State {
                 _ => keep.push(op),
             }
         }
+        // A write that failed its sync and is now wholly overwritten by a
+        // write that did sync is history: whatever it left on the media
+        // happened before the newer bytes landed on top of it.
+        let covered = |offset: u64, len: usize| {
+            apply.iter().any(|op| match op {
+                PendingOp::Write {
+                    offset: o, bytes, ..
+                } => *o <= offset && offset + len as u64 <= *o + bytes.len() as u64,
+                _ => false,
+            })
+        };
+        keep.retain(|op| match op {
+            PendingOp::Write {
+                file: f,
+                offset,
+                bytes,
+                limbo: true,
+            } if *f == file => !covered(*offset, bytes.len()),
+            _ => true,
+        });
         self.pending = keep;
         let data = self.files.get_mut(&file).expect("synced file exists");
         for op in apply {
@@ -341,7 +361,19 @@ impl State {
                                 write_into(&mut f.durable, offset, &bytes);
                             }
                         }
-                        Some(r) => random_fate(r, &mut f.durable, offset, &bytes),
+                        Some(r) => {
+                            // Rewriting bytes with the very same bytes cannot
+                            // change them whatever the write's fate: each
+                            // sector ends old or new, and both are equal.
+                            let before = f.durable.clone();
+                            random_fate(r, &mut f.durable, offset, &bytes);
+                            for (i, &b) in bytes.iter().enumerate() {
+                                let at = offset as usize + i;
+                                if before.get(at) == Some(&b) && at < f.durable.len() {
+                                    f.durable[at] = b;
+                                }
+                            }
+                        }
                     }
                 }
                 _ => unreachable!(),

@@ -19,7 +19,7 @@ use crate::Shared;
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, oneshot};
 
 /// What a successful append returns.
@@ -120,6 +120,19 @@ struct Planned {
     count: u32,
 }
 
+/// Longest gap between arrivals the writer waits out while callers of the
+/// last group come back (see [`Writer::run`]).
+const LINGER_QUIET_MAX: Duration = Duration::from_micros(30);
+
+/// What the last group tells the next one about who is coming back.
+struct Linger {
+    /// Requests already queued when the last group was answered, plus the
+    /// ones it answered.
+    expected: usize,
+    /// How long the last group's commit took: bounds the wait.
+    last_sync: Duration,
+}
+
 pub(crate) struct Writer {
     pub shared: Arc<Shared>,
     pub rx: mpsc::Receiver<Msg>,
@@ -172,6 +185,10 @@ impl Writer {
     pub fn run(mut self) {
         let mut group: Vec<Request> = Vec::new();
         let mut shutdown: Vec<oneshot::Sender<()>> = Vec::new();
+        let mut linger = Linger {
+            expected: 0,
+            last_sync: Duration::ZERO,
+        };
         loop {
             let Some(first) = self.rx.blocking_recv() else {
                 break;
@@ -185,17 +202,44 @@ impl Writer {
                 Msg::Shutdown(tx) => shutdown.push(tx),
             };
             push(first, &mut group, &mut bytes);
-            while group.len() < self.shared.config.group_requests_max
-                && bytes < self.shared.config.group_bytes_max
-            {
+            let full = |group: &Vec<Request>, bytes: usize| {
+                group.len() >= self.shared.config.group_requests_max
+                    || bytes >= self.shared.config.group_bytes_max
+            };
+            // Callers answered by the last group usually send again within
+            // microseconds. Starting the sync before they arrive splits them
+            // into two cohorts that alternate, each waiting two syncs per
+            // append. So wait for them, but only while they keep arriving
+            // (a quiet gap ends it) and never long next to a sync.
+            let expected = linger.expected;
+            let quiet = (linger.last_sync / 16).min(LINGER_QUIET_MAX);
+            let give_up = Instant::now() + linger.last_sync / 2;
+            let mut last_arrival = Instant::now();
+            while !full(&group, bytes) {
                 match self.rx.try_recv() {
-                    Ok(m) => push(m, &mut group, &mut bytes),
+                    Ok(m) => {
+                        push(m, &mut group, &mut bytes);
+                        last_arrival = Instant::now();
+                    }
+                    Err(mpsc::error::TryRecvError::Empty)
+                        if group.len() < expected
+                            && last_arrival.elapsed() < quiet
+                            && Instant::now() < give_up =>
+                    {
+                        std::thread::yield_now()
+                    }
                     Err(_) => break,
                 }
             }
             self.shared.metrics.queue_depth.set(self.rx.len() as i64);
             if !group.is_empty() {
+                let answered = group.len();
+                let started = Instant::now();
                 self.commit(std::mem::take(&mut group));
+                linger = Linger {
+                    expected: self.rx.len() + answered,
+                    last_sync: started.elapsed(),
+                };
             }
             if !shutdown.is_empty() {
                 // Everything sent before the shutdown request is in the

@@ -5,11 +5,23 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
+pub mod append;
+pub mod common;
+pub mod demo_worker;
+pub mod fence;
+pub mod read;
 pub mod bench;
 pub mod serve;
+pub mod status;
+pub mod tail;
 
 #[derive(Debug, Parser)]
-#[command(name = "fencelog", version, about = "A fenced append-only log")]
+#[command(
+    name = "fencelog",
+    version,
+    about = "A fenced append-only log",
+    after_help = common::EXIT_CODES_HELP
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -19,6 +31,24 @@ pub struct Cli {
 pub enum Command {
     /// Run the HTTP server on a data directory.
     Serve(serve::Args),
+    /// Append a record, or one record per stdin line, with a fencing token.
+    #[command(after_help = common::EXIT_CODES_HELP)]
+    Append(append::Args),
+    /// Print a stream's records, one per line.
+    #[command(after_help = common::EXIT_CODES_HELP)]
+    Read(read::Args),
+    /// Print a stream's records and follow new ones until Ctrl-C.
+    #[command(after_help = common::EXIT_CODES_HELP)]
+    Tail(tail::Args),
+    /// Raise a stream's fencing token without writing a record.
+    #[command(after_help = common::EXIT_CODES_HELP)]
+    Fence(fence::Args),
+    /// Show one stream's state, or list every stream.
+    #[command(after_help = common::EXIT_CODES_HELP)]
+    Status(status::Args),
+    /// The etcd-locked worker of the end-to-end test and example.
+    #[command(hide = true)]
+    DemoWorker(demo_worker::Args),
     /// Drive a server (or PostgreSQL / Redis) with load and verify the result.
     Bench(fencelog::loadgen::BenchArgs),
 }
@@ -27,16 +57,45 @@ pub fn run() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve(args) => serve::run(args),
+        Command::Append(args) => append::run(args),
+        Command::Read(args) => read::run(args),
+        Command::Tail(args) => tail::run(args),
+        Command::Fence(args) => fence::run(args),
+        Command::Status(args) => status::run(args),
+        Command::DemoWorker(args) => demo_worker::run(args),
         Command::Bench(args) => bench::run(args),
     }
 }
 
 /// Logs to stderr so stdout stays free for machine-readable lines.
 pub fn init_logging() {
+    init_logging_as(LogFormat::Text);
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+impl std::fmt::Display for LogFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            LogFormat::Text => "text",
+            LogFormat::Json => "json",
+        })
+    }
+}
+
+pub fn init_logging_as(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
 }

@@ -1,6 +1,7 @@
 //! `fencelog serve`: open the data directory, serve the HTTP API, and shut
 //! down cleanly on SIGTERM or Ctrl-C.
 
+use super::LogFormat;
 use fencelog::config::{Config, BATCH_BYTES_DEFAULT, BATCH_RECORDS_DEFAULT, SEGMENT_BYTES_DEFAULT};
 use fencelog::http::{self, AppState, HttpLimits, ServerConfig};
 use fencelog::Engine;
@@ -11,65 +12,183 @@ use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Directory holding the log's segments (created if missing).
-    #[arg(long, env = "FENCELOG_DATA_DIR", default_value = "./fencelog-data")]
-    pub data_dir: PathBuf,
-    /// Address to listen on; port 0 picks a free port (printed at startup).
-    #[arg(long, env = "FENCELOG_LISTEN", default_value = "127.0.0.1:7070")]
-    pub listen: String,
-    /// Roll to a new segment file past this size.
-    #[arg(long, env = "FENCELOG_SEGMENT_BYTES", default_value_t = SEGMENT_BYTES_DEFAULT)]
-    pub segment_bytes: u64,
-    /// Most records in one append.
-    #[arg(long, env = "FENCELOG_BATCH_RECORDS_MAX", default_value_t = BATCH_RECORDS_DEFAULT)]
-    pub batch_records_max: usize,
-    /// Most record body bytes in one append.
-    #[arg(long, env = "FENCELOG_BATCH_BYTES_MAX", default_value_t = BATCH_BYTES_DEFAULT)]
-    pub batch_bytes_max: usize,
+    /// TOML file with any of the settings below (same names, snake_case).
+    /// Flags and environment variables override it.
+    #[arg(long, env = "FENCELOG_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Print the effective settings as TOML and exit without serving.
+    #[arg(long)]
+    pub print_config: bool,
+    /// Log line format on stderr [default: text].
+    #[arg(long, env = "FENCELOG_LOG_FORMAT", value_enum)]
+    pub log_format: Option<LogFormat>,
+    /// Directory holding the log's segments, created if missing
+    /// [default: ./fencelog-data].
+    #[arg(long, env = "FENCELOG_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Address to listen on; port 0 picks a free port (printed at startup)
+    /// [default: 127.0.0.1:7070].
+    #[arg(long, env = "FENCELOG_LISTEN")]
+    pub listen: Option<String>,
+    /// Roll to a new segment file past this size [default: 134217728].
+    #[arg(long, env = "FENCELOG_SEGMENT_BYTES")]
+    pub segment_bytes: Option<u64>,
+    /// Most records in one append [default: 1000].
+    #[arg(long, env = "FENCELOG_BATCH_RECORDS_MAX")]
+    pub batch_records_max: Option<usize>,
+    /// Most record body bytes in one append [default: 1048576].
+    #[arg(long, env = "FENCELOG_BATCH_BYTES_MAX")]
+    pub batch_bytes_max: Option<usize>,
     /// Largest HTTP request body [default: 2 x batch-bytes-max + 64 KiB].
     #[arg(long, env = "FENCELOG_BODY_BYTES_MAX")]
     pub body_bytes_max: Option<usize>,
     /// Time a client has to send request headers, and to start the next
-    /// request on an idle keep-alive connection.
-    #[arg(
-        long,
-        env = "FENCELOG_HEADER_READ_TIMEOUT_MS",
-        default_value_t = 10_000
-    )]
+    /// request on an idle keep-alive connection [default: 10000].
+    #[arg(long, env = "FENCELOG_HEADER_READ_TIMEOUT_MS")]
+    pub header_read_timeout_ms: Option<u64>,
+    /// Time a client has to send a whole request body [default: 30000].
+    #[arg(long, env = "FENCELOG_BODY_READ_TIMEOUT_MS")]
+    pub body_read_timeout_ms: Option<u64>,
+}
+
+/// The config file: every setting optional, unknown keys refused so a typo
+/// is an error instead of a silently ignored setting.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileSettings {
+    log_format: Option<LogFormat>,
+    data_dir: Option<PathBuf>,
+    listen: Option<String>,
+    segment_bytes: Option<u64>,
+    batch_records_max: Option<usize>,
+    batch_bytes_max: Option<usize>,
+    body_bytes_max: Option<usize>,
+    header_read_timeout_ms: Option<u64>,
+    body_read_timeout_ms: Option<u64>,
+}
+
+/// What the server runs with, after file, environment and flags.
+#[derive(Debug, serde::Serialize)]
+pub struct Settings {
+    pub log_format: String,
+    pub data_dir: PathBuf,
+    pub listen: String,
+    pub segment_bytes: u64,
+    pub batch_records_max: usize,
+    pub batch_bytes_max: usize,
+    pub body_bytes_max: usize,
     pub header_read_timeout_ms: u64,
-    /// Time a client has to send a whole request body.
-    #[arg(long, env = "FENCELOG_BODY_READ_TIMEOUT_MS", default_value_t = 30_000)]
     pub body_read_timeout_ms: u64,
 }
 
+impl Settings {
+    /// Flags and environment (both arrive through clap) win over the file,
+    /// which wins over the built-in defaults.
+    fn resolve(args: &Args) -> Result<(Settings, LogFormat), String> {
+        let file = match &args.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+                toml::from_str::<FileSettings>(&text)
+                    .map_err(|e| format!("bad config file {}: {e}", path.display()))?
+            }
+            None => FileSettings::default(),
+        };
+        let log_format = args
+            .log_format
+            .or(file.log_format)
+            .unwrap_or(LogFormat::Text);
+        let batch_bytes_max = args
+            .batch_bytes_max
+            .or(file.batch_bytes_max)
+            .unwrap_or(BATCH_BYTES_DEFAULT);
+        let config = Config {
+            batch_bytes_max,
+            ..Config::default()
+        };
+        let settings = Settings {
+            log_format: log_format.to_string(),
+            data_dir: args
+                .data_dir
+                .clone()
+                .or(file.data_dir)
+                .unwrap_or_else(|| PathBuf::from("./fencelog-data")),
+            listen: args
+                .listen
+                .clone()
+                .or(file.listen)
+                .unwrap_or_else(|| "127.0.0.1:7070".to_string()),
+            segment_bytes: args
+                .segment_bytes
+                .or(file.segment_bytes)
+                .unwrap_or(SEGMENT_BYTES_DEFAULT),
+            batch_records_max: args
+                .batch_records_max
+                .or(file.batch_records_max)
+                .unwrap_or(BATCH_RECORDS_DEFAULT),
+            batch_bytes_max,
+            body_bytes_max: args
+                .body_bytes_max
+                .or(file.body_bytes_max)
+                .unwrap_or_else(|| HttpLimits::for_config(&config).body_bytes_max),
+            header_read_timeout_ms: args
+                .header_read_timeout_ms
+                .or(file.header_read_timeout_ms)
+                .unwrap_or(10_000),
+            body_read_timeout_ms: args
+                .body_read_timeout_ms
+                .or(file.body_read_timeout_ms)
+                .unwrap_or(30_000),
+        };
+        Ok((settings, log_format))
+    }
+}
+
 pub fn run(args: Args) -> ExitCode {
-    super::init_logging();
+    let (settings, log_format) = match Settings::resolve(&args) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("fencelog serve: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if args.print_config {
+        match toml::to_string(&settings) {
+            Ok(text) => {
+                print!("{text}");
+                return ExitCode::SUCCESS;
+            }
+            Err(e) => {
+                eprintln!("fencelog serve: cannot render the settings: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    super::init_logging_as(log_format);
     let config = Config {
-        segment_bytes_max: args.segment_bytes,
-        batch_records_max: args.batch_records_max,
-        batch_bytes_max: args.batch_bytes_max,
+        segment_bytes_max: settings.segment_bytes,
+        batch_records_max: settings.batch_records_max,
+        batch_bytes_max: settings.batch_bytes_max,
         ..Config::default()
     };
     let mut limits = HttpLimits::for_config(&config);
-    if let Some(n) = args.body_bytes_max {
-        limits.body_bytes_max = n;
-    }
-    limits.body_read_timeout = Duration::from_millis(args.body_read_timeout_ms);
+    limits.body_bytes_max = settings.body_bytes_max;
+    limits.body_read_timeout = Duration::from_millis(settings.body_read_timeout_ms);
     let server_config = ServerConfig {
-        header_read_timeout: Duration::from_millis(args.header_read_timeout_ms),
+        header_read_timeout: Duration::from_millis(settings.header_read_timeout_ms),
         ..ServerConfig::default()
     };
 
-    let engine = match Engine::open_with(&args.data_dir, config) {
+    let engine = match Engine::open_with(&settings.data_dir, config) {
         Ok(e) => e,
         Err(e) => {
-            tracing::error!(data_dir = %args.data_dir.display(), error = %e, "cannot open the log");
+            tracing::error!(data_dir = %settings.data_dir.display(), error = %e, "cannot open the log");
             return ExitCode::FAILURE;
         }
     };
     let report = engine.recovery_report();
     tracing::info!(
-        data_dir = %args.data_dir.display(),
+        data_dir = %settings.data_dir.display(),
         segments = report.segments,
         streams = report.streams,
         records = report.records,
@@ -99,10 +218,10 @@ pub fn run(args: Args) -> ExitCode {
         }
     };
     runtime.block_on(async move {
-        let listener = match tokio::net::TcpListener::bind(&args.listen).await {
+        let listener = match tokio::net::TcpListener::bind(&settings.listen).await {
             Ok(l) => l,
             Err(e) => {
-                tracing::error!(listen = %args.listen, error = %e, "cannot listen");
+                tracing::error!(listen = %settings.listen, error = %e, "cannot listen");
                 return ExitCode::FAILURE;
             }
         };
@@ -116,7 +235,7 @@ pub fn run(args: Args) -> ExitCode {
         // Scripts and tests that pass port 0 read the real port from here.
         println!("listening on {addr}");
         let _ = std::io::stdout().flush();
-        tracing::info!(%addr, data_dir = %args.data_dir.display(), "serving");
+        tracing::info!(%addr, data_dir = %settings.data_dir.display(), "serving");
         let state = AppState::new(engine).with_limits(limits);
         match http::serve(listener, state, server_config, stop_signal()).await {
             Ok(()) => {

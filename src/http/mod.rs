@@ -10,12 +10,17 @@
 //! - `GET  /v1/streams/{stream}` stream state ([`streams`])
 //! - `GET  /v1/streams` list streams in name order ([`streams`])
 //! - `GET  /healthz`, `GET /metrics` ([`ops`])
+//! - `GET  /v1/openapi.json` this list as an OpenAPI 3 document ([`openapi`])
+//!
+//! The list lives once, in [`openapi::ROUTES`]: the router is built from it
+//! and the OpenAPI document describes it, so neither can drift.
 //!
 //! [`app`] builds the router so tests can drive it without a socket;
 //! [`server`] binds it with the connection-level protections.
 
 pub mod body;
 pub mod error;
+pub mod openapi;
 pub mod ops;
 pub mod params;
 pub mod records;
@@ -119,19 +124,30 @@ impl AppState {
     }
 }
 
-/// The whole API as a router.
+/// The whole API as a router, built from [`openapi::ROUTES`].
 pub fn app(state: AppState) -> Router {
-    Router::new()
-        .route(
-            "/v1/streams/{stream}/records",
-            post(records::append).get(records::read),
-        )
-        .route("/v1/streams/{stream}/fence", post(streams::fence))
-        .route("/v1/streams/{stream}", get(streams::state))
-        .route("/v1/streams", get(streams::list))
-        .route("/healthz", get(ops::healthz))
-        .route("/metrics", get(ops::metrics))
+    let mut router = Router::new();
+    for route in openapi::ROUTES {
+        router = router.route(route.path, handler(route.operation_id));
+    }
+    router
         .fallback(ops::not_found)
         .method_not_allowed_fallback(ops::method_not_allowed)
         .with_state(state)
+}
+
+/// The handler of each operation in the route table. A table entry without
+/// a handler here fails every test that builds the router.
+fn handler(operation_id: &str) -> axum::routing::MethodRouter<AppState> {
+    match operation_id {
+        "append" => post(records::append),
+        "read" => get(records::read),
+        "fence" => post(streams::fence),
+        "state" => get(streams::state),
+        "list" => get(streams::list),
+        "healthz" => get(ops::healthz),
+        "metrics" => get(ops::metrics),
+        "openapi" => get(openapi::serve),
+        other => panic!("route table names operation {other:?} but no handler serves it"),
+    }
 }

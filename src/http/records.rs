@@ -108,13 +108,14 @@ fn is_json(headers: &HeaderMap) -> bool {
 }
 
 /// A JSON append: token, records and optional `match_seq_num`.
-struct JsonAppend {
-    token: u64,
-    records: Vec<Bytes>,
-    match_seq_num: Option<u64>,
+pub(crate) struct JsonAppend {
+    pub(crate) token: u64,
+    pub(crate) records: Vec<Bytes>,
+    pub(crate) match_seq_num: Option<u64>,
 }
 
-fn parse_json_append(bytes: &[u8]) -> Result<JsonAppend, ApiError> {
+/// Parses a JSON append body; also a fuzz target (`fuzz_targets::http_append_body`).
+pub(crate) fn parse_json_append(bytes: &[u8]) -> Result<JsonAppend, ApiError> {
     let value: Value = serde_json::from_slice(bytes)
         .map_err(|e| ApiError::bad_request(format!("malformed JSON: {e}")))?;
     let Value::Object(obj) = value else {
