@@ -6,11 +6,11 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 pub mod append;
+pub mod bench;
 pub mod common;
 pub mod demo_worker;
 pub mod fence;
 pub mod read;
-pub mod bench;
 pub mod serve;
 pub mod status;
 pub mod tail;

@@ -141,6 +141,7 @@ pub async fn drive<B: Backend>(backend: B, args: &BenchArgs) -> Result<Report, B
     if args.workload == Workload::Read {
         let fill = fill_args(args);
         let (back, logs) = fill_streams(conns, &fill, names.clone()).await?;
+        let logs: Vec<ClientLog> = logs.into_iter().map(|(log, _)| log).collect();
         conns = back;
         let mut failures = Vec::new();
         let exp = ledger::expectations(streams, &logs, &mut failures);
@@ -187,7 +188,7 @@ pub async fn drive<B: Backend>(backend: B, args: &BenchArgs) -> Result<Report, B
         let (conns, logs) = fill_streams(conns, args, names.clone()).await?;
         let results = logs
             .into_iter()
-            .map(|log| {
+            .map(|(log, hist)| {
                 let records: u64 = log.acked.iter().map(|a| a.count as u64).sum();
                 ClientResult {
                     totals: Totals {
@@ -196,7 +197,7 @@ pub async fn drive<B: Backend>(backend: B, args: &BenchArgs) -> Result<Report, B
                         records,
                         ..Totals::default()
                     },
-                    hist: stats::histogram(),
+                    hist,
                     log,
                 }
             })
@@ -233,11 +234,6 @@ pub async fn drive<B: Backend>(backend: B, args: &BenchArgs) -> Result<Report, B
         totals.errors += r.totals.errors;
         hist.add(&r.hist).expect("histograms share their bounds");
         logs.push(r.log);
-    }
-    if args.workload == Workload::Fill {
-        // Fill has no per-request histogram worth keeping; its rate is the
-        // figure that matters.
-        hist.record(1).expect("1 µs is in range");
     }
     logs.extend(setup_logs);
     let mut report = Report::header(args)(totals, hist);
@@ -339,13 +335,14 @@ async fn fill_streams<C: Conn>(
     conns: Vec<C>,
     args: &BenchArgs,
     names: Arc<Vec<String>>,
-) -> Result<(Vec<C>, Vec<ClientLog>), BenchError> {
+) -> Result<(Vec<C>, Vec<(ClientLog, Histogram<u64>)>), BenchError> {
     let clients = conns.len();
     let (per_stream, batch, record_bytes) = (args.fill_records, args.batch, args.record_bytes);
     on_each(conns, move |c, mut conn| {
         let names = names.clone();
         async move {
             let mut log = ClientLog::default();
+            let mut hist = stats::histogram();
             let mut counter = 0u64;
             for s in share(c, clients, names.len()) {
                 let mut left = per_stream;
@@ -357,7 +354,10 @@ async fn fill_streams<C: Conn>(
                         index: 0,
                     };
                     let records = batch_of(id, n, record_bytes);
-                    match conn.append(&names[s], OWNER_TOKEN, &records).await {
+                    let t0 = Instant::now();
+                    let result = conn.append(&names[s], OWNER_TOKEN, &records).await;
+                    stats::record_us(&mut hist, t0.elapsed());
+                    match result {
                         Ok(Outcome::Appended { first_seq }) => log.acked.push(Acked {
                             stream: s as u32,
                             first_seq,
@@ -380,7 +380,7 @@ async fn fill_streams<C: Conn>(
                     left -= n;
                 }
             }
-            (conn, Ok(log))
+            (conn, Ok((log, hist)))
         }
     })
     .await
