@@ -15,10 +15,18 @@ pub const BATCH_BYTES_DEFAULT: usize = 1 << 20;
 pub const BATCH_BYTES_LIMIT: usize = 32 << 20;
 /// Requests waiting for the writer; callers beyond it wait for a slot.
 pub const QUEUE_DEPTH_DEFAULT: usize = 16_384;
+/// Hard cap, far below what the channel accepts (`usize::MAX >> 3`).
+pub const QUEUE_DEPTH_LIMIT: usize = 1 << 24;
 /// One group (one fdatasync) carries at most this many bytes of frames...
 pub const GROUP_BYTES_DEFAULT: usize = 8 << 20;
+/// Hard cap: a group can overshoot by one frame (64 MiB at most) and may
+/// land whole in a fresh segment, so with [`SEGMENT_BYTES_LIMIT`] every
+/// frame still starts inside the index's 32-bit offset field.
+pub const GROUP_BYTES_LIMIT: usize = 1 << 30;
 /// ...and at most this many requests, so one sync's latency stays bounded.
 pub const GROUP_REQUESTS_DEFAULT: usize = 4096;
+/// Hard cap.
+pub const GROUP_REQUESTS_LIMIT: usize = 1 << 20;
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -67,10 +75,18 @@ impl Config {
                 self.batch_bytes_max
             ));
         }
-        if self.queue_depth_max == 0 || self.group_requests_max == 0 || self.group_bytes_max == 0 {
-            return Err(
-                "queue_depth_max, group_requests_max and group_bytes_max must be > 0".into(),
-            );
+        for (name, value, limit) in [
+            ("queue_depth_max", self.queue_depth_max, QUEUE_DEPTH_LIMIT),
+            (
+                "group_requests_max",
+                self.group_requests_max,
+                GROUP_REQUESTS_LIMIT,
+            ),
+            ("group_bytes_max", self.group_bytes_max, GROUP_BYTES_LIMIT),
+        ] {
+            if value == 0 || value > limit {
+                return Err(format!("{name} must be in 1..={limit}, got {value}"));
+            }
         }
         Ok(())
     }

@@ -244,13 +244,23 @@ impl Writer {
             if !shutdown.is_empty() {
                 // Everything sent before the shutdown request is in the
                 // queue ahead of it; commit all of it, then stop.
+                // Same group bounds as above, and a later shutdown() waits
+                // for the same end as the first.
                 self.rx.close();
+                let mut bytes = 0;
                 while let Ok(m) = self.rx.try_recv() {
-                    if let Msg::Write(r) = m {
-                        group.push(r);
+                    match m {
+                        Msg::Write(r) => {
+                            bytes += r.encoded_len();
+                            group.push(r);
+                        }
+                        Msg::Shutdown(tx) => shutdown.push(tx),
                     }
-                    if group.len() >= self.shared.config.group_requests_max {
+                    if group.len() >= self.shared.config.group_requests_max
+                        || bytes >= self.shared.config.group_bytes_max
+                    {
                         self.commit(std::mem::take(&mut group));
+                        bytes = 0;
                     }
                 }
                 if !group.is_empty() {
@@ -571,5 +581,108 @@ impl Writer {
         tracing::debug!(segment = index, "rolled to a new segment");
         self.active_len = crate::codec::SEGMENT_HEADER_BYTES as u64;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+    use crate::metrics::Metrics;
+    use crate::sim::SimStorage;
+    use crate::storage::Storage;
+    use std::sync::atomic::AtomicBool;
+    use std::sync::{Mutex, OnceLock, RwLock};
+
+    /// A writer over a fresh simulated disk, driven on the test's thread.
+    fn writer(config: Config, queue: usize) -> (Writer, mpsc::Sender<Msg>) {
+        let storage: Arc<dyn Storage> = Arc::new(SimStorage::new());
+        let recovered = crate::recovery::recover(&*storage).unwrap();
+        let shared = Arc::new(Shared {
+            config,
+            storage,
+            streams: RwLock::new(recovered.streams),
+            segments: RwLock::new(recovered.segments),
+            poisoned: OnceLock::new(),
+            shutting_down: AtomicBool::new(false),
+            waiters: Mutex::new(HashMap::new()),
+            metrics: Metrics::default(),
+        });
+        let (tx, rx) = mpsc::channel(queue);
+        let w = Writer::new(shared, rx, recovered.next_group_id, recovered.active_len);
+        (w, tx)
+    }
+
+    fn append(stream: &str, body: usize) -> (Msg, oneshot::Receiver<Result<Ack, WriteError>>) {
+        let (reply, rx) = oneshot::channel();
+        let msg = Msg::Write(Request {
+            stream: stream.into(),
+            token: 1,
+            op: Op::Append {
+                records: vec![Bytes::from(vec![b'x'; body])],
+                match_seq_num: None,
+                reply,
+            },
+        });
+        (msg, rx)
+    }
+
+    /// Requests that slip into the queue behind a shutdown (they passed the
+    /// precheck just before the flag was set) are committed by the drain.
+    /// The drain must keep the same per-group byte bound as every other
+    /// group: one unbounded group could put frame offsets past the index's
+    /// 32-bit field and panic the writer after its sync.
+    #[test]
+    fn shutdown_drain_keeps_the_group_byte_bound() {
+        let config = Config {
+            group_bytes_max: 4096,
+            ..Config::default()
+        };
+        let (w, tx) = writer(config, 64);
+        let shared = w.shared.clone();
+        let (done_tx, mut done_rx) = oneshot::channel();
+        tx.try_send(Msg::Shutdown(done_tx)).ok().unwrap();
+        let mut replies = Vec::new();
+        for _ in 0..16 {
+            let (m, rx) = append("s", 2000);
+            tx.try_send(m).ok().unwrap();
+            replies.push(rx);
+        }
+        w.run();
+        done_rx.try_recv().unwrap();
+        for mut r in replies {
+            r.try_recv().unwrap().unwrap();
+        }
+        // 16 frames of ~2 KiB under a 4 KiB bound: at least 8 groups.
+        let groups = shared.metrics.groups_committed.get();
+        assert!(groups >= 8, "16 × 2 KiB committed in {groups} groups");
+    }
+
+    /// A second `shutdown()` whose message the drain takes must also wait
+    /// for the writer to finish, not be dropped (which returns at once).
+    #[test]
+    fn a_shutdown_taken_by_the_drain_is_answered_after_the_writer_stops() {
+        let config = Config {
+            group_requests_max: 2,
+            ..Config::default()
+        };
+        let (w, tx) = writer(config, 64);
+        let shared = Arc::downgrade(&w.shared);
+        let (first_tx, mut first_rx) = oneshot::channel();
+        let (second_tx, mut second_rx) = oneshot::channel();
+        tx.try_send(Msg::Shutdown(first_tx)).ok().unwrap();
+        // Enough writes that the linger loop stops before the second
+        // shutdown and the drain meets it.
+        let mut replies = Vec::new();
+        for _ in 0..4 {
+            let (m, rx) = append("s", 10);
+            tx.try_send(m).ok().unwrap();
+            replies.push(rx);
+        }
+        tx.try_send(Msg::Shutdown(second_tx)).ok().unwrap();
+        w.run();
+        assert_eq!(first_rx.try_recv(), Ok(()));
+        assert_eq!(second_rx.try_recv(), Ok(()));
+        assert!(shared.upgrade().is_none());
     }
 }

@@ -376,7 +376,10 @@ async fn metrics_are_prometheus_text() {
         .await
         .unwrap();
     assert_eq!(resp.status().as_u16(), 200);
-    assert_eq!(resp.headers()["content-type"], "text/plain; version=0.0.4");
+    assert_eq!(
+        resp.headers()["content-type"],
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
     let text = resp.text().await.unwrap();
     for line in [
         "fencelog_appends_accepted_total 1",

@@ -95,7 +95,7 @@ pub const ROUTES: &[Route] = &[
         path: "/metrics",
         operation_id: "metrics",
         summary: "Prometheus text exposition",
-        responses: &[(200, "metrics in Prometheus text format", "")],
+        responses: &[(200, "metrics in the OpenMetrics text format", "")],
     },
     Route {
         method: "get",

@@ -31,7 +31,11 @@ pub async fn healthz(State(state): State<AppState>) -> Response {
     err.into_response()
 }
 
-/// `GET /metrics`: Prometheus text from the engine's registry.
+/// prometheus-client writes the OpenMetrics text format (`_total`
+/// suffixes, `# EOF`), so say so; Prometheus negotiates it natively.
+pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// `GET /metrics`: OpenMetrics text from the engine's registry.
 pub async fn metrics(State(state): State<AppState>) -> Response {
     let engine = &state.engine;
     // The gauge is sampled here rather than kept live by the writer: only
@@ -41,7 +45,7 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
         .queue_depth
         .set(engine.queue_depth() as i64);
     (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        [(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)],
         engine.metrics().encode(),
     )
         .into_response()
