@@ -9,7 +9,7 @@
 use bytes::Bytes;
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use fencelog::codec::{decode_frame, encode_frame, frame_len, FrameKind, FrameSpec};
-use fencelog::{Engine, WriteError};
+use fencelog::{Config, Engine, WriteError};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -188,12 +188,63 @@ fn durable_appends(c: &mut Criterion) {
     }
 }
 
+/// Preallocation on and off, interleaved in rounds within one run, because
+/// this disk's sync latency drifts by 10x between minutes: two criterion
+/// runs minutes apart cannot tell a 20% change from the weather. One
+/// appender, one 100-byte record per append; per round and per engine the
+/// mean append latency; reported: the median over rounds.
+fn prealloc_ab(_: &mut Criterion) {
+    const ROUNDS: usize = 20;
+    const APPENDS_PER_ROUND: usize = 200;
+    let rt = runtime();
+    let open = |prealloc_bytes: u64| {
+        let dir = tempfile::tempdir_in(bench_dir()).unwrap();
+        let config = Config {
+            prealloc_bytes,
+            ..Config::default()
+        };
+        let engine = Engine::open_with(dir.path(), config).unwrap();
+        (dir, engine)
+    };
+    let engines = [open(fencelog::config::PREALLOC_BYTES_DEFAULT), open(0)];
+    let mut means = [Vec::new(), Vec::new()];
+    let mut all = [Vec::new(), Vec::new()];
+    rt.block_on(async {
+        for _ in 0..ROUNDS {
+            for (k, (_, engine)) in engines.iter().enumerate() {
+                let start = Instant::now();
+                for _ in 0..APPENDS_PER_ROUND {
+                    let t = Instant::now();
+                    engine.append("ab", 1, vec![body()], None).await.unwrap();
+                    all[k].push(t.elapsed());
+                }
+                means[k].push(start.elapsed() / APPENDS_PER_ROUND as u32);
+            }
+        }
+    });
+    for (k, name) in ["prealloc on ", "prealloc off"].iter().enumerate() {
+        means[k].sort();
+        all[k].sort();
+        let n = all[k].len();
+        eprintln!(
+            "prealloc_ab {name}: median round mean {:?}, p50 {:?}, p99 {:?} ({} appends)",
+            means[k][ROUNDS / 2],
+            all[k][n / 2],
+            all[k][n * 99 / 100],
+            n
+        );
+    }
+    for (_, engine) in &engines {
+        rt.block_on(engine.shutdown());
+    }
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .sample_size(20)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(4));
-    targets = codec, fast_path, disk, durable_appends
+    targets = codec, fast_path, disk, durable_appends, prealloc_ab
 }
 criterion_main!(benches);

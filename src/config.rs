@@ -27,6 +27,12 @@ pub const GROUP_BYTES_LIMIT: usize = 1 << 30;
 pub const GROUP_REQUESTS_DEFAULT: usize = 4096;
 /// Hard cap.
 pub const GROUP_REQUESTS_LIMIT: usize = 1 << 20;
+/// Zero-filled space the writer keeps ahead of the active segment's end.
+/// Overwriting bytes a file already has lets `fdatasync` flush data alone;
+/// growing the file with every group would also commit a size change to the
+/// filesystem journal on every sync (measured on ext4 here: p50 sync latency
+/// 166 µs appending vs 133 µs overwriting, means 334 vs 255 µs).
+pub const PREALLOC_BYTES_DEFAULT: u64 = 4 << 20;
 
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -39,6 +45,9 @@ pub struct Config {
     pub queue_depth_max: usize,
     pub group_bytes_max: usize,
     pub group_requests_max: usize,
+    /// How far ahead of the data the active segment is zero-filled; 0 turns
+    /// preallocation off.
+    pub prealloc_bytes: u64,
 }
 
 impl Default for Config {
@@ -50,6 +59,7 @@ impl Default for Config {
             queue_depth_max: QUEUE_DEPTH_DEFAULT,
             group_bytes_max: GROUP_BYTES_DEFAULT,
             group_requests_max: GROUP_REQUESTS_DEFAULT,
+            prealloc_bytes: PREALLOC_BYTES_DEFAULT,
         }
     }
 }
@@ -57,6 +67,12 @@ impl Default for Config {
 impl Config {
     /// Refuses settings the format or the index cannot honour.
     pub fn validate(&self) -> Result<(), String> {
+        if self.prealloc_bytes > SEGMENT_BYTES_LIMIT {
+            return Err(format!(
+                "prealloc_bytes must be at most {SEGMENT_BYTES_LIMIT}, got {}",
+                self.prealloc_bytes
+            ));
+        }
         if self.segment_bytes_max < 4096 || self.segment_bytes_max > SEGMENT_BYTES_LIMIT {
             return Err(format!(
                 "segment_bytes_max must be in 4096..={SEGMENT_BYTES_LIMIT}, got {}",

@@ -47,6 +47,10 @@ pub struct RecoveryReport {
     pub truncated: Option<Truncation>,
     /// A last segment whose header never became durable and was removed.
     pub removed_segment: Option<String>,
+    /// Zero-filled space after the last group that the writer had
+    /// preallocated; cut at open (the writer allocates again) and not
+    /// reported as a truncation, because it never held anything.
+    pub preallocated_bytes_released: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -243,6 +247,9 @@ pub fn recover(storage: &dyn Storage) -> Result<Recovered, OpenError> {
         let mut off = SEGMENT_HEADER_BYTES;
         scan.last_closed_start = None;
         let mut cut: Option<(u64, String)> = None;
+        // The bytes from the first bad offset on are all zero, after a
+        // complete group: the writer's preallocated space.
+        let mut zero_tail = false;
         while off < view.len() {
             let frame = match decode_frame(&view[off..]) {
                 Ok(f) => f,
@@ -266,6 +273,8 @@ pub fn recover(storage: &dyn Storage) -> Result<Recovered, OpenError> {
                             format!("{reason}; a later complete frame of group {g} at offset {at} shows this is not an unsynced tail"),
                         ));
                     }
+                    zero_tail =
+                        scan.open_group_start.is_none() && view[off..].iter().all(|&b| b == 0);
                     cut = Some((scan.open_group_start.unwrap_or(off as u64), reason));
                     break;
                 }
@@ -359,13 +368,18 @@ pub fn recover(storage: &dyn Storage) -> Result<Recovered, OpenError> {
             file.truncate(offset)
                 .and_then(|()| file.sync_data())
                 .map_err(|e| OpenError::io(format!("truncating {name}"), e))?;
-            tracing::warn!(file = %name, offset, bytes_cut = seg_len - offset, %reason, "truncated the unsynced tail of the last segment");
-            report.truncated = Some(Truncation {
-                file: name.clone(),
-                offset,
-                bytes_cut: seg_len - offset,
-                reason,
-            });
+            if zero_tail {
+                tracing::debug!(file = %name, offset, bytes = seg_len - offset, "released preallocated space");
+                report.preallocated_bytes_released = seg_len - offset;
+            } else {
+                tracing::warn!(file = %name, offset, bytes_cut = seg_len - offset, %reason, "truncated the unsynced tail of the last segment");
+                report.truncated = Some(Truncation {
+                    file: name.clone(),
+                    offset,
+                    bytes_cut: seg_len - offset,
+                    reason,
+                });
+            }
             seg_len = offset;
             scan.open.clear();
             scan.overlay.clear();

@@ -138,6 +138,9 @@ pub(crate) struct Writer {
     pub rx: mpsc::Receiver<Msg>,
     pub next_group_id: u64,
     pub active_len: u64,
+    /// Length of the active segment file: `active_len` plus zero-filled
+    /// space written ahead (see [`crate::config::PREALLOC_BYTES_DEFAULT`]).
+    allocated_len: u64,
     buf: Vec<u8>,
 }
 
@@ -178,6 +181,8 @@ impl Writer {
             rx,
             next_group_id,
             active_len,
+            // Recovery leaves the active segment exactly as long as its data.
+            allocated_len: active_len,
             buf: Vec::new(),
         }
     }
@@ -522,6 +527,9 @@ impl Writer {
             .write_all_at(&self.buf, at)
             .map_err(|e| StorageFailure::new("write", &seg.name, &e))?;
         self.active_len = at + self.buf.len() as u64;
+        if self.active_len > self.allocated_len {
+            self.preallocate(&seg)?;
+        }
         if !(mutation::active(Mutation::AckBeforeSync) || mutation::active(Mutation::ServeUnsynced))
         {
             self.sync_active()?;
@@ -551,8 +559,40 @@ impl Writer {
         self.shared.wake_all_waiters();
     }
 
+    /// Zero-fills the active segment ahead of the data, inside the same
+    /// sync as the group that needed it. Real zeros, not `fallocate`: on
+    /// ext4 an fallocated extent is "unwritten" and the first write into it
+    /// is again a metadata change the sync must commit.
+    fn preallocate(&mut self, seg: &Segment) -> Result<(), StorageFailure> {
+        /// Zeros written per call, so the buffer stays small.
+        const ZEROS_BYTES: usize = 64 << 10;
+        static ZEROS: [u8; ZEROS_BYTES] = [0; ZEROS_BYTES];
+        let cap = self.shared.config.segment_bytes_max.max(self.active_len);
+        let target = (self.active_len + self.shared.config.prealloc_bytes).min(cap);
+        let mut at = self.active_len;
+        while at < target {
+            let n = ((target - at) as usize).min(ZEROS_BYTES);
+            seg.file
+                .write_all_at(&ZEROS[..n], at)
+                .map_err(|e| StorageFailure::new("preallocate", &seg.name, &e))?;
+            at += n as u64;
+        }
+        self.allocated_len = target.max(self.active_len);
+        Ok(())
+    }
+
     fn roll(&mut self) -> Result<(), StorageFailure> {
         let old = self.shared.segments.read().unwrap().active().clone();
+        // A sealed segment ends exactly at its last group: recovery refuses
+        // anything after that in any segment but the last. Cut the zeros
+        // before the next segment exists.
+        if self.allocated_len > self.active_len {
+            old.file
+                .truncate(self.active_len)
+                .and_then(|()| old.file.sync_data())
+                .map_err(|e| StorageFailure::new("truncate preallocation", &old.name, &e))?;
+            self.allocated_len = self.active_len;
+        }
         let index = old.index + 1;
         if index > crate::index::SEGMENT_INDEX_MAX {
             return Err(StorageFailure {
@@ -580,6 +620,7 @@ impl Writer {
         drop(segs);
         tracing::debug!(segment = index, "rolled to a new segment");
         self.active_len = crate::codec::SEGMENT_HEADER_BYTES as u64;
+        self.allocated_len = self.active_len;
         Ok(())
     }
 }

@@ -51,8 +51,15 @@ fn frame_bytes(name: &str, body_len: usize) -> u64 {
 
 const SEGMENT_HEADER: u64 = 40;
 
+/// Writes without preallocation, so the file ends where the data does, as a
+/// growing file shows it after a crash; `preallocated_space_is_released`
+/// covers the zero-filled case.
 async fn write_numbered(dir: &Path, n: usize) {
-    let e = Engine::open(dir).unwrap();
+    let no_prealloc = Config {
+        prealloc_bytes: 0,
+        ..Config::default()
+    };
+    let e = Engine::open_with(dir, no_prealloc).unwrap();
     for i in 0..n {
         e.append("s", 1, vec![Bytes::from(format!("r{i:03}"))], None)
             .await
@@ -285,5 +292,40 @@ async fn many_segments_read_across_boundaries_and_after_restart() {
     assert_eq!(r.records.len(), 110);
     assert_eq!(r.records[10].body, Bytes::from("more0"));
     assert_eq!(r.records[109].body, Bytes::from("more99"));
+    e.shutdown().await;
+}
+
+#[tokio::test]
+async fn preallocated_space_is_released_not_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Engine::open(dir.path()).unwrap();
+    for i in 0..10 {
+        e.append("s", 1, vec![Bytes::from(format!("r{i:03}"))], None)
+            .await
+            .unwrap();
+    }
+    e.shutdown().await;
+    drop(e);
+    let seg = segments(dir.path()).pop().unwrap();
+    let data_len = SEGMENT_HEADER + 10 * frame_bytes("s", 4);
+    let file_len = std::fs::metadata(&seg).unwrap().len();
+    // The first group allocated its own end plus the preallocation; the
+    // next nine landed inside it.
+    assert_eq!(
+        file_len,
+        SEGMENT_HEADER + frame_bytes("s", 4) + fencelog::config::PREALLOC_BYTES_DEFAULT
+    );
+
+    let e = Engine::open(dir.path()).unwrap();
+    let report = e.recovery_report().clone();
+    assert_eq!(report.truncated, None, "preallocated zeros are not damage");
+    assert_eq!(report.preallocated_bytes_released, file_len - data_len);
+    assert_eq!(std::fs::metadata(&seg).unwrap().len(), data_len);
+    assert_eq!(
+        bodies(&e.read("s", 0, 100, 1 << 20).unwrap()),
+        numbered(0, 10)
+    );
+    let ack = e.append("s", 1, recs(&["after"]), None).await.unwrap();
+    assert_eq!(ack.first_seq, 10);
     e.shutdown().await;
 }
