@@ -2,9 +2,11 @@
 //!
 //! One packed `u64` per batch frame: `segment (20 bits) | offset (32 bits) |
 //! record_count - 1 (12 bits)`, plus one `u64` checkpoint (the first seq) for
-//! every 64 frames so a lookup is a binary search plus a scan of at most 64
-//! counts. That is 8 bytes per batch and at most 8.125 bytes per record
-//! (single-record batches), well under the 16 bytes per record budget.
+//! every 64 frames after the first 64, so a lookup is a binary search plus a
+//! scan of at most 64 counts. That is 8 bytes per batch and at most 8.125
+//! bytes per record (single-record batches), well under the 16 bytes per
+//! record budget. A stream with one batch keeps its entry inline and
+//! allocates nothing.
 
 /// Frames per checkpoint: the scan length a lookup pays after its binary
 /// search, traded against 8 bytes of checkpoint per this many frames.
@@ -27,11 +29,47 @@ pub struct FrameLoc {
     pub record_count: u32,
 }
 
+/// A stream's frames. Most streams in a many-stream workload hold one batch,
+/// so one entry lives inline and costs no allocation; a vector appears at
+/// the second.
+#[derive(Debug, Default)]
+enum Entries {
+    #[default]
+    Empty,
+    One(u64),
+    Many(Vec<u64>),
+}
+
+impl Entries {
+    fn as_slice(&self) -> &[u64] {
+        match self {
+            Entries::Empty => &[],
+            Entries::One(e) => std::slice::from_ref(e),
+            Entries::Many(v) => v,
+        }
+    }
+
+    fn push(&mut self, e: u64) {
+        *self = match std::mem::take(self) {
+            Entries::Empty => Entries::One(e),
+            Entries::One(first) => Entries::Many(vec![first, e]),
+            Entries::Many(mut v) => {
+                v.push(e);
+                Entries::Many(v)
+            }
+        };
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct StreamIndex {
-    entries: Vec<u64>,
-    /// `checkpoints[k]` is the first seq of `entries[k * CHECKPOINT_FRAMES]`.
+    entries: Entries,
+    /// `checkpoints[k]` is the first seq of `entries[(k + 1) * CHECKPOINT_FRAMES]`;
+    /// the first block's checkpoint is `base_seq`, so a stream with at most
+    /// one block allocates none.
     checkpoints: Vec<u64>,
+    /// Seq of the first indexed record.
+    base_seq: u64,
     /// Seq after the last indexed record.
     end_seq: u64,
 }
@@ -59,9 +97,14 @@ fn unpack(e: u64) -> (u64, u64, u32) {
 impl StreamIndex {
     /// Records a batch frame. Frames must arrive in seq order without gaps.
     pub fn push(&mut self, first_seq: u64, segment: u64, offset: u64, count: u32) {
-        assert_eq!(first_seq, self.end_seq, "index gap");
-        if self.entries.len().is_multiple_of(CHECKPOINT_FRAMES) {
-            self.checkpoints.push(first_seq);
+        let len = self.entries.as_slice().len();
+        if len == 0 {
+            self.base_seq = first_seq;
+        } else {
+            assert_eq!(first_seq, self.end_seq, "index gap");
+            if len.is_multiple_of(CHECKPOINT_FRAMES) {
+                self.checkpoints.push(first_seq);
+            }
         }
         self.entries.push(pack(segment, offset, count));
         self.end_seq = first_seq + count as u64;
@@ -73,13 +116,17 @@ impl StreamIndex {
 
     /// The frame holding `seq`, if indexed.
     pub fn find(&self, seq: u64) -> Option<(usize, FrameLoc)> {
-        if seq >= self.end_seq || self.checkpoints.is_empty() || seq < self.checkpoints[0] {
+        let entries = self.entries.as_slice();
+        if entries.is_empty() || seq >= self.end_seq || seq < self.base_seq {
             return None;
         }
-        let block = self.checkpoints.partition_point(|&s| s <= seq) - 1;
-        let mut first = self.checkpoints[block];
+        let block = self.checkpoints.partition_point(|&s| s <= seq);
+        let mut first = match block {
+            0 => self.base_seq,
+            b => self.checkpoints[b - 1],
+        };
         let start = block * CHECKPOINT_FRAMES;
-        for (i, &e) in self.entries[start..].iter().enumerate() {
+        for (i, &e) in entries[start..].iter().enumerate() {
             let (segment, offset, count) = unpack(e);
             if seq < first + count as u64 {
                 return Some((
@@ -99,7 +146,7 @@ impl StreamIndex {
 
     /// The frame after entry `i`, given the location of entry `i`.
     pub fn next_after(&self, i: usize, loc: &FrameLoc) -> Option<(usize, FrameLoc)> {
-        let e = *self.entries.get(i + 1)?;
+        let e = *self.entries.as_slice().get(i + 1)?;
         let (segment, offset, count) = unpack(e);
         Some((
             i + 1,
@@ -114,12 +161,18 @@ impl StreamIndex {
 
     /// Heap bytes held, for memory accounting.
     pub fn heap_bytes(&self) -> usize {
-        (self.entries.capacity() + self.checkpoints.capacity()) * 8
+        let entries = match &self.entries {
+            Entries::Many(v) => v.capacity(),
+            _ => 0,
+        };
+        (entries + self.checkpoints.capacity()) * 8
     }
 
     /// Gives back spare capacity after recovery has built the index.
     pub fn shrink_to_fit(&mut self) {
-        self.entries.shrink_to_fit();
+        if let Entries::Many(v) = &mut self.entries {
+            v.shrink_to_fit();
+        }
         self.checkpoints.shrink_to_fit();
     }
 }
@@ -170,6 +223,31 @@ mod tests {
         let (at, loc) = idx.find(0).unwrap();
         let (at2, loc2) = idx.next_after(at, &loc).unwrap();
         assert_eq!((at2, loc2.first_seq, loc2.record_count), (1, 1, 2));
+    }
+
+    #[test]
+    fn one_batch_allocates_nothing_and_checkpoints_start_after_a_block() {
+        let mut idx = StreamIndex::default();
+        assert_eq!(idx.find(0), None);
+        idx.push(0, 0, 40, 3);
+        assert_eq!(idx.heap_bytes(), 0);
+        assert_eq!(idx.find(2).unwrap().1.offset, 40);
+        for i in 1..64u64 {
+            idx.push(idx.end_seq(), 0, 40 + i, 1);
+        }
+        assert!(idx.checkpoints.is_empty());
+        idx.push(idx.end_seq(), 1, 7, 1);
+        assert_eq!(idx.checkpoints, vec![66]);
+        assert_eq!(
+            idx.find(66).unwrap().1,
+            FrameLoc {
+                segment: 1,
+                offset: 7,
+                first_seq: 66,
+                record_count: 1
+            }
+        );
+        assert_eq!(idx.find(65).unwrap().1.offset, 40 + 63);
     }
 
     #[test]

@@ -391,7 +391,7 @@ impl Engine {
         // Collect frame locations under the index lock, read them without it.
         let mut locs: Vec<FrameLoc> = Vec::new();
         {
-            let idx = s.index.read().unwrap();
+            let idx = s.index.lock().unwrap();
             let mut cur = idx.find(start_seq);
             let mut covered = 0usize;
             while let Some((i, loc)) = cur {

@@ -472,7 +472,7 @@ impl Writer {
             }
             if f.kind == FrameKind::Records {
                 let s = p.shared.as_ref().unwrap();
-                s.index.write().unwrap().push(
+                s.index.lock().unwrap().push(
                     f.first_seq,
                     segment,
                     base + f.offset_in_buf as u64,
