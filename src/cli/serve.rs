@@ -164,7 +164,7 @@ pub fn run(args: Args) -> ExitCode {
             }
         }
     }
-    super::init_logging_as(log_format);
+    let log_guard = super::init_server_logging(log_format);
     let config = Config {
         segment_bytes_max: settings.segment_bytes,
         batch_records_max: settings.batch_records_max,
@@ -217,7 +217,9 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(async move {
+    let dropped = log_guard.dropped_counter();
+    let code = runtime.block_on(async move {
+        tokio::spawn(report_dropped_log_lines(dropped));
         let listener = match tokio::net::TcpListener::bind(&settings.listen).await {
             Ok(l) => l,
             Err(e) => {
@@ -247,7 +249,38 @@ pub fn run(args: Args) -> ExitCode {
                 ExitCode::FAILURE
             }
         }
-    })
+    });
+    drop(runtime);
+    let dropped = log_guard.dropped_lines();
+    if dropped > 0 {
+        tracing::warn!(
+            dropped_lines = dropped,
+            "log lines were dropped in total because stderr could not keep up"
+        );
+    }
+    // Dropping the guard writes out every line still queued.
+    drop(log_guard);
+    code
+}
+
+/// Says so when log lines were dropped (the queue to stderr was full), at
+/// most every 10 s: the line itself has room by the time it is written,
+/// since a drop means the writer was behind, not gone.
+async fn report_dropped_log_lines(counter: tracing_appender::non_blocking::ErrorCounter) {
+    let mut reported = 0;
+    let mut tick = tokio::time::interval(Duration::from_secs(10));
+    loop {
+        tick.tick().await;
+        let now = counter.dropped_lines();
+        if now > reported {
+            tracing::warn!(
+                dropped_lines = now - reported,
+                total = now,
+                "log lines dropped because stderr could not keep up"
+            );
+            reported = now;
+        }
+    }
 }
 
 /// Resolves on SIGTERM or Ctrl-C (SIGINT).
