@@ -6,6 +6,7 @@ use crate::error::{ReadError, StorageFailure, WriteError};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{json, Map, Value};
 
 /// An error response: `{"error": code, "message": text, ...fields}`.
@@ -66,9 +67,33 @@ impl ApiError {
     }
 }
 
+/// The same JSON as [`ApiError::body`], keys in the same (sorted) order,
+/// written straight from the error: a stale rejection is a hot path, and
+/// building a second map just to serialize it cost a copy of every field.
+impl Serialize for ApiError {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let fixed = [("error", self.code), ("message", self.message.as_str())];
+        let mut pending = fixed.iter().peekable();
+        let mut map = s.serialize_map(Some(self.fields.len() + 2))?;
+        for (key, value) in &self.fields {
+            while let Some((name, text)) = pending.next_if(|(name, _)| *name <= key.as_str()) {
+                // `body` lets a field of the same name replace the fixed one.
+                if name != key {
+                    map.serialize_entry(name, text)?;
+                }
+            }
+            map.serialize_entry(key, value)?;
+        }
+        for (name, text) in pending {
+            map.serialize_entry(name, text)?;
+        }
+        map.end()
+    }
+}
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(self.body())).into_response()
+        (self.status, Json(&self)).into_response()
     }
 }
 
@@ -141,6 +166,41 @@ pub fn read_error(stream: &str, err: ReadError) -> ApiError {
         ReadError::Io(_) => {
             tracing::error!(stream, error = %message, "read failed");
             ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "io_error", message)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serializes_exactly_like_body() {
+        let stale = write_error(
+            "s",
+            WriteError::StaleToken {
+                presented: 4,
+                highest: 5,
+                next_seq: 9,
+            },
+        );
+        let cases = [
+            stale,
+            ApiError::bad_request("plain"),
+            ApiError::too_large("x").with("limit", 3).with("actual", 4),
+            // Keys around and equal to the fixed ones.
+            ApiError::bad_request("m")
+                .with("a", 1)
+                .with("error", "overridden")
+                .with("f", 2)
+                .with("message", "also")
+                .with("z", 3),
+        ];
+        for e in cases {
+            assert_eq!(
+                serde_json::to_string(&e).unwrap(),
+                serde_json::to_string(&e.body()).unwrap()
+            );
         }
     }
 }

@@ -18,6 +18,7 @@
 //! [`app`] builds the router so tests can drive it without a socket;
 //! [`server`] binds it with the connection-level protections.
 
+pub mod batch;
 pub mod body;
 pub mod error;
 pub mod openapi;

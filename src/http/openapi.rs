@@ -33,7 +33,7 @@ pub const ROUTES: &[Route] = &[
         method: "post",
         path: "/v1/streams/{stream}/records",
         operation_id: "append",
-        summary: "Append records with a fencing token (JSON body, or one raw record with a Fencing-Token header)",
+        summary: "Append records with a fencing token (JSON body; a binary batch of u32 little-endian length-prefixed records as application/vnd.fencelog.batch; or one raw record), the last two with a Fencing-Token header",
         responses: &[
             (200, "appended and durable", "AppendAck"),
             BAD,
@@ -153,12 +153,12 @@ fn parameters(route: &Route) -> Vec<Value> {
     if route.operation_id == "append" {
         out.push(json!({
             "name": "Fencing-Token", "in": "header", "required": false,
-            "description": "raw-body appends only: the fencing token",
+            "description": "raw and binary-batch appends only: the fencing token",
             "schema": { "type": "integer", "minimum": 1 },
         }));
         out.push(json!({
             "name": "Match-Seq-Num", "in": "header", "required": false,
-            "description": "raw-body appends only: append only if next_seq equals it",
+            "description": "raw and binary-batch appends only: append only if next_seq equals it",
             "schema": { "type": "integer", "minimum": 0 },
         }));
     }
@@ -178,6 +178,14 @@ fn request_body(route: &Route) -> Option<Value> {
             "required": true,
             "content": {
                 "application/json": { "schema": schema_ref("AppendRequest") },
+                super::batch::CONTENT_TYPE: {
+                    "schema": {
+                        "type": "string", "format": "binary",
+                        "description": "one or more records, each a u32 little-endian byte \
+                                        length followed by that many bytes; nothing after \
+                                        the last record",
+                    }
+                },
                 "application/octet-stream": {
                     "schema": { "type": "string", "format": "binary" }
                 },

@@ -29,14 +29,9 @@ pub struct Backend {
 
 impl Backend {
     pub async fn new(url: &str, args: &BenchArgs) -> Result<Backend, BenchError> {
-        let encoding = match (args.encoding, args.batch) {
-            (Encoding::Auto, 1) => Encoding::Raw,
-            (Encoding::Auto, _) => Encoding::Json,
-            (e, _) => e,
-        };
         Ok(Backend {
             endpoint: Endpoint::parse(url).await?,
-            encoding,
+            encoding: args.effective_encoding(),
         })
     }
 }
@@ -167,7 +162,22 @@ impl super::Conn for Conn {
         records: &[Bytes],
     ) -> Result<Outcome, BenchError> {
         let path = records_path(stream);
-        let (status, out) = if self.encoding == Encoding::Raw && records.len() == 1 {
+        let (status, out) = if self.encoding == Encoding::Binary {
+            let headers = [
+                (
+                    CONTENT_TYPE,
+                    HeaderValue::from_static(crate::http::batch::CONTENT_TYPE),
+                ),
+                (
+                    HeaderName::from_static("fencing-token"),
+                    HeaderValue::from(token),
+                ),
+            ];
+            let body = crate::http::batch::encode(records.iter().map(|r| &r[..]));
+            self.http
+                .call(Method::POST, &path, &headers, Bytes::from(body))
+                .await?
+        } else if self.encoding == Encoding::Raw && records.len() == 1 {
             let headers = [
                 (
                     CONTENT_TYPE,

@@ -74,6 +74,9 @@ pub enum Encoding {
     Json,
     /// One record per request as `application/octet-stream`.
     Raw,
+    /// Length-prefixed records as `application/vnd.fencelog.batch`, any
+    /// batch size.
+    Binary,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -106,7 +109,9 @@ pub struct BenchArgs {
     pub workload: Workload,
     #[arg(long, value_enum, default_value_t = Target::Fencelog)]
     pub target: Target,
-    #[arg(long, value_enum, default_value_t = Encoding::Auto)]
+    /// How fencelog appends are encoded; `--body` is the same option
+    /// (`--body json|binary|raw`).
+    #[arg(long, alias = "body", value_enum, default_value_t = Encoding::Auto)]
     pub encoding: Encoding,
     /// Records per stream for `--workload fill` (and the backlog `read`
     /// reads from).
@@ -149,6 +154,16 @@ impl BenchArgs {
             json: false,
             pg_url: "host=127.0.0.1 port=5432 user=postgres dbname=postgres".into(),
             redis_url: "redis://127.0.0.1:6379/".into(),
+        }
+    }
+
+    /// The encoding fencelog appends actually use: `auto` picks the raw
+    /// body for single records and JSON for batches.
+    pub fn effective_encoding(&self) -> Encoding {
+        match (self.encoding, self.batch) {
+            (Encoding::Auto, 1) => Encoding::Raw,
+            (Encoding::Auto, _) => Encoding::Json,
+            (e, _) => e,
         }
     }
 

@@ -1,6 +1,6 @@
 //! Counting, latency histograms, the live progress line and the report.
 
-use super::{BenchArgs, Target, Workload};
+use super::{BenchArgs, Encoding, Target, Workload};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::io::IsTerminal;
@@ -113,6 +113,8 @@ pub struct Report {
     pub clients: usize,
     pub streams: usize,
     pub batch: usize,
+    /// How fencelog appends were encoded (meaningless for the peers).
+    pub encoding: Encoding,
     pub record_bytes: usize,
     /// Requested requests/s for open-loop runs.
     pub rate: Option<f64>,
@@ -145,6 +147,7 @@ impl Report {
                 clients: args.clients,
                 streams: args.stream_count(),
                 batch: args.batch,
+                encoding: args.effective_encoding(),
                 record_bytes: args.record_bytes,
                 rate: args.rate,
                 elapsed_s: secs,
