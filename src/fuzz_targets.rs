@@ -116,10 +116,24 @@ pub fn http_append_body(data: &[u8]) {
                 .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b)));
         }
     }
-    if let Ok(append) = crate::http::records::parse_json_append(data) {
+    let reference = crate::http::records::parse_json_append_value(data);
+    if let Ok(append) = &reference {
         assert!(append.token >= 1, "token 0 accepted");
         assert!(!append.records.is_empty(), "empty batch accepted");
-        let _ = append.match_seq_num;
+    }
+    // The fast path may decline anything, but what it accepts must be
+    // accepted by the reference parser with the very same result, and the
+    // combined parser must answer exactly as the reference does (same
+    // append, or the same error).
+    let body = bytes::Bytes::copy_from_slice(data);
+    let combined = crate::http::records::parse_json_append(&body);
+    match (&reference, &combined) {
+        (Ok(a), Ok(b)) => assert_eq!(a, b, "fast path disagrees with the reference parser"),
+        (Err(a), Err(b)) => assert_eq!(
+            (a.status, a.code, &a.message, &a.fields),
+            (b.status, b.code, &b.message, &b.fields)
+        ),
+        _ => panic!("fast path accepted what the reference refuses, or the reverse: {reference:?} vs {combined:?}"),
     }
 }
 

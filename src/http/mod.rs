@@ -21,6 +21,7 @@
 pub mod batch;
 pub mod body;
 pub mod error;
+mod fast_json;
 pub mod openapi;
 pub mod ops;
 pub mod params;

@@ -6,7 +6,7 @@ use super::error::{read_error, write_error, ApiError};
 use super::params::{
     seq_from_header, seq_from_json, stream_name, token_from_header, token_from_json, QueryParams,
 };
-use super::{batch, sse, AppState};
+use super::{batch, fast_json, sse, AppState};
 use crate::{Ack, Record, WriteError};
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, Request, State};
@@ -129,8 +129,19 @@ pub(crate) struct JsonAppend {
     pub(crate) match_seq_num: Option<u64>,
 }
 
-/// Parses a JSON append body; also a fuzz target (`fuzz_targets::http_append_body`).
-pub(crate) fn parse_json_append(bytes: &[u8]) -> Result<JsonAppend, ApiError> {
+/// Parses a JSON append body: the typed fast path when it can decide, the
+/// `Value` parser (and its error messages) otherwise.
+pub(crate) fn parse_json_append(body: &Bytes) -> Result<JsonAppend, ApiError> {
+    match fast_json::parse(body) {
+        Some(append) => Ok(append),
+        None => parse_json_append_value(body),
+    }
+}
+
+/// The reference JSON append parser: every rule and every error message of
+/// the JSON body lives here. Also a fuzz target
+/// (`fuzz_targets::http_append_body`), which checks the fast path against it.
+pub(crate) fn parse_json_append_value(bytes: &[u8]) -> Result<JsonAppend, ApiError> {
     let value: Value = serde_json::from_slice(bytes)
         .map_err(|e| ApiError::bad_request(format!("malformed JSON: {e}")))?;
     let Value::Object(obj) = value else {
