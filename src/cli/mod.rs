@@ -92,10 +92,11 @@ pub fn init_logging_as(format: LogFormat) {
     install_logging(format, std::io::stderr);
 }
 
-/// Lines the server may have formatted but not yet written to stderr.
-/// Each queued line is one small heap buffer (a few hundred bytes), so even
-/// a full queue is tens of MiB at most, while covering several seconds of
-/// rejections at the highest rate measured (~50k/s) if stderr stalls.
+/// Lines the server may have formatted but not yet written to stderr:
+/// several seconds of stale-rejection lines at the highest rate measured
+/// (~75k/s) if stderr stalls. The queue's slots are allocated up front,
+/// 32 bytes each (8 MiB resident from startup); a queued line adds its own
+/// buffer of a few hundred bytes.
 pub const LOG_QUEUE_LINES: usize = 256 * 1024;
 
 /// Keeps the server's log writer alive. Dropping it writes out every queued
