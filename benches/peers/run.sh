@@ -164,39 +164,49 @@ WORKLOADS=(
 )
 : >"$HERE/fsyncs.jsonl"
 
-echo "== fencelog" >&2
+# All three servers run side by side and each workload goes to fencelog,
+# PostgreSQL and Redis back to back, so the ratios compare runs seconds
+# apart: this disk's fsync latency drifts a lot from one minute to the next.
+echo "== starting fencelog, postgres and redis" >&2
 start_fencelog "$WORK/fencelog"
+start_postgres
+start_redis
+FL_ARGS=(--server "http://127.0.0.1:$FL_PORT")
+PG_URL="host=127.0.0.1 port=$PG_PORT user=postgres dbname=postgres"
+PG_ARGS=(--target postgres --pg-url "$PG_URL")
+REDIS_ARGS=(--target redis --redis-url "redis://127.0.0.1:$REDIS_PORT/")
+
 for w in "${WORKLOADS[@]}"; do
+    echo "== $w" >&2
     # shellcheck disable=SC2086
-    bench fencelog "$FL_PID" --server "http://127.0.0.1:$FL_PORT" $w
+    bench fencelog "$FL_PID" "${FL_ARGS[@]}" $w
+    case "$w" in
+        # Batches also as the compact binary body, as an extra fencelog row.
+        *--batch*)
+            # shellcheck disable=SC2086
+            bench fencelog "$FL_PID" "${FL_ARGS[@]}" $w --body binary ;;
+    esac
+    # shellcheck disable=SC2086
+    bench postgres "$PG_PID" "${PG_ARGS[@]}" $w
+    # shellcheck disable=SC2086
+    bench redis "$REDIS_PID" "${REDIS_ARGS[@]}" $w
 done
-bench fencelog "$FL_PID" --server "http://127.0.0.1:$FL_PORT" --workload healthz --clients 64
-bench fencelog "$FL_PID" --server "http://127.0.0.1:$FL_PORT" --workload mixed --clients 64
-bench fencelog "$FL_PID" --server "http://127.0.0.1:$FL_PORT" --workload reject --clients 32
-bench fencelog "$FL_PID" --server "http://127.0.0.1:$FL_PORT" --workload tail --clients 1 --streams 1
-count_fsyncs fencelog "$FL_PID" --server "http://127.0.0.1:$FL_PORT" --workload append --clients 16
+bench fencelog "$FL_PID" "${FL_ARGS[@]}" --workload healthz --clients 64
+# The rejection row again right after /healthz, so that ratio is measured
+# seconds apart too.
+bench fencelog "$FL_PID" "${FL_ARGS[@]}" --workload reject --clients 64
+bench fencelog "$FL_PID" "${FL_ARGS[@]}" --workload mixed --clients 64
+bench fencelog "$FL_PID" "${FL_ARGS[@]}" --workload reject --clients 32
+bench fencelog "$FL_PID" "${FL_ARGS[@]}" --workload tail --clients 1 --streams 1
+
+echo "== fsync counts" >&2
+count_fsyncs fencelog "$FL_PID" "${FL_ARGS[@]}" --workload append --clients 16
+count_fsyncs postgres "$PG_PID" "${PG_ARGS[@]}" --workload append --clients 16
+count_fsyncs redis "$REDIS_PID" "${REDIS_ARGS[@]}" --workload append --clients 16
 stop_pid "$FL_PID" TERM
 FL_PID=""
-
-echo "== postgres" >&2
-start_postgres
-PG_URL="host=127.0.0.1 port=$PG_PORT user=postgres dbname=postgres"
-for w in "${WORKLOADS[@]}"; do
-    # shellcheck disable=SC2086
-    bench postgres "$PG_PID" --target postgres --pg-url "$PG_URL" $w
-done
-count_fsyncs postgres "$PG_PID" --target postgres --pg-url "$PG_URL" --workload append --clients 16
 stop_pid "$PG_PID" INT
 PG_PID=""
-
-echo "== redis" >&2
-start_redis
-REDIS_URL="redis://127.0.0.1:$REDIS_PORT/"
-for w in "${WORKLOADS[@]}"; do
-    # shellcheck disable=SC2086
-    bench redis "$REDIS_PID" --target redis --redis-url "$REDIS_URL" $w
-done
-count_fsyncs redis "$REDIS_PID" --target redis --redis-url "$REDIS_URL" --workload append --clients 16
 stop_pid "$REDIS_PID" TERM
 REDIS_PID=""
 
