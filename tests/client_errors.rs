@@ -6,7 +6,8 @@ mod client_support;
 use bytes::Bytes;
 use fencelog::client::{Client, ClientError, ReadOptions};
 use fencelog::http::{self, AppState, ServerConfig};
-use fencelog::{Config, DirStorage, Engine, Storage, StorageFile};
+use fencelog::storage::HookedStorage;
+use fencelog::{Config, DirStorage, Engine};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -136,84 +137,11 @@ async fn binary_records_round_trip() {
     assert_eq!(bodies, vec![bin.clone(), Bytes::from("text"), bin]);
 }
 
-/// A disk that starts failing writes and syncs when told to.
-struct BreakableDisk {
-    inner: DirStorage,
-    fail: Arc<Mutex<Option<io::ErrorKind>>>,
-}
-
-struct BreakableFile {
-    inner: Arc<dyn StorageFile>,
-    fail: Arc<Mutex<Option<io::ErrorKind>>>,
-}
-
-impl BreakableFile {
-    fn injected(&self) -> io::Result<()> {
-        match *self.fail.lock().unwrap() {
-            Some(kind) => Err(io::Error::new(kind, "injected by the test")),
-            None => Ok(()),
-        }
-    }
-}
-
-impl Storage for BreakableDisk {
-    fn list(&self) -> io::Result<Vec<String>> {
-        self.inner.list()
-    }
-    fn create(&self, name: &str) -> io::Result<Arc<dyn StorageFile>> {
-        Ok(Arc::new(BreakableFile {
-            inner: self.inner.create(name)?,
-            fail: self.fail.clone(),
-        }))
-    }
-    fn open(&self, name: &str) -> io::Result<Arc<dyn StorageFile>> {
-        Ok(Arc::new(BreakableFile {
-            inner: self.inner.open(name)?,
-            fail: self.fail.clone(),
-        }))
-    }
-    fn remove(&self, name: &str) -> io::Result<()> {
-        self.inner.remove(name)
-    }
-    fn sync_dir(&self) -> io::Result<()> {
-        self.inner.sync_dir()
-    }
-    fn lock(&self) -> io::Result<()> {
-        self.inner.lock()
-    }
-}
-
-impl StorageFile for BreakableFile {
-    fn len(&self) -> io::Result<u64> {
-        self.inner.len()
-    }
-    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.inner.read_exact_at(buf, offset)
-    }
-    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.injected()?;
-        self.inner.write_all_at(buf, offset)
-    }
-    fn sync_data(&self) -> io::Result<()> {
-        self.injected()?;
-        self.inner.sync_data()
-    }
-    fn truncate(&self, len: u64) -> io::Result<()> {
-        self.inner.truncate(len)
-    }
-    fn view(&self, len: u64) -> io::Result<Bytes> {
-        self.inner.view(len)
-    }
-}
-
 /// A server whose disk breaks with `kind` after one good append.
 async fn broken_server(kind: io::ErrorKind) -> (tempfile::TempDir, Client) {
     let dir = tempfile::tempdir().unwrap();
     let fail = Arc::new(Mutex::new(None));
-    let disk = BreakableDisk {
-        inner: DirStorage::new(dir.path()).unwrap(),
-        fail: fail.clone(),
-    };
+    let disk = HookedStorage::failing_when(DirStorage::new(dir.path()).unwrap(), fail.clone());
     let engine = Engine::open_storage(Arc::new(disk), Config::default()).unwrap();
     let c = serve(engine).await;
     c.append("s", 1, ["before"]).await.unwrap();

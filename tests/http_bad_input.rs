@@ -10,7 +10,8 @@ use axum::http::Request;
 use axum::Router;
 use bytes::Bytes;
 use fencelog::http::{app, AppState, HttpLimits, ServerConfig};
-use fencelog::{Config, DirStorage, Engine, Storage, StorageFile};
+use fencelog::storage::HookedStorage;
+use fencelog::{Config, DirStorage, Engine};
 use futures_util::stream;
 use http_support::{raw_exchange, TestServer};
 use serde_json::{json, Value};
@@ -453,85 +454,10 @@ async fn slow_and_oversized_clients_over_a_socket() {
     srv.api.assert_healthy().await;
 }
 
-/// A disk that starts failing writes and syncs on demand.
-struct FaultyDisk {
-    inner: DirStorage,
-    fail: Arc<Mutex<Option<io::ErrorKind>>>,
-}
-
-struct FaultyFile {
-    inner: Arc<dyn StorageFile>,
-    fail: Arc<Mutex<Option<io::ErrorKind>>>,
-}
-
-impl FaultyFile {
-    fn check(&self) -> io::Result<()> {
-        match *self.fail.lock().unwrap() {
-            Some(kind) => Err(io::Error::new(kind, "injected")),
-            None => Ok(()),
-        }
-    }
-}
-
-impl Storage for FaultyDisk {
-    fn list(&self) -> io::Result<Vec<String>> {
-        self.inner.list()
-    }
-    fn create(&self, name: &str) -> io::Result<Arc<dyn StorageFile>> {
-        let inner = self.inner.create(name)?;
-        Ok(Arc::new(FaultyFile {
-            inner,
-            fail: self.fail.clone(),
-        }))
-    }
-    fn open(&self, name: &str) -> io::Result<Arc<dyn StorageFile>> {
-        let inner = self.inner.open(name)?;
-        Ok(Arc::new(FaultyFile {
-            inner,
-            fail: self.fail.clone(),
-        }))
-    }
-    fn remove(&self, name: &str) -> io::Result<()> {
-        self.inner.remove(name)
-    }
-    fn sync_dir(&self) -> io::Result<()> {
-        self.inner.sync_dir()
-    }
-    fn lock(&self) -> io::Result<()> {
-        self.inner.lock()
-    }
-}
-
-impl StorageFile for FaultyFile {
-    fn len(&self) -> io::Result<u64> {
-        self.inner.len()
-    }
-    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.inner.read_exact_at(buf, offset)
-    }
-    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.check()?;
-        self.inner.write_all_at(buf, offset)
-    }
-    fn sync_data(&self) -> io::Result<()> {
-        self.check()?;
-        self.inner.sync_data()
-    }
-    fn truncate(&self, len: u64) -> io::Result<()> {
-        self.inner.truncate(len)
-    }
-    fn view(&self, len: u64) -> io::Result<Bytes> {
-        self.inner.view(len)
-    }
-}
-
 async fn poisoned_rig(kind: io::ErrorKind) -> (tempfile::TempDir, Router) {
     let dir = tempfile::tempdir().unwrap();
     let fail = Arc::new(Mutex::new(None));
-    let disk = FaultyDisk {
-        inner: DirStorage::new(dir.path()).unwrap(),
-        fail: fail.clone(),
-    };
+    let disk = HookedStorage::failing_when(DirStorage::new(dir.path()).unwrap(), fail.clone());
     let engine = Engine::open_storage(Arc::new(disk), Config::default()).unwrap();
     let router = app(AppState::new(engine));
     let ok = r#"{"fencing_token": 1, "records": [{"body": "before"}]}"#;

@@ -6,7 +6,8 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 use bytes::Bytes;
-use fencelog::{Config, DirStorage, Engine, Storage, StorageFile};
+use fencelog::storage::{HookedCall, HookedStorage};
+use fencelog::{Config, DirStorage, Engine};
 use futures_util::FutureExt;
 use std::future::Future;
 use std::io;
@@ -110,74 +111,17 @@ impl Control {
     }
 }
 
-pub struct TestStorage {
-    inner: DirStorage,
-    ctl: Arc<Control>,
-}
-
-struct TestFile {
-    inner: Arc<dyn StorageFile>,
-    ctl: Arc<Control>,
-}
-
-/// Opens an engine on `dir` through a [`TestStorage`].
+/// Opens an engine on `dir` through a [`HookedStorage`] whose `sync_data`
+/// calls go through `Control` (held at a gate, or failed).
 pub fn open_controlled(dir: &Path, config: Config) -> (Engine, Arc<Control>) {
     let ctl = Arc::new(Control::default());
-    let storage = TestStorage {
-        inner: DirStorage::new(dir).unwrap(),
-        ctl: ctl.clone(),
-    };
+    let hook_ctl = ctl.clone();
+    let storage = HookedStorage::new(DirStorage::new(dir).unwrap(), move |call| match call {
+        HookedCall::SyncData => hook_ctl.on_sync(),
+        _ => Ok(()),
+    });
     let engine = Engine::open_storage(Arc::new(storage), config).unwrap();
     (engine, ctl)
-}
-
-impl Storage for TestStorage {
-    fn list(&self) -> io::Result<Vec<String>> {
-        self.inner.list()
-    }
-    fn create(&self, name: &str) -> io::Result<Arc<dyn StorageFile>> {
-        Ok(Arc::new(TestFile {
-            inner: self.inner.create(name)?,
-            ctl: self.ctl.clone(),
-        }))
-    }
-    fn open(&self, name: &str) -> io::Result<Arc<dyn StorageFile>> {
-        Ok(Arc::new(TestFile {
-            inner: self.inner.open(name)?,
-            ctl: self.ctl.clone(),
-        }))
-    }
-    fn remove(&self, name: &str) -> io::Result<()> {
-        self.inner.remove(name)
-    }
-    fn sync_dir(&self) -> io::Result<()> {
-        self.inner.sync_dir()
-    }
-    fn lock(&self) -> io::Result<()> {
-        self.inner.lock()
-    }
-}
-
-impl StorageFile for TestFile {
-    fn len(&self) -> io::Result<u64> {
-        self.inner.len()
-    }
-    fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
-        self.inner.read_exact_at(buf, offset)
-    }
-    fn write_all_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
-        self.inner.write_all_at(buf, offset)
-    }
-    fn sync_data(&self) -> io::Result<()> {
-        self.ctl.on_sync()?;
-        self.inner.sync_data()
-    }
-    fn truncate(&self, len: u64) -> io::Result<()> {
-        self.inner.truncate(len)
-    }
-    fn view(&self, len: u64) -> io::Result<Bytes> {
-        self.inner.view(len)
-    }
 }
 
 /// Runs a blocking gate wait without stalling the runtime the test runs on.
