@@ -97,6 +97,25 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    /// The state a freshly recovered log starts from.
+    pub(crate) fn new(
+        config: Config,
+        storage: Arc<dyn Storage>,
+        streams: StreamMap,
+        segments: Segments,
+    ) -> Self {
+        Shared {
+            config,
+            storage,
+            streams: RwLock::new(streams),
+            segments: RwLock::new(segments),
+            poisoned: OnceLock::new(),
+            shutting_down: AtomicBool::new(false),
+            waiters: Mutex::new(HashMap::new()),
+            metrics: Metrics::default(),
+        }
+    }
+
     pub(crate) fn notify_streams<'a>(&self, names: impl Iterator<Item = &'a str>) {
         let mut waiters = self.waiters.lock().unwrap();
         if waiters.is_empty() {
@@ -170,16 +189,12 @@ impl Engine {
             .map_err(|e| OpenError::io("locking the data directory", e))?;
         let recovered = recovery::recover(&*storage)?;
         let (tx, rx) = mpsc::channel(config.queue_depth_max);
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(Shared::new(
             config,
             storage,
-            streams: RwLock::new(recovered.streams),
-            segments: RwLock::new(recovered.segments),
-            poisoned: OnceLock::new(),
-            shutting_down: AtomicBool::new(false),
-            waiters: Mutex::new(HashMap::new()),
-            metrics: Metrics::default(),
-        });
+            recovered.streams,
+            recovered.segments,
+        ));
         let writer = Writer::new(
             shared.clone(),
             rx,

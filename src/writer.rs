@@ -629,26 +629,19 @@ impl Writer {
 mod tests {
     use super::*;
     use crate::config::Config;
-    use crate::metrics::Metrics;
     use crate::sim::SimStorage;
     use crate::storage::Storage;
-    use std::sync::atomic::AtomicBool;
-    use std::sync::{Mutex, OnceLock, RwLock};
 
     /// A writer over a fresh simulated disk, driven on the test's thread.
     fn writer(config: Config, queue: usize) -> (Writer, mpsc::Sender<Msg>) {
         let storage: Arc<dyn Storage> = Arc::new(SimStorage::new());
         let recovered = crate::recovery::recover(&*storage).unwrap();
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(Shared::new(
             config,
             storage,
-            streams: RwLock::new(recovered.streams),
-            segments: RwLock::new(recovered.segments),
-            poisoned: OnceLock::new(),
-            shutting_down: AtomicBool::new(false),
-            waiters: Mutex::new(HashMap::new()),
-            metrics: Metrics::default(),
-        });
+            recovered.streams,
+            recovered.segments,
+        ));
         let (tx, rx) = mpsc::channel(queue);
         let w = Writer::new(shared, rx, recovered.next_group_id, recovered.active_len);
         (w, tx)
