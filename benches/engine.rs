@@ -8,8 +8,8 @@
 
 use bytes::Bytes;
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use fencelog::codec::{decode_frame, encode_frame, frame_len, FrameKind, FrameSpec};
-use fencelog::{Config, Engine, WriteError};
+use fencelog_engine::codec::{decode_frame, encode_frame, frame_len, FrameKind, FrameSpec};
+use fencelog_engine::{Config, Engine, WriteError};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -206,7 +206,10 @@ fn prealloc_ab(_: &mut Criterion) {
         let engine = Engine::open_with(dir.path(), config).unwrap();
         (dir, engine)
     };
-    let engines = [open(fencelog::config::PREALLOC_BYTES_DEFAULT), open(0)];
+    let engines = [
+        open(fencelog_engine::config::PREALLOC_BYTES_DEFAULT),
+        open(0),
+    ];
     let mut means = [Vec::new(), Vec::new()];
     let mut all = [Vec::new(), Vec::new()];
     rt.block_on(async {

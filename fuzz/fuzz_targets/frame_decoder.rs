@@ -1,4 +1,4 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| fencelog::fuzz_targets::frame_decoder(data));
+fuzz_target!(|data: &[u8]| fencelog_engine::fuzz::frame_decoder(data));

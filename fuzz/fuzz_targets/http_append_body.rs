@@ -1,4 +1,4 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| fencelog::fuzz_targets::http_append_body(data));
+fuzz_target!(|data: &[u8]| fencelog_server::fuzz::http_append_body(data));

@@ -1,4 +1,4 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| fencelog::fuzz_targets::ops_model(data));
+fuzz_target!(|data: &[u8]| fencelog_engine::fuzz::ops_model(data));

@@ -3,7 +3,7 @@
 
 use super::common::{self, ServerArgs, EXIT_OK};
 use bytes::Bytes;
-use fencelog::client::{AppendAck, Client, ClientError};
+use fencelog_client::{AppendAck, Client, ClientError};
 use serde_json::json;
 use std::io::BufRead;
 use std::process::ExitCode;
@@ -23,11 +23,11 @@ pub struct Args {
     pub data: Option<String>,
     /// Most records per request; keep at or below the server's
     /// batch-records-max.
-    #[arg(long, default_value_t = fencelog::config::BATCH_RECORDS_DEFAULT)]
+    #[arg(long, default_value_t = fencelog_engine::config::BATCH_RECORDS_DEFAULT)]
     pub batch_records: usize,
     /// Most body bytes per request; keep at or below the server's
     /// batch-bytes-max.
-    #[arg(long, default_value_t = fencelog::config::BATCH_BYTES_DEFAULT)]
+    #[arg(long, default_value_t = fencelog_engine::config::BATCH_BYTES_DEFAULT)]
     pub batch_bytes: usize,
     /// Print the result as JSON.
     #[arg(long)]

@@ -1,7 +1,7 @@
 //! `fencelog bench`: the load generator in [`fencelog::loadgen`], with a
 //! non-zero exit when the run could not be made or did not verify.
 
-use fencelog::loadgen::{self, BenchArgs, BenchError};
+use fencelog_bench::{self as loadgen, BenchArgs, BenchError};
 use std::process::ExitCode;
 
 pub fn run(args: BenchArgs) -> ExitCode {

@@ -2,8 +2,8 @@
 //! how records and errors are printed.
 
 use base64::Engine as _;
-use fencelog::client::{Client, ClientError, StreamInfo};
-use fencelog::Record;
+use fencelog_client::{Client, ClientError, StreamInfo};
+use fencelog_engine::Record;
 use serde_json::{json, Value};
 use std::process::ExitCode;
 

@@ -3,7 +3,7 @@
 //! SIGSTOP. `examples/etcd_fenced_worker.rs` is the documented twin.
 
 use super::common::{EXIT_FAILURE, EXIT_OK, EXIT_STALE};
-use fencelog::etcd::{run_worker, WorkerConfig, WorkerOutcome};
+use fencelog_client::etcd::{run_worker, WorkerConfig, WorkerOutcome};
 use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]

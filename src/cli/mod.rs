@@ -50,7 +50,7 @@ pub enum Command {
     #[command(hide = true)]
     DemoWorker(demo_worker::Args),
     /// Drive a server (or PostgreSQL / Redis) with load and verify the result.
-    Bench(fencelog::loadgen::BenchArgs),
+    Bench(fencelog_bench::BenchArgs),
 }
 
 pub fn run() -> ExitCode {

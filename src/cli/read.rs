@@ -2,7 +2,7 @@
 //! records from N, one per line, up to the tail as it was when the read began.
 
 use super::common::{self, ServerArgs, EXIT_OK};
-use fencelog::client::ReadOptions;
+use fencelog_client::ReadOptions;
 use std::io::Write;
 use std::process::ExitCode;
 

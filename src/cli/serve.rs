@@ -2,9 +2,11 @@
 //! down cleanly on SIGTERM or Ctrl-C.
 
 use super::LogFormat;
-use fencelog::config::{Config, BATCH_BYTES_DEFAULT, BATCH_RECORDS_DEFAULT, SEGMENT_BYTES_DEFAULT};
-use fencelog::http::{self, AppState, HttpLimits, ServerConfig};
-use fencelog::Engine;
+use fencelog_engine::config::{
+    Config, BATCH_BYTES_DEFAULT, BATCH_RECORDS_DEFAULT, SEGMENT_BYTES_DEFAULT,
+};
+use fencelog_engine::Engine;
+use fencelog_server::{self as http, AppState, HttpLimits, ServerConfig};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -1,0 +1,488 @@
+//! The fencelog target: its HTTP API over raw connections, and an
+//! in-process server for runs without `--server`.
+
+use super::http1::{self, Endpoint};
+use super::{BenchArgs, BenchError, Encoding, Outcome, StreamDump, Workload};
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine as _;
+use bytes::Bytes;
+use fencelog_engine::Engine;
+use fencelog_server::{serve, AppState, ServerConfig};
+use http_body_util::BodyExt;
+use hyper::header::{HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
+use hyper::{Method, StatusCode};
+use serde::Deserialize;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// Largest read the server answers in one go (its documented cap).
+const READ_COUNT_MAX: usize = 10_000;
+
+pub struct Backend {
+    endpoint: Endpoint,
+    encoding: Encoding,
+}
+
+impl Backend {
+    pub async fn new(url: &str, args: &BenchArgs) -> Result<Backend, BenchError> {
+        Ok(Backend {
+            endpoint: Endpoint::parse(url).await?,
+            encoding: args.effective_encoding(),
+        })
+    }
+}
+
+impl super::Backend for Backend {
+    type Conn = Conn;
+
+    fn name(&self) -> &'static str {
+        "fencelog"
+    }
+
+    async fn connect(&self) -> Result<Conn, BenchError> {
+        Ok(Conn {
+            http: http1::Conn::connect(&self.endpoint).await?,
+            encoding: self.encoding,
+        })
+    }
+
+    fn supports(&self, _workload: Workload) -> bool {
+        true
+    }
+
+    fn tail_endpoint(&self) -> Result<Endpoint, BenchError> {
+        Ok(self.endpoint.clone())
+    }
+}
+
+pub struct Conn {
+    http: http1::Conn,
+    encoding: Encoding,
+}
+
+#[derive(Deserialize)]
+struct Appended {
+    first_seq: u64,
+}
+
+#[derive(Deserialize)]
+struct ApiError {
+    error: String,
+}
+
+#[derive(Deserialize)]
+struct State {
+    highest_token: u64,
+}
+
+#[derive(Deserialize)]
+pub(crate) struct RecordOut {
+    pub seq: u64,
+    #[serde(default)]
+    fencing_token: u64,
+    body: Option<String>,
+    body_base64: Option<String>,
+}
+
+impl RecordOut {
+    fn into_bytes(self) -> Result<Bytes, BenchError> {
+        match (self.body, self.body_base64) {
+            (Some(text), _) => Ok(Bytes::from(text)),
+            (None, Some(b64)) => BASE64
+                .decode(b64)
+                .map(Bytes::from)
+                .map_err(|e| BenchError::target(format!("record {}: bad base64: {e}", self.seq))),
+            (None, None) => Err(BenchError::target(format!(
+                "record {} has no body",
+                self.seq
+            ))),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct ReadOut {
+    records: Vec<RecordOut>,
+    next_seq: u64,
+}
+
+fn unexpected(what: &str, status: StatusCode, body: &[u8]) -> BenchError {
+    let text = String::from_utf8_lossy(&body[..body.len().min(300)]);
+    BenchError::target(format!("{what}: HTTP {status}: {text}"))
+}
+
+fn parse<'a, T: Deserialize<'a>>(what: &str, body: &'a [u8]) -> Result<T, BenchError> {
+    serde_json::from_slice(body).map_err(|e| BenchError::target(format!("{what}: bad JSON: {e}")))
+}
+
+fn records_path(stream: &str) -> String {
+    format!("/v1/streams/{stream}/records")
+}
+
+/// A JSON append built by hand: our bodies are plain ASCII letters, digits
+/// and dots, so they need no escaping and serde would only add cost.
+fn json_append(token: u64, records: &[Bytes]) -> Bytes {
+    let bytes: usize = records.iter().map(|r| r.len() + 12).sum();
+    let mut out = Vec::with_capacity(bytes + 48);
+    out.extend_from_slice(format!("{{\"fencing_token\":{token},\"records\":[").as_bytes());
+    for (i, r) in records.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"body\":\"");
+        out.extend_from_slice(r);
+        out.extend_from_slice(b"\"}");
+    }
+    out.extend_from_slice(b"]}");
+    Bytes::from(out)
+}
+
+impl super::Conn for Conn {
+    async fn fence(&mut self, stream: &str, token: u64) -> Result<(), BenchError> {
+        let body = Bytes::from(format!("{{\"fencing_token\":{token}}}"));
+        let path = format!("/v1/streams/{stream}/fence");
+        let (status, out) = self
+            .http
+            .call(Method::POST, &path, &[http1::json_header()], body)
+            .await?;
+        if status != StatusCode::OK {
+            return Err(unexpected(&path, status, &out));
+        }
+        Ok(())
+    }
+
+    async fn append(
+        &mut self,
+        stream: &str,
+        token: u64,
+        records: &[Bytes],
+    ) -> Result<Outcome, BenchError> {
+        let path = records_path(stream);
+        let (status, out) = if self.encoding == Encoding::Binary {
+            let headers = [
+                (
+                    CONTENT_TYPE,
+                    HeaderValue::from_static(fencelog_api::batch::CONTENT_TYPE),
+                ),
+                (
+                    HeaderName::from_static("fencing-token"),
+                    HeaderValue::from(token),
+                ),
+            ];
+            let body = fencelog_api::batch::encode(records.iter().map(|r| &r[..]));
+            self.http
+                .call(Method::POST, &path, &headers, Bytes::from(body))
+                .await?
+        } else if self.encoding == Encoding::Raw && records.len() == 1 {
+            let headers = [
+                (
+                    CONTENT_TYPE,
+                    HeaderValue::from_static("application/octet-stream"),
+                ),
+                (
+                    HeaderName::from_static("fencing-token"),
+                    HeaderValue::from(token),
+                ),
+            ];
+            self.http
+                .call(Method::POST, &path, &headers, records[0].clone())
+                .await?
+        } else {
+            self.http
+                .call(
+                    Method::POST,
+                    &path,
+                    &[http1::json_header()],
+                    json_append(token, records),
+                )
+                .await?
+        };
+        match status {
+            StatusCode::OK => Ok(Outcome::Appended {
+                first_seq: parse::<Appended>(&path, &out)?.first_seq,
+            }),
+            StatusCode::CONFLICT
+                if parse::<ApiError>(&path, &out)?.error == "stale_fencing_token" =>
+            {
+                Ok(Outcome::Stale)
+            }
+            _ => Err(unexpected(&path, status, &out)),
+        }
+    }
+
+    async fn read(
+        &mut self,
+        stream: &str,
+        start_seq: u64,
+        count: usize,
+    ) -> Result<Vec<(u64, Bytes)>, BenchError> {
+        let path = format!(
+            "{}?start_seq={start_seq}&count={count}",
+            records_path(stream)
+        );
+        let (status, out) = self
+            .http
+            .call(Method::GET, &path, &[], Bytes::new())
+            .await?;
+        if status != StatusCode::OK {
+            return Err(unexpected(&path, status, &out));
+        }
+        let read: ReadOut = parse(&path, &out)?;
+        read.records
+            .into_iter()
+            .map(|r| Ok((r.seq, r.into_bytes()?)))
+            .collect()
+    }
+
+    async fn healthz(&mut self) -> Result<(), BenchError> {
+        let (status, out) = self
+            .http
+            .call(Method::GET, "/healthz", &[], Bytes::new())
+            .await?;
+        if status != StatusCode::OK {
+            return Err(unexpected("/healthz", status, &out));
+        }
+        Ok(())
+    }
+
+    async fn dump(&mut self, stream: &str, with_token: bool) -> Result<StreamDump, BenchError> {
+        let mut dump = StreamDump::default();
+        if with_token {
+            let path = format!("/v1/streams/{stream}");
+            let (status, out) = self
+                .http
+                .call(Method::GET, &path, &[], Bytes::new())
+                .await?;
+            if status == StatusCode::NOT_FOUND {
+                return Ok(dump);
+            }
+            if status != StatusCode::OK {
+                return Err(unexpected(&path, status, &out));
+            }
+            dump.highest_token = Some(parse::<State>(&path, &out)?.highest_token);
+        }
+        let mut start_seq = 0u64;
+        // Each pass either advances or ends, and the stream cannot hold more
+        // than it has acknowledged, so this ends.
+        loop {
+            let path = format!(
+                "{}?start_seq={start_seq}&count={READ_COUNT_MAX}",
+                records_path(stream)
+            );
+            let (status, out) = self
+                .http
+                .call(Method::GET, &path, &[], Bytes::new())
+                .await?;
+            if status == StatusCode::NOT_FOUND && start_seq == 0 {
+                return Ok(dump);
+            }
+            if status != StatusCode::OK {
+                return Err(unexpected(&path, status, &out));
+            }
+            let read: ReadOut = parse(&path, &out)?;
+            dump.next_seq = read.next_seq;
+            let got = read.records.len();
+            for r in read.records {
+                let (seq, token) = (r.seq, r.fencing_token);
+                dump.records.push((seq, token, r.into_bytes()?));
+                start_seq = seq + 1;
+            }
+            if got == 0 || start_seq >= read.next_seq {
+                return Ok(dump);
+            }
+        }
+    }
+}
+
+/// A live tail on one stream: records `(seq, when it arrived)` until
+/// aborted.
+pub struct Tail {
+    seen: Arc<AtomicU64>,
+    task: JoinHandle<Result<Vec<(u64, Instant)>, BenchError>>,
+    stop: Option<oneshot::Sender<()>>,
+}
+
+impl Tail {
+    /// Connects and waits until the server has answered the tail request,
+    /// so records appended afterwards are certain to be delivered.
+    pub async fn start(endpoint: &Endpoint, stream: &str) -> Result<Tail, BenchError> {
+        let mut http = http1::Conn::connect(endpoint).await?;
+        let path = format!("{}?start_seq=0", records_path(stream));
+        let (status, mut body) = http
+            .stream(
+                &path,
+                &[(ACCEPT, HeaderValue::from_static("text/event-stream"))],
+            )
+            .await?;
+        if status != StatusCode::OK {
+            return Err(BenchError::target(format!("tail {path}: HTTP {status}")));
+        }
+        let (stop, mut stopped) = oneshot::channel();
+        let seen_count = Arc::new(AtomicU64::new(0));
+        let counter = seen_count.clone();
+        let task = tokio::spawn(async move {
+            let _keep = http;
+            let mut seen = Vec::new();
+            let mut buf: Vec<u8> = Vec::new();
+            loop {
+                let frame = tokio::select! {
+                    f = body.frame() => f,
+                    _ = &mut stopped => return Ok(seen),
+                };
+                let Some(frame) = frame else { return Ok(seen) };
+                let frame = frame.map_err(|e| BenchError::target(format!("tail: {e}")))?;
+                let Ok(data) = frame.into_data() else {
+                    continue;
+                };
+                let now = Instant::now();
+                buf.extend_from_slice(&data);
+                while let Some(end) = find_event_end(&buf) {
+                    let event: Vec<u8> = buf.drain(..end).collect();
+                    parse_event(&event, now, &mut seen)?;
+                }
+                counter.store(seen.len() as u64, Ordering::Relaxed);
+            }
+        });
+        Ok(Tail {
+            seen: seen_count,
+            task,
+            stop: Some(stop),
+        })
+    }
+
+    /// Records shown so far.
+    pub fn seen(&self) -> u64 {
+        self.seen.load(Ordering::Relaxed)
+    }
+
+    /// Stops the tail and returns what it saw.
+    pub async fn finish(mut self) -> Result<Vec<(u64, Instant)>, BenchError> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        (&mut self.task)
+            .await
+            .map_err(|e| BenchError::target(format!("tail task: {e}")))?
+    }
+}
+
+/// End (exclusive, including the blank line) of the first complete event.
+fn find_event_end(buf: &[u8]) -> Option<usize> {
+    let lf = buf.windows(2).position(|w| w == b"\n\n").map(|p| p + 2);
+    let crlf = buf.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4);
+    match (lf, crlf) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+fn parse_event(
+    event: &[u8],
+    now: Instant,
+    seen: &mut Vec<(u64, Instant)>,
+) -> Result<(), BenchError> {
+    let text = String::from_utf8_lossy(event);
+    let mut kind = "message";
+    let mut data = String::new();
+    for line in text.lines() {
+        if let Some(v) = line.strip_prefix("event:") {
+            kind = v.trim();
+        } else if let Some(v) = line.strip_prefix("data:") {
+            data.push_str(v.strip_prefix(' ').unwrap_or(v));
+        }
+    }
+    match kind {
+        "records" => {
+            let records: Vec<RecordOut> = parse("tail event", data.as_bytes())?;
+            seen.extend(records.into_iter().map(|r| (r.seq, now)));
+            Ok(())
+        }
+        "error" => Err(BenchError::target(format!("tail error event: {data}"))),
+        _ => Ok(()),
+    }
+}
+
+/// A fencelog server on 127.0.0.1, in this process, on a fresh data
+/// directory that is removed when it stops.
+pub struct InProcess {
+    addr: std::net::SocketAddr,
+    dir: PathBuf,
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<std::io::Result<()>>,
+}
+
+impl InProcess {
+    pub async fn start() -> Result<InProcess, BenchError> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let dir =
+            std::env::temp_dir().join(format!("fencelog-bench-{}-{nanos:x}", std::process::id()));
+        let engine = Engine::open(&dir)
+            .map_err(|e| BenchError::target(format!("opening {}: {e}", dir.display())))?;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| BenchError::target(format!("binding 127.0.0.1:0: {e}")))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| BenchError::target(format!("local address: {e}")))?;
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(serve(
+            listener,
+            AppState::new(engine),
+            ServerConfig::default(),
+            async move {
+                let _ = stopped.await;
+            },
+        ));
+        Ok(InProcess {
+            addr,
+            dir,
+            stop,
+            task,
+        })
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Shuts the server down (draining and syncing) and removes its data.
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.task.await;
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_events_and_reads_record_seqs() {
+        let raw = b"event: records\nid: 2\ndata: [{\"seq\":0,\"fencing_token\":1,\"timestamp_ms\":1,\"body\":\"a\"},{\"seq\":1,\"fencing_token\":1,\"timestamp_ms\":1,\"body\":\"b\"}]\n\nevent: caught_up\ndata: {}\n\n";
+        let mut buf = raw.to_vec();
+        let mut seen = Vec::new();
+        let now = Instant::now();
+        while let Some(end) = find_event_end(&buf) {
+            let event: Vec<u8> = buf.drain(..end).collect();
+            parse_event(&event, now, &mut seen).unwrap();
+        }
+        assert!(buf.is_empty());
+        assert_eq!(seen.iter().map(|s| s.0).collect::<Vec<_>>(), vec![0, 1]);
+    }
+
+    #[test]
+    fn json_append_is_valid_json() {
+        let body = json_append(7, &[Bytes::from("a.b"), Bytes::from("c")]);
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["fencing_token"], 7);
+        assert_eq!(v["records"][1]["body"], "c");
+    }
+}

@@ -1,0 +1,368 @@
+//! A fenced worker that takes its lock and its fencing token from etcd, for
+//! the end-to-end story of the seeds: lease, pause, takeover, rejection.
+//!
+//! It talks to etcd's v3 JSON gateway (`/v3/...` over plain HTTP), so no
+//! gRPC stack is needed. Keys and values are base64 in that API; 64-bit
+//! integers come back as JSON strings.
+//!
+//! # Which number is the fencing token
+//!
+//! The token is the etcd revision at which this worker's lock key was
+//! created (its `create_revision`). etcd has one revision counter for the
+//! whole keyspace; every write transaction increments it through Raft, and
+//! it is persisted, so it never repeats or goes back, even across etcd
+//! restarts. A new owner can only create the lock key after the previous
+//! key is gone (its lease expired or it was released — itself a write that
+//! bumps the revision), and creating the key is another write, so each
+//! acquisition's `create_revision` is strictly greater than every earlier
+//! one. Gaps (other keys' writes) are harmless: fencelog only needs order.
+//! Lease IDs, by contrast, are unique but not ordered, and must not be used.
+//!
+//! # Why the worker does not check its lease before writing
+//!
+//! Any check ("do I still hold the lease?") can be invalidated by a pause
+//! between the check and the write reaching the store. fencelog is the
+//! authority: the worker presents its token and treats
+//! [`ClientError::StaleToken`] as "you lost ownership, stop".
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), fencelog_client::etcd::WorkerError> {
+//! use fencelog_client::etcd::{run_worker, WorkerConfig, WorkerOutcome};
+//! let config = WorkerConfig {
+//!     etcd_url: "http://127.0.0.1:2379".into(),
+//!     fencelog_url: "http://127.0.0.1:7070".into(),
+//!     lock_key: "fencelog/locks/orders".into(),
+//!     stream: "orders".into(),
+//!     name: "worker-1".into(),
+//!     lease_ttl_s: 5,
+//! };
+//! let input = tokio::io::BufReader::new(&b"order #1\norder #2\n"[..]);
+//! match run_worker(&config, input, tokio::io::sink()).await? {
+//!     WorkerOutcome::Finished { appended, .. } => println!("wrote {appended}"),
+//!     WorkerOutcome::FencedOut { highest, .. } => println!("token {highest} took over"),
+//! }
+//! # Ok(()) }
+//! ```
+
+use crate::{Client, ClientError};
+use base64::Engine as _;
+use serde_json::{json, Value};
+use std::time::Duration;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
+
+const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
+/// Between attempts to take a lock somebody else holds.
+const ACQUIRE_POLL: Duration = Duration::from_millis(100);
+
+/// What went wrong talking to etcd.
+#[derive(Debug)]
+pub struct EtcdError(pub String);
+
+impl std::fmt::Display for EtcdError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "etcd: {}", self.0)
+    }
+}
+
+impl std::error::Error for EtcdError {}
+
+/// A minimal client of etcd's JSON gateway: leases and a create-if-absent lock.
+#[derive(Debug, Clone)]
+pub struct Etcd {
+    http: reqwest::Client,
+    base: String,
+}
+
+/// A held lock: the lease that keeps it and the token it grants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lock {
+    pub lease_id: i64,
+    /// The lock key's `create_revision`; see the module docs.
+    pub token: u64,
+}
+
+fn int(v: &Value) -> Option<i64> {
+    match v {
+        Value::String(s) => s.parse().ok(),
+        Value::Number(n) => n.as_i64(),
+        _ => None,
+    }
+}
+
+impl Etcd {
+    pub fn new(base_url: impl Into<String>) -> Self {
+        Etcd {
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(10))
+                .build()
+                .expect("reqwest client with default TLS-less settings"),
+            base: base_url.into().trim_end_matches('/').to_string(),
+        }
+    }
+
+    async fn call(&self, path: &str, body: Value) -> Result<Value, EtcdError> {
+        let resp = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| EtcdError(format!("{path}: {e}")))?;
+        let status = resp.status();
+        let text = resp
+            .text()
+            .await
+            .map_err(|e| EtcdError(format!("{path}: {e}")))?;
+        if !status.is_success() {
+            return Err(EtcdError(format!("{path}: {status}: {text}")));
+        }
+        serde_json::from_str(&text).map_err(|e| EtcdError(format!("{path}: {e}: {text}")))
+    }
+
+    /// A lease that expires `ttl_s` seconds after its last keep-alive.
+    pub async fn grant_lease(&self, ttl_s: u64) -> Result<i64, EtcdError> {
+        let v = self
+            .call("/v3/lease/grant", json!({ "TTL": ttl_s }))
+            .await?;
+        int(&v["ID"]).ok_or_else(|| EtcdError(format!("lease grant without ID: {v}")))
+    }
+
+    /// Renews the lease; false once it has expired.
+    pub async fn keep_alive(&self, lease_id: i64) -> Result<bool, EtcdError> {
+        let v = self
+            .call("/v3/lease/keepalive", json!({ "ID": lease_id.to_string() }))
+            .await?;
+        // An expired lease answers without a TTL (proto3 omits the zero).
+        Ok(int(&v["result"]["TTL"]).unwrap_or(0) > 0)
+    }
+
+    pub async fn revoke(&self, lease_id: i64) -> Result<(), EtcdError> {
+        self.call("/v3/lease/revoke", json!({ "ID": lease_id.to_string() }))
+            .await
+            .map(|_| ())
+    }
+
+    /// Creates `key` bound to `lease_id` if no one holds it. Returns the
+    /// revision of that creation, or `None` when the key exists.
+    pub async fn try_lock(
+        &self,
+        key: &str,
+        owner: &str,
+        lease_id: i64,
+    ) -> Result<Option<u64>, EtcdError> {
+        let k = B64.encode(key);
+        let v = self
+            .call(
+                "/v3/kv/txn",
+                json!({
+                    "compare": [{
+                        "key": k, "target": "CREATE", "result": "EQUAL", "create_revision": "0",
+                    }],
+                    "success": [{ "request_put": {
+                        "key": k, "value": B64.encode(owner), "lease": lease_id.to_string(),
+                    }}],
+                }),
+            )
+            .await?;
+        if v["succeeded"] != json!(true) {
+            return Ok(None);
+        }
+        // The put is the transaction's only write, so the transaction's
+        // revision is the one at which the key was created.
+        int(&v["header"]["revision"])
+            .map(|r| Some(r as u64))
+            .ok_or_else(|| EtcdError(format!("txn without revision: {v}")))
+    }
+
+    /// Whether `key` exists now.
+    pub async fn exists(&self, key: &str) -> Result<bool, EtcdError> {
+        let v = self
+            .call(
+                "/v3/kv/range",
+                json!({ "key": B64.encode(key), "count_only": true }),
+            )
+            .await?;
+        Ok(int(&v["count"]).unwrap_or(0) > 0)
+    }
+
+    /// Takes the lock, waiting for the current holder's key to go away.
+    pub async fn lock(&self, key: &str, owner: &str, ttl_s: u64) -> Result<Lock, EtcdError> {
+        let lease_id = self.grant_lease(ttl_s).await?;
+        loop {
+            if let Some(token) = self.try_lock(key, owner, lease_id).await? {
+                return Ok(Lock { lease_id, token });
+            }
+            // The waiting lease must not expire before we get the lock.
+            self.keep_alive(lease_id).await?;
+            tokio::time::sleep(ACQUIRE_POLL).await;
+        }
+    }
+}
+
+/// How a worker is set up.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    pub etcd_url: String,
+    pub fencelog_url: String,
+    /// The etcd key that is the lock; one per protected stream.
+    pub lock_key: String,
+    pub stream: String,
+    /// A name for logs and the lock key's value.
+    pub name: String,
+    pub lease_ttl_s: u64,
+}
+
+/// How a worker ended.
+#[derive(Debug)]
+pub enum WorkerOutcome {
+    /// Its input ended; it released the lock.
+    Finished { token: u64, appended: u64 },
+    /// fencelog rejected its token: a newer owner took over.
+    FencedOut {
+        token: u64,
+        highest: u64,
+        appended: u64,
+    },
+}
+
+#[derive(Debug)]
+pub enum WorkerError {
+    Etcd(EtcdError),
+    Fencelog(ClientError),
+    Io(std::io::Error),
+}
+
+impl std::fmt::Display for WorkerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WorkerError::Etcd(e) => write!(f, "{e}"),
+            WorkerError::Fencelog(e) => write!(f, "fencelog: {e}"),
+            WorkerError::Io(e) => write!(f, "io: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for WorkerError {}
+
+impl From<EtcdError> for WorkerError {
+    fn from(e: EtcdError) -> Self {
+        WorkerError::Etcd(e)
+    }
+}
+
+impl From<std::io::Error> for WorkerError {
+    fn from(e: std::io::Error) -> Self {
+        WorkerError::Io(e)
+    }
+}
+
+/// The worker: takes the lock, fences the stream with its token (so the
+/// previous owner is shut out even before this one writes), then appends one
+/// record per input line. It reports progress on `out`, one line per step:
+///
+/// - `acquired token=T`
+/// - `appended seq=S token=T`
+/// - `fenced out: token=T highest=H` (then it stops)
+/// - `finished token=T appended=N`
+///
+/// The lease is kept alive in the background for as long as the worker
+/// runs; when the process is paused, so is the keep-alive, and the lease
+/// expires — exactly the failure fencing exists for.
+pub async fn run_worker<R, W>(
+    config: &WorkerConfig,
+    input: R,
+    mut out: W,
+) -> Result<WorkerOutcome, WorkerError>
+where
+    R: AsyncBufRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let etcd = Etcd::new(config.etcd_url.clone());
+    let store = Client::new(config.fencelog_url.clone()).map_err(WorkerError::Fencelog)?;
+    let lock = etcd
+        .lock(&config.lock_key, &config.name, config.lease_ttl_s)
+        .await?;
+    let keeper = {
+        let etcd = etcd.clone();
+        let every = Duration::from_millis(config.lease_ttl_s * 1000 / 3).max(ACQUIRE_POLL);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                if !matches!(etcd.keep_alive(lock.lease_id).await, Ok(true)) {
+                    tracing::warn!(lease = lock.lease_id, "lease lost");
+                    return;
+                }
+            }
+        })
+    };
+    let result = work(config, &store, lock.token, input, &mut out).await;
+    keeper.abort();
+    // Releasing lets the next owner in without waiting out the TTL. A
+    // fenced-out worker's lease is already gone; revoking it could only fail.
+    if let Ok(WorkerOutcome::Finished { .. }) = &result {
+        etcd.revoke(lock.lease_id).await?;
+    }
+    result
+}
+
+async fn work<R, W>(
+    config: &WorkerConfig,
+    store: &Client,
+    token: u64,
+    input: R,
+    out: &mut W,
+) -> Result<WorkerOutcome, WorkerError>
+where
+    R: AsyncBufRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let say = |line: String| line + "\n";
+    let mut appended = 0;
+    match store.fence(&config.stream, token).await {
+        Ok(_) => {}
+        Err(ClientError::StaleToken { highest, .. }) => {
+            out.write_all(say(format!("fenced out: token={token} highest={highest}")).as_bytes())
+                .await?;
+            out.flush().await?;
+            return Ok(WorkerOutcome::FencedOut {
+                token,
+                highest,
+                appended,
+            });
+        }
+        Err(e) => return Err(WorkerError::Fencelog(e)),
+    }
+    out.write_all(say(format!("acquired token={token}")).as_bytes())
+        .await?;
+    out.flush().await?;
+    let mut lines = input.lines();
+    while let Some(line) = lines.next_line().await? {
+        match store.append(&config.stream, token, [line]).await {
+            Ok(ack) => {
+                appended += 1;
+                out.write_all(
+                    say(format!("appended seq={} token={token}", ack.first_seq)).as_bytes(),
+                )
+                .await?;
+            }
+            Err(ClientError::StaleToken { highest, .. }) => {
+                out.write_all(
+                    say(format!("fenced out: token={token} highest={highest}")).as_bytes(),
+                )
+                .await?;
+                out.flush().await?;
+                return Ok(WorkerOutcome::FencedOut {
+                    token,
+                    highest,
+                    appended,
+                });
+            }
+            Err(e) => return Err(WorkerError::Fencelog(e)),
+        }
+        out.flush().await?;
+    }
+    out.write_all(say(format!("finished token={token} appended={appended}")).as_bytes())
+        .await?;
+    out.flush().await?;
+    Ok(WorkerOutcome::Finished { token, appended })
+}

@@ -1,0 +1,899 @@
+//! A Rust client for the fencelog HTTP API.
+//!
+//! Errors are typed so the one outcome a fenced producer must handle —
+//! "you lost ownership, stop" — is a variant to match on, never a string:
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), fencelog_client::ClientError> {
+//! use fencelog_client::{Client, ClientError};
+//! let client = Client::new("http://127.0.0.1:7070")?;
+//! match client.append("orders", 41, ["order #1"]).await {
+//!     Ok(ack) => println!("durable at seq {}", ack.first_seq),
+//!     Err(ClientError::StaleToken { highest, .. }) => {
+//!         // A newer owner (token `highest`) took over: stop, do not retry.
+//!         eprintln!("fenced out by token {highest}");
+//!     }
+//!     Err(e) => return Err(e),
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! Appends are never retried by the client: if the connection fails after
+//! the request was sent, the append may or may not have happened and the
+//! error is [`ClientError::OutcomeUnknown`]. Reads, state and listing are
+//! idempotent and are retried on transport errors.
+
+#[cfg(feature = "etcd")]
+pub mod etcd;
+
+use base64::Engine as _;
+use bytes::Bytes;
+pub use fencelog_engine::Record;
+use futures_util::{Stream, StreamExt};
+use serde::Deserialize;
+use std::fmt;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// How many extra attempts an idempotent request gets after a transport
+/// error before the error is returned.
+const IDEMPOTENT_RETRIES_MAX: u32 = 2;
+/// The server sends a ping every 15 s; three missed pings mean the
+/// connection is dead even if TCP has not noticed.
+const TAIL_SILENCE_MAX: Duration = Duration::from_secs(45);
+const TAIL_BACKOFF_MIN: Duration = Duration::from_millis(100);
+const TAIL_BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// Records buffered between the tail's connection task and its consumer; a
+/// slow consumer stops the task reading, and TCP pushes back on the server.
+const TAIL_BUFFER_RECORDS: usize = 1024;
+
+/// Everything that can go wrong, by what the caller should do about it.
+#[derive(Debug)]
+pub enum ClientError {
+    /// The stream has accepted a higher token: this writer lost ownership.
+    StaleToken {
+        presented: u64,
+        highest: u64,
+        next_seq: u64,
+    },
+    /// `match_seq_num` did not equal the stream's `next_seq`.
+    SeqMismatch {
+        expected: u64,
+        next_seq: u64,
+    },
+    NotFound,
+    /// A read started past the stream's tail.
+    OutOfRange {
+        next_seq: u64,
+    },
+    TooLarge {
+        message: String,
+    },
+    BadRequest {
+        message: String,
+    },
+    /// The server's storage failed (or it is shutting down). When
+    /// `outcome_unknown` is set, this very request may or may not be durable.
+    Unavailable {
+        message: String,
+        outcome_unknown: bool,
+    },
+    /// The server's disk is full.
+    InsufficientStorage {
+        message: String,
+        outcome_unknown: bool,
+    },
+    /// The request may have reached the server and taken effect; the
+    /// answer was lost. Never retried for appends.
+    OutcomeUnknown {
+        source: reqwest::Error,
+    },
+    /// The request never left (connection refused, bad URL): safe to retry.
+    Transport {
+        source: reqwest::Error,
+    },
+    /// The server answered something this client does not understand.
+    Protocol {
+        status: u16,
+        body: String,
+    },
+}
+
+impl fmt::Display for ClientError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClientError::StaleToken {
+                presented,
+                highest,
+                next_seq,
+            } => write!(
+                f,
+                "stale fencing token {presented}: the stream accepted {highest} (next_seq {next_seq})"
+            ),
+            ClientError::SeqMismatch { expected, next_seq } => {
+                write!(f, "match_seq_num {expected} but next_seq is {next_seq}")
+            }
+            ClientError::NotFound => write!(f, "stream not found"),
+            ClientError::OutOfRange { next_seq } => {
+                write!(f, "start_seq is past the stream's next_seq {next_seq}")
+            }
+            ClientError::TooLarge { message } => write!(f, "too large: {message}"),
+            ClientError::BadRequest { message } => write!(f, "bad request: {message}"),
+            ClientError::Unavailable {
+                message,
+                outcome_unknown,
+            } => write!(f, "unavailable (outcome unknown: {outcome_unknown}): {message}"),
+            ClientError::InsufficientStorage {
+                message,
+                outcome_unknown,
+            } => write!(f, "server disk full (outcome unknown: {outcome_unknown}): {message}"),
+            ClientError::OutcomeUnknown { source } => {
+                write!(f, "outcome unknown, the connection failed after sending: {source}")
+            }
+            ClientError::Transport { source } => write!(f, "could not reach the server: {source}"),
+            ClientError::Protocol { status, body } => {
+                write!(f, "unexpected answer {status}: {body}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ClientError {}
+
+/// A successful append.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct AppendAck {
+    pub stream: String,
+    pub first_seq: u64,
+    pub last_seq: u64,
+    pub next_seq: u64,
+    pub fencing_token: u64,
+    pub timestamp_ms: u64,
+}
+
+/// A stream's durable state.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct StreamInfo {
+    pub stream: String,
+    pub first_seq: u64,
+    pub next_seq: u64,
+    pub highest_token: u64,
+    pub last_timestamp_ms: u64,
+}
+
+/// One page of streams.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct StreamList {
+    pub streams: Vec<StreamInfo>,
+    /// Pass as `start_after` to get the next page; `None` on the last one.
+    #[serde(default)]
+    pub next_start_after: Option<String>,
+}
+
+/// Records read and the stream's `next_seq` at the time of the read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadResult {
+    pub records: Vec<Record>,
+    pub next_seq: u64,
+}
+
+/// Options of [`Client::read`]; `None` leaves the server's default.
+#[derive(Debug, Clone, Default)]
+pub struct ReadOptions {
+    pub count: Option<u64>,
+    pub bytes: Option<u64>,
+    /// Long-poll: wait up to this long for a record at `start_seq`.
+    pub wait_ms: Option<u64>,
+}
+
+/// What a tail yields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TailEvent {
+    Record(Record),
+    /// The consumer has read everything durable; `next_seq` is the tail.
+    CaughtUp {
+        next_seq: u64,
+    },
+}
+
+#[derive(Deserialize)]
+struct WireRecord {
+    seq: u64,
+    fencing_token: u64,
+    timestamp_ms: u64,
+    #[serde(default)]
+    body: Option<String>,
+    #[serde(default)]
+    body_base64: Option<String>,
+}
+
+impl WireRecord {
+    fn into_record(self) -> Result<Record, String> {
+        let body = match (self.body, self.body_base64) {
+            (Some(b), None) => Bytes::from(b),
+            (None, Some(b)) => Bytes::from(
+                base64::engine::general_purpose::STANDARD
+                    .decode(b)
+                    .map_err(|e| format!("bad body_base64 at seq {}: {e}", self.seq))?,
+            ),
+            _ => return Err(format!("record {} has no single body field", self.seq)),
+        };
+        Ok(Record {
+            seq: self.seq,
+            fencing_token: self.fencing_token,
+            timestamp_ms: self.timestamp_ms,
+            body,
+        })
+    }
+}
+
+#[derive(Deserialize)]
+struct WireRead {
+    records: Vec<WireRecord>,
+    next_seq: u64,
+}
+
+#[derive(Deserialize, Default)]
+struct WireError {
+    #[serde(default)]
+    error: String,
+    #[serde(default)]
+    message: String,
+    #[serde(default)]
+    presented_token: u64,
+    #[serde(default)]
+    highest_token: u64,
+    #[serde(default)]
+    next_seq: u64,
+    #[serde(default)]
+    match_seq_num: u64,
+    #[serde(default)]
+    outcome_unknown: bool,
+}
+
+/// Builds a [`Client`] with non-default timeouts.
+///
+/// ```
+/// use std::time::Duration;
+/// let client = fencelog_client::Client::builder("http://127.0.0.1:7070")
+///     .timeout(Duration::from_secs(5))
+///     .connect_timeout(Duration::from_millis(500))
+///     .build()
+///     .unwrap();
+/// assert_eq!(client.base_url(), "http://127.0.0.1:7070");
+/// ```
+#[derive(Debug, Clone)]
+pub struct ClientBuilder {
+    base_url: String,
+    timeout: Duration,
+    connect_timeout: Duration,
+    pool_idle_timeout: Duration,
+}
+
+impl ClientBuilder {
+    /// Upper bound on one request, long-polls included (the server caps
+    /// `wait_ms` at 60 s, so keep this above that if you long-poll).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long an idle pooled connection is kept for reuse.
+    pub fn pool_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.pool_idle_timeout = timeout;
+        self
+    }
+
+    pub fn build(self) -> Result<Client, ClientError> {
+        let base = self.base_url.trim_end_matches('/').to_string();
+        let http = reqwest::Client::builder()
+            .connect_timeout(self.connect_timeout)
+            .pool_idle_timeout(self.pool_idle_timeout)
+            .tcp_nodelay(true)
+            .build()
+            .map_err(|source| ClientError::Transport { source })?;
+        Ok(Client {
+            http,
+            base,
+            timeout: self.timeout,
+        })
+    }
+}
+
+/// A handle to one fencelog server. Cheap to clone; clones share a
+/// connection pool.
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+    timeout: Duration,
+}
+
+/// Stream names are `[A-Za-z0-9._:-]`, all URL-safe, but a caller may pass
+/// anything: escape so a bad name reaches the server's validation intact.
+fn escape_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+impl Client {
+    /// A client with default timeouts (70 s per request, 5 s to connect).
+    pub fn new(base_url: impl Into<String>) -> Result<Client, ClientError> {
+        Self::builder(base_url).build()
+    }
+
+    pub fn builder(base_url: impl Into<String>) -> ClientBuilder {
+        ClientBuilder {
+            base_url: base_url.into(),
+            timeout: Duration::from_secs(70),
+            connect_timeout: Duration::from_secs(5),
+            pool_idle_timeout: Duration::from_secs(60),
+        }
+    }
+
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    fn stream_url(&self, stream: &str, tail: &str) -> String {
+        format!(
+            "{}/v1/streams/{}{}",
+            self.base,
+            escape_segment(stream),
+            tail
+        )
+    }
+
+    /// Appends records (each anything that turns into bytes) atomically.
+    pub async fn append<I, B>(
+        &self,
+        stream: &str,
+        fencing_token: u64,
+        records: I,
+    ) -> Result<AppendAck, ClientError>
+    where
+        I: IntoIterator<Item = B>,
+        B: Into<Bytes>,
+    {
+        self.append_with(stream, fencing_token, records, None).await
+    }
+
+    /// [`Client::append`] with an optional `match_seq_num`: the append only
+    /// happens if the stream's `next_seq` equals it. That makes a retry after
+    /// [`ClientError::OutcomeUnknown`] safe: if the first attempt landed, the
+    /// retry fails with [`ClientError::SeqMismatch`] instead of duplicating.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), fencelog_client::ClientError> {
+    /// use fencelog_client::{Client, ClientError};
+    /// let client = Client::new("http://127.0.0.1:7070")?;
+    /// let next = client.state("orders").await?.next_seq;
+    /// match client.append_with("orders", 41, ["order #2"], Some(next)).await {
+    ///     Ok(_) => {}
+    ///     Err(ClientError::SeqMismatch { next_seq, .. }) => {
+    ///         println!("someone else wrote; the stream is at {next_seq}");
+    ///     }
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn append_with<I, B>(
+        &self,
+        stream: &str,
+        fencing_token: u64,
+        records: I,
+        match_seq_num: Option<u64>,
+    ) -> Result<AppendAck, ClientError>
+    where
+        I: IntoIterator<Item = B>,
+        B: Into<Bytes>,
+    {
+        let records: Vec<serde_json::Value> = records
+            .into_iter()
+            .map(|r| {
+                let b: Bytes = r.into();
+                match std::str::from_utf8(&b) {
+                    Ok(s) => serde_json::json!({ "body": s }),
+                    Err(_) => serde_json::json!({
+                        "body_base64": base64::engine::general_purpose::STANDARD.encode(&b)
+                    }),
+                }
+            })
+            .collect();
+        let mut body = serde_json::json!({ "fencing_token": fencing_token, "records": records });
+        if let Some(m) = match_seq_num {
+            body["match_seq_num"] = m.into();
+        }
+        let req = self
+            .http
+            .post(self.stream_url(stream, "/records"))
+            .timeout(self.timeout)
+            .json(&body);
+        self.send_once(req).await
+    }
+
+    /// Appends one record sent as the raw request body.
+    pub async fn append_raw(
+        &self,
+        stream: &str,
+        fencing_token: u64,
+        body: impl Into<Bytes>,
+        match_seq_num: Option<u64>,
+    ) -> Result<AppendAck, ClientError> {
+        let mut req = self
+            .http
+            .post(self.stream_url(stream, "/records"))
+            .timeout(self.timeout)
+            .header("content-type", "application/octet-stream")
+            .header("fencing-token", fencing_token.to_string())
+            .body(body.into());
+        if let Some(m) = match_seq_num {
+            req = req.header("match-seq-num", m.to_string());
+        }
+        self.send_once(req).await
+    }
+
+    /// Appends a batch as the compact binary body
+    /// (`application/vnd.fencelog.batch`): no JSON escaping or base64 on
+    /// either side, which matters for many or binary records. Same answers
+    /// and errors as [`Client::append_with`].
+    pub async fn append_batch_binary<I, B>(
+        &self,
+        stream: &str,
+        fencing_token: u64,
+        records: I,
+        match_seq_num: Option<u64>,
+    ) -> Result<AppendAck, ClientError>
+    where
+        I: IntoIterator<Item = B>,
+        B: AsRef<[u8]>,
+    {
+        let records: Vec<B> = records.into_iter().collect();
+        let body = fencelog_api::batch::encode(records.iter().map(|r| r.as_ref()));
+        let mut req = self
+            .http
+            .post(self.stream_url(stream, "/records"))
+            .timeout(self.timeout)
+            .header("content-type", fencelog_api::batch::CONTENT_TYPE)
+            .header("fencing-token", fencing_token.to_string())
+            .body(body);
+        if let Some(m) = match_seq_num {
+            req = req.header("match-seq-num", m.to_string());
+        }
+        self.send_once(req).await
+    }
+
+    /// Raises the stream's highest token without writing a record.
+    pub async fn fence(&self, stream: &str, fencing_token: u64) -> Result<StreamInfo, ClientError> {
+        let req = self
+            .http
+            .post(self.stream_url(stream, "/fence"))
+            .timeout(self.timeout)
+            .json(&serde_json::json!({ "fencing_token": fencing_token }));
+        self.send_once(req).await
+    }
+
+    /// Reads durable records from `start_seq`.
+    pub async fn read(
+        &self,
+        stream: &str,
+        start_seq: u64,
+        options: &ReadOptions,
+    ) -> Result<ReadResult, ClientError> {
+        let mut query = vec![("start_seq", start_seq)];
+        if let Some(c) = options.count {
+            query.push(("count", c));
+        }
+        if let Some(b) = options.bytes {
+            query.push(("bytes", b));
+        }
+        if let Some(w) = options.wait_ms {
+            query.push(("wait_ms", w));
+        }
+        let url = self.stream_url(stream, "/records");
+        let wire: WireRead = self
+            .send_idempotent(|| self.http.get(&url).timeout(self.timeout).query(&query))
+            .await?;
+        let records = wire
+            .records
+            .into_iter()
+            .map(WireRecord::into_record)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|body| ClientError::Protocol { status: 200, body })?;
+        Ok(ReadResult {
+            records,
+            next_seq: wire.next_seq,
+        })
+    }
+
+    pub async fn state(&self, stream: &str) -> Result<StreamInfo, ClientError> {
+        let url = self.stream_url(stream, "");
+        self.send_idempotent(|| self.http.get(&url).timeout(self.timeout))
+            .await
+    }
+
+    /// One page of streams whose names start with `prefix`, in name order.
+    pub async fn list(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: Option<u64>,
+    ) -> Result<StreamList, ClientError> {
+        let mut query: Vec<(&str, String)> = vec![("prefix", prefix.to_string())];
+        if let Some(a) = start_after {
+            query.push(("start_after", a.to_string()));
+        }
+        if let Some(l) = limit {
+            query.push(("limit", l.to_string()));
+        }
+        let url = format!("{}/v1/streams", self.base);
+        self.send_idempotent(|| self.http.get(&url).timeout(self.timeout).query(&query))
+            .await
+    }
+
+    /// Follows a stream from `from_seq`: every durable record, in order,
+    /// exactly once, across reconnects (it resumes from the last seq it
+    /// delivered). Ends after an error that reconnecting cannot fix.
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), fencelog_client::ClientError> {
+    /// use futures_util::StreamExt;
+    /// let client = fencelog_client::Client::new("http://127.0.0.1:7070")?;
+    /// let mut tail = Box::pin(client.tail("orders", 0));
+    /// while let Some(record) = tail.next().await {
+    ///     let record = record?;
+    ///     println!("{} (token {})", record.seq, record.fencing_token);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn tail(
+        &self,
+        stream: &str,
+        from_seq: u64,
+    ) -> impl Stream<Item = Result<Record, ClientError>> {
+        self.tail_events(stream, from_seq)
+            .filter_map(|e| async move {
+                match e {
+                    Ok(TailEvent::Record(r)) => Some(Ok(r)),
+                    Ok(TailEvent::CaughtUp { .. }) => None,
+                    Err(e) => Some(Err(e)),
+                }
+            })
+    }
+
+    /// [`Client::tail`] that also reports when the consumer caught up.
+    pub fn tail_events(
+        &self,
+        stream: &str,
+        from_seq: u64,
+    ) -> impl Stream<Item = Result<TailEvent, ClientError>> {
+        let (tx, rx) = mpsc::channel(TAIL_BUFFER_RECORDS);
+        let this = self.clone();
+        let stream = stream.to_string();
+        tokio::spawn(async move { this.run_tail(stream, from_seq, tx).await });
+        tokio_stream::wrappers::ReceiverStream::new(rx)
+    }
+
+    async fn run_tail(
+        self,
+        stream: String,
+        mut next_seq: u64,
+        tx: mpsc::Sender<Result<TailEvent, ClientError>>,
+    ) {
+        let url = self.stream_url(&stream, "/records");
+        let mut backoff = TAIL_BACKOFF_MIN;
+        loop {
+            let resp = self
+                .http
+                .get(&url)
+                .header("accept", "text/event-stream")
+                .header("last-event-id", next_seq.to_string())
+                .query(&[("start_seq", next_seq)])
+                .send()
+                .await;
+            let resp = match resp {
+                Ok(r) if r.status().is_success() => r,
+                Ok(r) => {
+                    let err = error_from_response(r).await;
+                    let fatal = !matches!(
+                        err,
+                        ClientError::Unavailable { .. } | ClientError::InsufficientStorage { .. }
+                    );
+                    if fatal {
+                        let _ = tx.send(Err(err)).await;
+                        return;
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(TAIL_BACKOFF_MAX);
+                    continue;
+                }
+                Err(_) => {
+                    if tx.is_closed() {
+                        return;
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(TAIL_BACKOFF_MAX);
+                    continue;
+                }
+            };
+            backoff = TAIL_BACKOFF_MIN;
+            let mut body = resp.bytes_stream();
+            let mut parser = SseParser::default();
+            loop {
+                let chunk = match tokio::time::timeout(TAIL_SILENCE_MAX, body.next()).await {
+                    Ok(Some(Ok(c))) => c,
+                    // Closed, failed or silent for too long: reconnect.
+                    _ => break,
+                };
+                for ev in parser.push(&chunk) {
+                    match ev.event.as_str() {
+                        "records" => {
+                            let wire: Vec<WireRecord> = match serde_json::from_str(&ev.data) {
+                                Ok(w) => w,
+                                Err(e) => {
+                                    let _ = tx
+                                        .send(Err(ClientError::Protocol {
+                                            status: 200,
+                                            body: format!("bad records event: {e}"),
+                                        }))
+                                        .await;
+                                    return;
+                                }
+                            };
+                            for w in wire {
+                                // A resumed connection may repeat what we
+                                // already delivered; deliver each seq once.
+                                if w.seq < next_seq {
+                                    continue;
+                                }
+                                let rec = match w.into_record() {
+                                    Ok(r) => r,
+                                    Err(body) => {
+                                        let _ = tx
+                                            .send(Err(ClientError::Protocol { status: 200, body }))
+                                            .await;
+                                        return;
+                                    }
+                                };
+                                next_seq = rec.seq + 1;
+                                if tx.send(Ok(TailEvent::Record(rec))).await.is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                        "caught_up" => {
+                            let at = ev
+                                .id
+                                .as_deref()
+                                .and_then(|i| i.parse().ok())
+                                .unwrap_or(next_seq);
+                            if tx
+                                .send(Ok(TailEvent::CaughtUp { next_seq: at }))
+                                .await
+                                .is_err()
+                            {
+                                return;
+                            }
+                        }
+                        _ => {} // ping and anything newer: liveness only
+                    }
+                }
+                if tx.is_closed() {
+                    return;
+                }
+            }
+        }
+    }
+
+    async fn send_once<T: for<'de> Deserialize<'de>>(
+        &self,
+        req: reqwest::RequestBuilder,
+    ) -> Result<T, ClientError> {
+        let resp = req.send().await.map_err(|source| {
+            if source.is_connect() || source.is_builder() {
+                ClientError::Transport { source }
+            } else {
+                ClientError::OutcomeUnknown { source }
+            }
+        })?;
+        decode_response(resp).await
+    }
+
+    async fn send_idempotent<T, F>(&self, make: F) -> Result<T, ClientError>
+    where
+        T: for<'de> Deserialize<'de>,
+        F: Fn() -> reqwest::RequestBuilder,
+    {
+        let mut attempt = 0;
+        loop {
+            match make().send().await {
+                Ok(resp) => return decode_response(resp).await,
+                Err(source) if attempt < IDEMPOTENT_RETRIES_MAX && !source.is_builder() => {
+                    attempt += 1;
+                    tokio::time::sleep(TAIL_BACKOFF_MIN * attempt).await;
+                }
+                Err(source) => return Err(ClientError::Transport { source }),
+            }
+        }
+    }
+}
+
+async fn decode_response<T: for<'de> Deserialize<'de>>(
+    resp: reqwest::Response,
+) -> Result<T, ClientError> {
+    let status = resp.status();
+    if !status.is_success() {
+        return Err(error_from_response(resp).await);
+    }
+    let body = resp
+        .bytes()
+        .await
+        .map_err(|source| ClientError::OutcomeUnknown { source })?;
+    serde_json::from_slice(&body).map_err(|e| ClientError::Protocol {
+        status: status.as_u16(),
+        body: format!("{e}: {}", String::from_utf8_lossy(&body)),
+    })
+}
+
+async fn error_from_response(resp: reqwest::Response) -> ClientError {
+    let status = resp.status().as_u16();
+    let body = resp.bytes().await.unwrap_or_default();
+    let w: WireError = serde_json::from_slice(&body).unwrap_or_default();
+    match (status, w.error.as_str()) {
+        (409, "stale_fencing_token") => ClientError::StaleToken {
+            presented: w.presented_token,
+            highest: w.highest_token,
+            next_seq: w.next_seq,
+        },
+        (412, "seq_mismatch") => ClientError::SeqMismatch {
+            expected: w.match_seq_num,
+            next_seq: w.next_seq,
+        },
+        (404, _) => ClientError::NotFound,
+        (416, _) => ClientError::OutOfRange {
+            next_seq: w.next_seq,
+        },
+        (413, _) => ClientError::TooLarge { message: w.message },
+        (400, _) => ClientError::BadRequest { message: w.message },
+        (503, _) => ClientError::Unavailable {
+            message: w.message,
+            outcome_unknown: w.outcome_unknown,
+        },
+        (507, _) => ClientError::InsufficientStorage {
+            message: w.message,
+            outcome_unknown: w.outcome_unknown,
+        },
+        _ => ClientError::Protocol {
+            status,
+            body: String::from_utf8_lossy(&body).into_owned(),
+        },
+    }
+}
+
+/// One server-sent event.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct SseEvent {
+    event: String,
+    id: Option<String>,
+    data: String,
+}
+
+/// Incremental text/event-stream parser: bytes in, complete events out.
+#[derive(Default)]
+struct SseParser {
+    line: Vec<u8>,
+    current: SseEvent,
+    has_data: bool,
+}
+
+impl SseParser {
+    fn push(&mut self, chunk: &[u8]) -> Vec<SseEvent> {
+        let mut out = Vec::new();
+        for &b in chunk {
+            if b != b'\n' {
+                self.line.push(b);
+                continue;
+            }
+            if self.line.last() == Some(&b'\r') {
+                self.line.pop();
+            }
+            let line = std::mem::take(&mut self.line);
+            if line.is_empty() {
+                if self.has_data || !self.current.event.is_empty() {
+                    let mut ev = std::mem::take(&mut self.current);
+                    if ev.event.is_empty() {
+                        ev.event = "message".into();
+                    }
+                    out.push(ev);
+                }
+                self.has_data = false;
+                continue;
+            }
+            if line[0] == b':' {
+                continue;
+            }
+            let text = String::from_utf8_lossy(&line);
+            let (field, value) = match text.find(':') {
+                Some(i) => (
+                    &text[..i],
+                    text[i + 1..].strip_prefix(' ').unwrap_or(&text[i + 1..]),
+                ),
+                None => (&text[..], ""),
+            };
+            match field {
+                "event" => self.current.event = value.to_string(),
+                "id" => self.current.id = Some(value.to_string()),
+                "data" => {
+                    if self.has_data {
+                        self.current.data.push('\n');
+                    }
+                    self.current.data.push_str(value);
+                    self.has_data = true;
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sse_parser_handles_split_chunks_comments_and_multiline_data() {
+        let mut p = SseParser::default();
+        let text =
+            b": hello\nevent: records\nid: 3\ndata: [1,\ndata: 2]\n\nevent: ping\ndata: \r\n\r\n";
+        let mut events = Vec::new();
+        for chunk in text.chunks(5) {
+            events.extend(p.push(chunk));
+        }
+        assert_eq!(
+            events,
+            vec![
+                SseEvent {
+                    event: "records".into(),
+                    id: Some("3".into()),
+                    data: "[1,\n2]".into()
+                },
+                SseEvent {
+                    event: "ping".into(),
+                    id: None,
+                    data: "".into()
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn names_are_escaped_not_trusted() {
+        assert_eq!(escape_segment("a.b:c_d-e"), "a.b:c_d-e");
+        assert_eq!(escape_segment("a/../b c"), "a%2F..%2Fb%20c");
+    }
+
+    #[test]
+    fn wire_records_decode_both_body_forms() {
+        let w: Vec<WireRecord> = serde_json::from_str(
+            r#"[{"seq":1,"fencing_token":2,"timestamp_ms":3,"body":"hi"},
+                {"seq":2,"fencing_token":2,"timestamp_ms":3,"body_base64":"/wA="}]"#,
+        )
+        .unwrap();
+        let r: Vec<Record> = w.into_iter().map(|w| w.into_record().unwrap()).collect();
+        assert_eq!(r[0].body, Bytes::from("hi"));
+        assert_eq!(r[1].body, Bytes::from(vec![0xff, 0x00]));
+    }
+}

@@ -1,0 +1,97 @@
+//! Deliberate bugs the crash, fault, corruption and simulation suites must
+//! catch, each a one-line check at the spot it breaks. They exist only with
+//! the `mutations` feature: without it, [`mutated!`] is the literal `false`
+//! and neither the switch nor the names are compiled into the engine (the
+//! way raft-engine gates its fail points).
+//!
+//! A thread-local switch rather than a config field because recovery and
+//! segment creation run before and outside any engine. The writer thread
+//! adopts the switch of the thread that opened its engine ([`inherit`]),
+//! so a test that turns a mutation on affects only the engines it opens
+//! itself and runs in parallel with every other test.
+
+/// Whether the named deliberate bug is switched on. `false` at compile
+/// time without the `mutations` feature.
+#[cfg(feature = "mutations")]
+macro_rules! mutated {
+    ($m:ident) => {
+        $crate::mutation::active($crate::mutation::Mutation::$m)
+    };
+}
+
+#[cfg(not(feature = "mutations"))]
+macro_rules! mutated {
+    ($m:ident) => {
+        false
+    };
+}
+
+#[cfg(feature = "mutations")]
+pub use imp::*;
+
+/// The calling thread's switch, to hand to a thread it spawns.
+#[cfg(not(feature = "mutations"))]
+#[derive(Clone, Copy)]
+pub(crate) struct Inherited;
+
+#[cfg(not(feature = "mutations"))]
+pub(crate) fn inherit() -> Inherited {
+    Inherited
+}
+
+#[cfg(not(feature = "mutations"))]
+pub(crate) fn adopt(_: Inherited) {}
+
+#[cfg(feature = "mutations")]
+mod imp {
+    use std::cell::Cell;
+
+    /// One deliberate bug each; see the suite named in each comment.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    #[repr(u8)]
+    pub enum Mutation {
+        None = 0,
+        /// The writer answers a group before its `sync_data` (and syncs after).
+        AckBeforeSync,
+        /// A new segment's directory entry is never synced.
+        SkipDirSync,
+        /// A failed `sync_data` is treated as success.
+        IgnoreSyncError,
+        /// Recovery cuts the log at any frame that fails to decode, wherever it is.
+        TruncateAnyBadFrame,
+        /// Fence frames do not count when the log is replayed, so a data-less
+        /// fence lives only in the memory of the engine that accepted it.
+        FenceOnlyInMemory,
+        /// The writer publishes a group to readers before its `sync_data`.
+        ServeUnsynced,
+    }
+
+    thread_local! {
+        static ACTIVE: Cell<Mutation> = const { Cell::new(Mutation::None) };
+    }
+
+    /// Switches one deliberate bug on for the calling thread and the
+    /// writers of engines it opens from now on (or all off with
+    /// [`Mutation::None`]).
+    pub fn set_mutation(m: Mutation) {
+        ACTIVE.with(|a| a.set(m));
+    }
+
+    #[inline]
+    pub(crate) fn active(m: Mutation) -> bool {
+        ACTIVE.with(|a| a.get()) == m
+    }
+
+    /// The calling thread's switch, to hand to a thread it spawns.
+    #[derive(Clone, Copy)]
+    pub(crate) struct Inherited(Mutation);
+
+    pub(crate) fn inherit() -> Inherited {
+        Inherited(ACTIVE.with(|a| a.get()))
+    }
+
+    /// Called first thing on a spawned thread.
+    pub(crate) fn adopt(i: Inherited) {
+        set_mutation(i.0);
+    }
+}

@@ -1,0 +1,23 @@
+//! The engine's integration tests, one binary so linking stays fast: the
+//! public API, group commit, poisoning, recovery on real directories, and
+//! the crash-point, I/O-fault, corruption, protocol-simulation and fuzz
+//! corpus suites on the simulated disk. The tests of the tests (deliberate
+//! bugs the suites must catch) need the `mutations` feature.
+
+mod support;
+
+mod api;
+mod basic;
+mod config_caps;
+mod corruption_at_rest;
+mod crash_points;
+mod faults_io;
+mod faults_restart_after_eio;
+mod fuzz_corpus;
+mod groups;
+#[cfg(feature = "mutations")]
+mod mutations;
+mod poison;
+mod protocol_sim;
+mod recovery;
+mod restart;

@@ -1,0 +1,145 @@
+//! Tests of the tests. Each deliberate bug behind the `mutations` feature
+//! must make the suite that guards against it report a violation. The
+//! switch is per thread (engines opened from a thread inherit it), so these
+//! run in parallel with every other test without disturbing them.
+
+use crate::protocol_sim::{run_seed, runtime};
+use crate::support::corruption::{corruption, CorruptionSuite};
+use crate::support::crash::{crash_points, CrashSuite};
+use crate::support::faults::{fault_points, FaultSuite};
+use fencelog_engine::{set_mutation, Mutation};
+
+/// Switches the mutation on for the duration of `f`, and off again even if
+/// `f` panics.
+/// Switches the thread's mutation off again when dropped, even if the
+/// suite panicked.
+struct Off;
+
+impl Drop for Off {
+    fn drop(&mut self) {
+        set_mutation(Mutation::None);
+    }
+}
+
+fn with_mutation<T>(m: Mutation, f: impl FnOnce() -> T) -> T {
+    let _off = Off;
+    set_mutation(m);
+    f()
+}
+
+fn crash_suite() -> CrashSuite {
+    CrashSuite {
+        seed: 0x5EED_0001,
+        steps: 40,
+        segment_bytes: 4096,
+        random_when_many: 16,
+        random_extra: 1,
+        stride: 1,
+    }
+}
+
+fn fault_suite() -> FaultSuite {
+    FaultSuite {
+        seed: 0xFA17_0001,
+        steps: 20,
+        segment_bytes: 4096,
+        stride: 1,
+        recovery_disks: 0,
+    }
+}
+
+fn corruption_suite() -> CorruptionSuite {
+    CorruptionSuite {
+        seed: 0xC0_0001,
+        steps: 60,
+        segment_bytes: 4096,
+        flips: 300,
+    }
+}
+
+fn assert_caught<T: std::fmt::Debug>(m: Mutation, r: Result<T, String>) {
+    match r {
+        Ok(stats) => panic!("mutation {m:?} was not caught ({stats:?})"),
+        Err(e) => println!("{m:?} caught: {e}"),
+    }
+}
+
+#[test]
+fn the_suites_pass_without_a_mutation() {
+    with_mutation(Mutation::None, || {
+        crash_points(&crash_suite()).unwrap();
+        fault_points(&fault_suite()).unwrap();
+        corruption(&corruption_suite()).unwrap();
+    });
+}
+
+#[test]
+fn acknowledging_before_the_fsync_is_caught() {
+    let m = Mutation::AckBeforeSync;
+    assert_caught(m, with_mutation(m, || crash_points(&crash_suite())));
+}
+
+#[test]
+fn skipping_the_directory_fsync_of_a_new_segment_is_caught() {
+    let m = Mutation::SkipDirSync;
+    assert_caught(m, with_mutation(m, || crash_points(&crash_suite())));
+}
+
+#[test]
+fn ignoring_an_fsync_error_is_caught() {
+    let m = Mutation::IgnoreSyncError;
+    assert_caught(m, with_mutation(m, || fault_points(&fault_suite())));
+}
+
+#[test]
+fn truncating_at_any_bad_checksum_is_caught() {
+    let m = Mutation::TruncateAnyBadFrame;
+    assert_caught(m, with_mutation(m, || corruption(&corruption_suite())));
+}
+
+#[test]
+fn keeping_the_highest_token_only_in_memory_is_caught() {
+    let m = Mutation::FenceOnlyInMemory;
+    assert_caught(m, with_mutation(m, || crash_points(&crash_suite())));
+}
+
+#[test]
+fn serving_unsynced_records_is_caught() {
+    let m = Mutation::ServeUnsynced;
+    assert_caught(m, with_mutation(m, || fault_points(&fault_suite())));
+}
+
+/// Tests of the test: with a deliberate durability bug switched on, some
+/// seed among the first few dozen must produce a violation.
+fn assert_sim_catches(m: Mutation) {
+    let _off = Off;
+    set_mutation(m);
+    let rt = runtime();
+    for seed in 0..60 {
+        if let Err(e) = run_seed(&rt, seed, 500) {
+            println!("{m:?} caught: {}", e.lines().next().unwrap_or(""));
+            return;
+        }
+    }
+    panic!("mutation {m:?} survived 60 seeds of the protocol simulation");
+}
+
+#[test]
+fn sim_catches_acking_before_the_fsync() {
+    assert_sim_catches(Mutation::AckBeforeSync);
+}
+
+#[test]
+fn sim_catches_keeping_the_highest_token_only_in_memory() {
+    assert_sim_catches(Mutation::FenceOnlyInMemory);
+}
+
+#[test]
+fn sim_catches_serving_unsynced_records() {
+    assert_sim_catches(Mutation::ServeUnsynced);
+}
+
+#[test]
+fn sim_catches_ignoring_an_fsync_error() {
+    assert_sim_catches(Mutation::IgnoreSyncError);
+}

@@ -1,0 +1,64 @@
+//! Operator endpoints and the catch-all answers.
+
+use crate::error::ApiError;
+use crate::AppState;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+
+/// `GET /healthz`: 200 while the engine accepts writes, 503 once storage has
+/// failed or shutdown has begun, so a load balancer stops sending writes.
+pub async fn healthz(State(state): State<AppState>) -> Response {
+    let engine = &state.engine;
+    if engine.is_healthy() {
+        return Json(json!({ "status": "ok" })).into_response();
+    }
+    let err = match engine.poisoned() {
+        Some(failure) => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            format!("storage failed; writes are refused until restart: {failure}"),
+        )
+        .with("no_space", failure.is_no_space()),
+        None => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unavailable",
+            "shutting down",
+        ),
+    };
+    err.into_response()
+}
+
+/// prometheus-client writes the OpenMetrics text format (`_total`
+/// suffixes, `# EOF`), so say so; Prometheus negotiates it natively.
+pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// `GET /metrics`: OpenMetrics text from the engine's registry.
+pub async fn metrics(State(state): State<AppState>) -> Response {
+    let engine = &state.engine;
+    // The gauge is sampled here rather than kept live by the writer: only
+    // a scrape needs it, and the channel already knows its length.
+    engine
+        .metrics()
+        .queue_depth
+        .set(engine.queue_depth() as i64);
+    (
+        [(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)],
+        engine.metrics().encode(),
+    )
+        .into_response()
+}
+
+pub async fn not_found() -> ApiError {
+    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route")
+}
+
+pub async fn method_not_allowed() -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "method not allowed on this route",
+    )
+}

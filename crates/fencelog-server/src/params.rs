@@ -1,0 +1,144 @@
+//! Parsing what clients send outside the body's records: the stream name in
+//! the path, fencing tokens and sequence numbers in JSON or headers, and
+//! query parameters. Each malformed value is a 400 with a message naming
+//! it, rather than the framework's generic rejection.
+
+use crate::error::ApiError;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query};
+use axum::http::HeaderMap;
+use fencelog_engine::validate_stream_name;
+use serde_json::Value;
+use std::collections::HashMap;
+
+/// The `{stream}` path segment, validated.
+pub fn stream_name(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
+    let Path(name) = path.map_err(|e| ApiError::bad_request(format!("bad path: {e}")))?;
+    validate_stream_name(&name)
+        .map_err(|e| ApiError::bad_request(format!("invalid stream name: {e}")))?;
+    Ok(name)
+}
+
+const TOKEN_RANGE: &str = "an integer in 1..=18446744073709551615";
+
+/// A fencing token from a JSON field. Parsed here rather than by a derive so
+/// that 0, negatives, fractions, strings and overflow are all a 400 with the
+/// same explanation.
+pub fn token_from_json(value: Option<&Value>) -> Result<u64, ApiError> {
+    match value {
+        None | Some(Value::Null) => Err(ApiError::bad_request("fencing_token is required")),
+        Some(Value::Number(n)) => match n.as_u64() {
+            Some(t) if t >= 1 => Ok(t),
+            _ => Err(ApiError::bad_request(format!(
+                "fencing_token must be {TOKEN_RANGE}, got {n}"
+            ))),
+        },
+        Some(other) => Err(ApiError::bad_request(format!(
+            "fencing_token must be {TOKEN_RANGE}, got {other}"
+        ))),
+    }
+}
+
+/// An optional sequence number from a JSON field.
+pub fn seq_from_json(field: &str, value: Option<&Value>) -> Result<Option<u64>, ApiError> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) if n.as_u64().is_some() => Ok(n.as_u64()),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "{field} must be a non-negative integer, got {other}"
+        ))),
+    }
+}
+
+/// Digits only: `u64::from_str` would also take a leading `+`, which no
+/// JSON client could send, and the two paths should agree.
+fn parse_u64_strict(s: &str) -> Option<u64> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, ApiError> {
+    match headers.get(name) {
+        None => Ok(None),
+        Some(v) => v
+            .to_str()
+            .map(|s| Some(s.trim()))
+            .map_err(|_| ApiError::bad_request(format!("header {name} is not ASCII"))),
+    }
+}
+
+/// The `Fencing-Token` header of a raw append.
+pub fn token_from_header(headers: &HeaderMap) -> Result<u64, ApiError> {
+    let raw = header_str(headers, "fencing-token")?
+        .ok_or_else(|| ApiError::bad_request("header Fencing-Token is required"))?;
+    match parse_u64_strict(raw) {
+        Some(t) if t >= 1 => Ok(t),
+        _ => Err(ApiError::bad_request(format!(
+            "header Fencing-Token must be {TOKEN_RANGE}, got {raw:?}"
+        ))),
+    }
+}
+
+/// An optional sequence-number header (`Match-Seq-Num`, `Last-Event-ID`).
+pub fn seq_from_header(headers: &HeaderMap, name: &str) -> Result<Option<u64>, ApiError> {
+    match header_str(headers, name)? {
+        None => Ok(None),
+        Some(raw) => parse_u64_strict(raw).map(Some).ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "header {name} must be a non-negative integer, got {raw:?}"
+            ))
+        }),
+    }
+}
+
+/// Query parameters, checked one by one. Unknown parameters are ignored so
+/// clients can add cache-busters.
+pub struct QueryParams(HashMap<String, String>);
+
+impl QueryParams {
+    pub fn from_extractor(
+        q: Result<Query<HashMap<String, String>>, QueryRejection>,
+    ) -> Result<Self, ApiError> {
+        q.map(|Query(m)| QueryParams(m))
+            .map_err(|e| ApiError::bad_request(format!("bad query string: {e}")))
+    }
+
+    pub fn str(&self, key: &str) -> Option<&str> {
+        self.0.get(key).map(String::as_str)
+    }
+
+    pub fn u64(&self, key: &str) -> Result<Option<u64>, ApiError> {
+        match self.str(key) {
+            None => Ok(None),
+            Some(raw) => parse_u64_strict(raw).map(Some).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "query parameter {key} must be a non-negative integer, got {raw:?}"
+                ))
+            }),
+        }
+    }
+
+    /// A positive count with a default, clamped to `cap`: asking for more
+    /// than the server gives is not an error, asking for nothing is.
+    pub fn positive_capped(&self, key: &str, default: u64, cap: u64) -> Result<u64, ApiError> {
+        match self.u64(key)? {
+            None => Ok(default),
+            Some(0) => Err(ApiError::bad_request(format!(
+                "query parameter {key} must be at least 1"
+            ))),
+            Some(n) => Ok(n.min(cap)),
+        }
+    }
+
+    pub fn bool(&self, key: &str) -> Result<bool, ApiError> {
+        match self.str(key) {
+            None | Some("false") => Ok(false),
+            Some("true") | Some("") => Ok(true),
+            Some(raw) => Err(ApiError::bad_request(format!(
+                "query parameter {key} must be true or false, got {raw:?}"
+            ))),
+        }
+    }
+}

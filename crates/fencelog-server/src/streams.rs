@@ -1,0 +1,110 @@
+//! Stream-level operations: state, listing, and fencing without data.
+
+use crate::body::read_capped;
+use crate::error::{read_error, write_error, ApiError};
+use crate::params::{stream_name, token_from_json, QueryParams};
+use crate::AppState;
+use axum::body::Body;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::Json;
+use fencelog_engine::StreamState;
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::HashMap;
+
+/// Streams per listing page when `limit` is not given.
+pub const LIST_LIMIT_DEFAULT: u64 = 100;
+/// Most streams one listing page returns.
+pub const LIST_LIMIT_CAP: u64 = 1000;
+
+#[derive(Serialize)]
+pub struct StateJson {
+    pub stream: String,
+    pub first_seq: u64,
+    pub next_seq: u64,
+    pub highest_token: u64,
+    pub last_timestamp_ms: u64,
+}
+
+impl From<StreamState> for StateJson {
+    fn from(s: StreamState) -> Self {
+        StateJson {
+            stream: s.stream,
+            first_seq: s.first_seq,
+            next_seq: s.next_seq,
+            highest_token: s.highest_token,
+            last_timestamp_ms: s.last_timestamp_ms,
+        }
+    }
+}
+
+/// `GET /v1/streams/{stream}`: durable state, or 404 `stream_not_found`.
+pub async fn state(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Json<StateJson>, ApiError> {
+    let stream = stream_name(path)?;
+    state
+        .engine
+        .state(&stream)
+        .map(|s| Json(s.into()))
+        .map_err(|e| read_error(&stream, e))
+}
+
+#[derive(Serialize)]
+pub struct ListJson {
+    pub streams: Vec<StateJson>,
+    /// Pass as `start_after` for the next page; null on the last page.
+    pub next_start_after: Option<String>,
+}
+
+/// `GET /v1/streams?prefix=P&limit=L&start_after=NAME`: streams whose names
+/// start with `prefix`, in name order, after `start_after`. `limit`
+/// defaults to 100 and is clamped to 1000.
+pub async fn list(
+    State(state): State<AppState>,
+    query: Result<Query<HashMap<String, String>>, QueryRejection>,
+) -> Result<Json<ListJson>, ApiError> {
+    let q = QueryParams::from_extractor(query)?;
+    let limit = q.positive_capped("limit", LIST_LIMIT_DEFAULT, LIST_LIMIT_CAP)? as usize;
+    let prefix = q.str("prefix").unwrap_or("");
+    // One extra tells whether another page exists without a second call.
+    let mut page = state
+        .engine
+        .list_streams(prefix, q.str("start_after"), limit + 1);
+    let next_start_after = if page.len() > limit {
+        page.truncate(limit);
+        page.last().map(|s| s.stream.clone())
+    } else {
+        None
+    };
+    Ok(Json(ListJson {
+        streams: page.into_iter().map(StateJson::from).collect(),
+        next_start_after,
+    }))
+}
+
+/// `POST /v1/streams/{stream}/fence` with `{"fencing_token": T}`: raises the
+/// stream's highest token (creating the stream if needed) and answers with
+/// its state once that is durable. Same 409 as an append when stale.
+pub async fn fence(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Json<StateJson>, ApiError> {
+    let stream = stream_name(path)?;
+    let bytes = read_capped(&headers, body, &state.limits).await?;
+    let value: Value = serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::bad_request(format!("malformed JSON: {e}")))?;
+    let Value::Object(obj) = value else {
+        return Err(ApiError::bad_request("the body must be a JSON object"));
+    };
+    let token = token_from_json(obj.get("fencing_token"))?;
+    match state.engine.fence(&stream, token).await {
+        Ok(s) => Ok(Json(s.into())),
+        Err(e) => Err(write_error(&stream, e)),
+    }
+}

@@ -1,0 +1,10 @@
+//! The HTTP layer's integration tests against an in-process server: bad
+//! input, the binary batch body, fencing over HTTP, reads, long-poll and
+//! SSE, and the route table against the OpenAPI document.
+
+mod bad_input;
+mod binary_batch;
+mod fencing;
+mod fuzz_corpus;
+mod openapi_routes;
+mod reads;

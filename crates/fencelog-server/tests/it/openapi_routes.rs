@@ -1,0 +1,126 @@
+//! `GET /v1/openapi.json` cannot drift from the router: every documented
+//! path and method is served (with a documented status), every other method
+//! on those paths is the router's 405 fallback, and the document covers the
+//! whole route table the router is built from.
+
+use fencelog_engine::Engine;
+use fencelog_server::{self as http, openapi, AppState, ServerConfig};
+use serde_json::{json, Value};
+
+async fn start() -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(dir.path()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(http::serve(
+        listener,
+        AppState::new(engine),
+        ServerConfig::default(),
+        std::future::pending::<()>(),
+    ));
+    (dir, format!("http://{addr}"))
+}
+
+/// The router's own "no such route" and "method not allowed" answers, as
+/// opposed to a handler's 404 for a missing stream.
+async fn is_fallback(resp: reqwest::Response) -> (u16, bool) {
+    let status = resp.status().as_u16();
+    let body: Value = resp.json().await.unwrap_or(Value::Null);
+    let fallback = matches!(
+        body["error"].as_str(),
+        Some("not_found") | Some("method_not_allowed")
+    );
+    (status, fallback)
+}
+
+#[tokio::test]
+async fn document_matches_the_router() {
+    let (_dir, base) = start().await;
+    let http = reqwest::Client::new();
+    let doc: Value = http
+        .get(format!("{base}/v1/openapi.json"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(doc["openapi"], json!("3.0.3"));
+    assert_eq!(doc, openapi::document());
+
+    // A stream to address, so every documented call can succeed.
+    let r = http
+        .post(format!("{base}/v1/streams/s/records"))
+        .json(&json!({ "fencing_token": 1, "records": [{ "body": "x" }] }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+
+    let paths = doc["paths"].as_object().unwrap();
+    let mut documented = 0;
+    for (path, item) in paths {
+        let url = format!("{base}{}", path.replace("{stream}", "s"));
+        let methods = item.as_object().unwrap();
+        for (method, op) in methods {
+            documented += 1;
+            let req = match method.as_str() {
+                "get" => http.get(&url),
+                "post" => http
+                    .post(&url)
+                    .json(&json!({ "fencing_token": 2, "records": [{ "body": "y" }] })),
+                other => panic!("unexpected method {other} in the document"),
+            };
+            let (status, fallback) = is_fallback(req.send().await.unwrap()).await;
+            assert!(!fallback, "{method} {path} is documented but not routed");
+            assert!(
+                op["responses"].get(status.to_string()).is_some(),
+                "{method} {path} answered {status}, which the document does not list"
+            );
+            assert!(op["operationId"].is_string() && op["summary"].is_string());
+        }
+        for other in ["get", "post", "put", "delete", "patch"] {
+            if methods.contains_key(other) {
+                continue;
+            }
+            let m = reqwest::Method::from_bytes(other.to_uppercase().as_bytes()).unwrap();
+            let (status, fallback) = is_fallback(http.request(m, &url).send().await.unwrap()).await;
+            assert_eq!(
+                (status, fallback),
+                (405, true),
+                "{other} {path} is routed but not documented"
+            );
+        }
+    }
+    // The router is built from the same table, entry for entry.
+    assert_eq!(documented, openapi::ROUTES.len());
+    for route in openapi::ROUTES {
+        assert!(
+            doc["paths"][route.path][route.method].is_object(),
+            "{} {} missing from the document",
+            route.method,
+            route.path
+        );
+    }
+    let (status, fallback) = is_fallback(
+        http.get(format!("{base}/v1/undocumented"))
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!((status, fallback), (404, true));
+
+    // Every schema a response refers to exists.
+    let text = doc.to_string();
+    for name in text
+        .split("#/components/schemas/")
+        .skip(1)
+        .map(|s| s.split('"').next().unwrap())
+    {
+        assert!(
+            doc["components"]["schemas"][name].is_object(),
+            "dangling schema reference {name}"
+        );
+    }
+}

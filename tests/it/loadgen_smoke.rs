@@ -1,0 +1,98 @@
+//! The load generator against an in-process server: a short run of each
+//! write mode must verify, and its counts must add up. No timing asserts:
+//! the machine is shared.
+
+use fencelog_bench::{run, BenchArgs, Workload};
+
+fn short(workload: Workload) -> BenchArgs {
+    BenchArgs {
+        clients: 4,
+        streams: Some(3),
+        duration: 1.0,
+        ..BenchArgs::new(workload)
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn append_run_verifies_every_acknowledged_record() {
+    let report = run(short(Workload::Append)).await.unwrap();
+    assert!(report.verification.passed, "{}", report.to_text());
+    assert!(report.appends > 0);
+    assert_eq!(report.errors, 0);
+    assert_eq!(report.rejections, 0);
+    assert_eq!(report.requests, report.appends);
+    assert_eq!(report.records, report.appends * report.batch as u64);
+    assert_eq!(report.verification.streams_checked, 3);
+    assert_eq!(report.verification.records_checked, report.records);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_json_appends_verify() {
+    let args = BenchArgs {
+        batch: 16,
+        record_bytes: 64,
+        ..short(Workload::Append)
+    };
+    let report = run(args).await.unwrap();
+    assert!(report.verification.passed, "{}", report.to_text());
+    assert_eq!(report.records, report.appends * 16);
+    assert_eq!(report.verification.records_checked, report.records);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reject_run_accepts_nothing() {
+    let report = run(short(Workload::Reject)).await.unwrap();
+    assert!(report.verification.passed, "{}", report.to_text());
+    assert!(report.rejections > 0);
+    assert_eq!(report.appends, 0);
+    assert_eq!(report.records, 0);
+    assert_eq!(report.requests, report.rejections);
+    assert_eq!(report.verification.records_checked, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mixed_run_rejects_the_stale_half_and_keeps_the_rest() {
+    let report = run(short(Workload::Mixed)).await.unwrap();
+    assert!(report.verification.passed, "{}", report.to_text());
+    assert!(report.appends > 0 && report.rejections > 0);
+    assert_eq!(report.requests, report.appends + report.rejections);
+    assert_eq!(report.verification.records_checked, report.records);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_and_tail_runs_verify() {
+    let read = run(BenchArgs {
+        fill_records: 50,
+        batch: 10,
+        ..short(Workload::Read)
+    })
+    .await
+    .unwrap();
+    assert!(read.verification.passed, "{}", read.to_text());
+    assert!(read.records > 0);
+
+    let tail = run(BenchArgs {
+        clients: 1,
+        streams: Some(1),
+        ..short(Workload::Tail)
+    })
+    .await
+    .unwrap();
+    assert!(tail.verification.passed, "{}", tail.to_text());
+    let visibility = tail.visibility.expect("tail reports visibility");
+    assert_eq!(visibility.count, tail.records);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_loop_rate_is_bounded_by_schedule() {
+    let report = run(BenchArgs {
+        rate: Some(200.0),
+        ..short(Workload::Append)
+    })
+    .await
+    .unwrap();
+    assert!(report.verification.passed, "{}", report.to_text());
+    // A fixed schedule sends at most rate * duration requests (+1 per client
+    // for the request at time zero).
+    assert!(report.requests <= 200 + 4, "{}", report.requests);
+}

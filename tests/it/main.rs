@@ -1,0 +1,15 @@
+//! End-to-end tests of the `fencelog` binary and the crates together: the
+//! CLI, the Rust client against a real server, SIGKILL loops, graceful
+//! stop, a full disk, the load generator, and the etcd story.
+
+mod support;
+
+mod cli_commands;
+mod cli_serve_config;
+mod client_errors;
+mod client_tail_restart;
+mod etcd_story;
+mod http_full_disk;
+mod http_restart;
+mod kill9_loop;
+mod loadgen_smoke;
