@@ -76,7 +76,7 @@ pub fn recovery(data: &[u8]) {
         return;
     };
     for (name, stream) in &recovered.streams {
-        let index = stream.index.lock().unwrap();
+        let index = crate::locks::lock(&stream.index);
         let mut cur = index.find(0);
         let mut expected_seq = 0;
         while let Some((i, loc)) = cur {

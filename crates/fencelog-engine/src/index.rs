@@ -110,6 +110,7 @@ impl StreamIndex {
         self.end_seq = first_seq + count as u64;
     }
 
+    #[cfg(test)]
     pub fn end_seq(&self) -> u64 {
         self.end_seq
     }
@@ -160,6 +161,7 @@ impl StreamIndex {
     }
 
     /// Heap bytes held, for memory accounting.
+    #[cfg(test)]
     pub fn heap_bytes(&self) -> usize {
         let entries = match &self.entries {
             Entries::Many(v) => v.capacity(),

@@ -50,6 +50,7 @@ mod imp {
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     #[repr(u8)]
     pub enum Mutation {
+        /// No deliberate bug: the engine as shipped.
         None = 0,
         /// The writer answers a group before its `sync_data` (and syncs after).
         AckBeforeSync,

@@ -19,30 +19,32 @@
 //! second recovery end in the same state.
 
 use crate::codec::{
-    decode_frame, decode_segment_header, encode_segment_header, FrameKind, SegmentHeader,
-    FRAME_MAGIC, SEGMENT_HEADER_BYTES,
+    decode_frame, decode_segment_header, FrameKind, FRAME_MAGIC, SEGMENT_HEADER_BYTES,
 };
 use crate::error::{Corruption, OpenError};
 use crate::fence::FenceState;
-use crate::segment::{parse_segment_name, segment_name, Segment, Segments};
-use crate::storage::{Storage, StorageFile, LOCK_FILE_NAME};
-use crate::stream::StreamShared;
+use crate::segment::{create_segment, parse_segment_name, segment_name, Segment, Segments};
+use crate::storage::{Storage, LOCK_FILE_NAME};
+use crate::stream::{StreamMap, StreamShared};
 use bytes::Bytes;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// The first group id ever written; 0 is never a group.
 pub const FIRST_GROUP_ID: u64 = 1;
 
-pub type StreamMap = BTreeMap<Box<str>, Arc<StreamShared>>;
-
 /// What was found and done, for the startup log.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecoveryReport {
+    /// Segment files in the log after recovery.
     pub segments: usize,
+    /// Streams rebuilt.
     pub streams: usize,
+    /// Records indexed.
     pub records: u64,
+    /// Frames (batches and fences) replayed.
     pub frames: u64,
+    /// The unsynced tail cut from the last segment, if there was one.
     pub truncated: Option<Truncation>,
     /// A last segment whose header never became durable and was removed.
     pub removed_segment: Option<String>,
@@ -52,19 +54,28 @@ pub struct RecoveryReport {
     pub preallocated_bytes_released: u64,
 }
 
+/// An unsynced tail recovery cut: the incomplete last group of the last
+/// segment, which nobody was told is durable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Truncation {
+    /// The segment file.
     pub file: String,
+    /// Where the cut group started; the file ends here now.
     pub offset: u64,
+    /// Bytes removed.
     pub bytes_cut: u64,
+    /// Why the tail did not decode.
     pub reason: String,
 }
 
+/// A recovered log, ready for the writer.
 pub struct Recovered {
-    pub segments: Segments,
-    pub active_len: u64,
+    pub(crate) segments: Segments,
+    pub(crate) active_len: u64,
+    /// Every stream's durable state and index.
     pub streams: StreamMap,
-    pub next_group_id: u64,
+    pub(crate) next_group_id: u64,
+    /// What recovery found and did.
     pub report: RecoveryReport,
 }
 
@@ -138,6 +149,8 @@ impl Scan {
     }
 }
 
+/// Opens the log in `storage`: verifies, rebuilds, cuts an unsynced tail,
+/// reseals, or refuses (see the module comment for the policy).
 pub fn recover(storage: &dyn Storage) -> Result<Recovered, OpenError> {
     let mut report = RecoveryReport::default();
     let mut indices = Vec::new();
@@ -445,27 +458,6 @@ pub fn recover(storage: &dyn Storage) -> Result<Recovered, OpenError> {
         next_group_id: scan.last_closed_group + 1,
         report,
     })
-}
-
-/// Creates a segment and makes it and its directory entry durable before
-/// anything may depend on it.
-pub fn create_segment(
-    storage: &dyn Storage,
-    index: u64,
-    first_group_id: u64,
-) -> std::io::Result<Arc<dyn StorageFile>> {
-    let name = segment_name(index);
-    let file = storage.create(&name)?;
-    let header = encode_segment_header(&SegmentHeader {
-        segment_index: index,
-        first_group_id,
-    });
-    file.write_all_at(&header, 0)?;
-    file.sync_data()?;
-    if !mutated!(SkipDirSync) {
-        storage.sync_dir()?;
-    }
-    Ok(file)
 }
 
 /// Rewrites the active segment's header and its last group with the bytes

@@ -11,10 +11,10 @@
 use crate::codec::{encode_frame, frame_len, set_last_in_group, FrameKind, FrameSpec};
 use crate::error::{StorageFailure, WriteError};
 use crate::fence::{self, FenceState, Refusal};
-use crate::recovery::create_segment;
-use crate::segment::{segment_name, Segment};
+use crate::locks;
+use crate::segment::{create_segment, segment_name, Segment};
+use crate::shared::Shared;
 use crate::stream::{StreamShared, StreamState};
-use crate::Shared;
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,10 +24,15 @@ use tokio::sync::{mpsc, oneshot};
 /// What a successful append returns.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ack {
+    /// Seq of the batch's first record.
     pub first_seq: u64,
+    /// Seq of the batch's last record.
     pub last_seq: u64,
+    /// The stream's `next_seq` right after the batch.
     pub next_seq: u64,
+    /// The token the batch was accepted with.
     pub fencing_token: u64,
+    /// The timestamp every record of the batch carries (Unix ms).
     pub timestamp_ms: u64,
 }
 
@@ -141,6 +146,25 @@ pub(crate) struct Writer {
     /// space written ahead (see [`crate::config::PREALLOC_BYTES_DEFAULT`]).
     allocated_len: u64,
     buf: Vec<u8>,
+}
+
+/// Starts the writer thread of a freshly recovered log. The thread adopts
+/// the opening thread's mutation switch (see `crate::mutation`).
+pub(crate) fn spawn(
+    shared: Arc<Shared>,
+    rx: mpsc::Receiver<Msg>,
+    next_group_id: u64,
+    active_len: u64,
+) -> std::io::Result<()> {
+    let writer = Writer::new(shared, rx, next_group_id, active_len);
+    let mutation = crate::mutation::inherit();
+    std::thread::Builder::new()
+        .name("fencelog-writer".into())
+        .spawn(move || {
+            crate::mutation::adopt(mutation);
+            writer.run()
+        })
+        .map(drop)
 }
 
 fn now_ms() -> u64 {
@@ -284,7 +308,7 @@ impl Writer {
     }
 
     fn lookup(&self, name: &str) -> Pending {
-        match self.shared.streams.read().unwrap().get(name) {
+        match locks::read(&self.shared.streams).get(name) {
             Some(s) => Pending {
                 fence: s.fence_state(),
                 last_timestamp_ms: s.last_timestamp_ms(),
@@ -462,16 +486,12 @@ impl Writer {
             let p = pending.get_mut(&f.stream).unwrap();
             if p.shared.is_none() {
                 let s = Arc::new(StreamShared::default());
-                self.shared
-                    .streams
-                    .write()
-                    .unwrap()
-                    .insert(f.stream.clone(), s.clone());
+                locks::write(&self.shared.streams).insert(f.stream.clone(), s.clone());
                 p.shared = Some(s);
             }
             if f.kind == FrameKind::Records {
                 let s = p.shared.as_ref().unwrap();
-                s.index.lock().unwrap().push(
+                locks::lock(&s.index).push(
                     f.first_seq,
                     segment,
                     base + f.offset_in_buf as u64,
@@ -520,7 +540,7 @@ impl Writer {
         {
             self.roll()?;
         }
-        let seg = self.shared.segments.read().unwrap().active().clone();
+        let seg = locks::read(&self.shared.segments).active().clone();
         let at = self.active_len;
         seg.file
             .write_all_at(&self.buf, at)
@@ -538,7 +558,7 @@ impl Writer {
     /// The only fsync on the write path. On failure we never retry it: the
     /// kernel may have dropped the pages (see ARCHITECTURE.md).
     fn sync_active(&self) -> Result<(), StorageFailure> {
-        let seg = self.shared.segments.read().unwrap().active().clone();
+        let seg = locks::read(&self.shared.segments).active().clone();
         match seg.file.sync_data() {
             Err(_) if mutated!(IgnoreSyncError) => Ok(()),
             r => r.map_err(|e| StorageFailure::new("fdatasync", &seg.name, &e)),
@@ -580,7 +600,7 @@ impl Writer {
     }
 
     fn roll(&mut self) -> Result<(), StorageFailure> {
-        let old = self.shared.segments.read().unwrap().active().clone();
+        let old = locks::read(&self.shared.segments).active().clone();
         // A sealed segment ends exactly at its last group: recovery refuses
         // anything after that in any segment but the last. Cut the zeros
         // before the next segment exists.
@@ -606,7 +626,7 @@ impl Writer {
         // Sealing is for read speed only; if the map fails, readers keep
         // using positional reads.
         let sealed = old.file.view(self.active_len).ok();
-        let mut segs = self.shared.segments.write().unwrap();
+        let mut segs = locks::write(&self.shared.segments);
         let last = segs.list.last_mut().unwrap();
         last.sealed = sealed;
         segs.list.push(Segment {

@@ -35,10 +35,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 pub struct Rng(u64);
 
 impl Rng {
+    /// A generator that replays the same numbers for the same seed.
     pub fn new(seed: u64) -> Self {
         Rng(seed)
     }
 
+    /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
@@ -64,6 +66,7 @@ impl Rng {
         self.below(den) < num
     }
 
+    /// Overwrites `buf` with random bytes.
     pub fn fill(&mut self, buf: &mut [u8]) {
         for chunk in buf.chunks_mut(8) {
             let v = self.next_u64().to_le_bytes();
@@ -71,6 +74,7 @@ impl Rng {
         }
     }
 
+    /// Puts `v` in a random order (Fisher-Yates).
     pub fn shuffle<T>(&mut self, v: &mut [T]) {
         for i in (1..v.len()).rev() {
             let j = self.below(i as u64 + 1) as usize;
@@ -95,8 +99,11 @@ pub enum FaultKind {
 /// that changes the disk (reads keep working, as they do on a full disk).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fault {
+    /// The number of the call to fail (see [`SimStorage::op_count`]).
     pub at_op: u64,
+    /// How it fails.
     pub kind: FaultKind,
+    /// Whether every later call that changes the disk fails too.
     pub persistent: bool,
 }
 
@@ -457,6 +464,7 @@ impl std::fmt::Debug for SimStorage {
 }
 
 impl SimStorage {
+    /// An empty disk.
     pub fn new() -> Self {
         Self::default()
     }
@@ -489,10 +497,12 @@ impl SimStorage {
         self.lock_state().halted
     }
 
+    /// Arms a fault; it fires when its call number comes up.
     pub fn inject(&self, fault: Fault) {
         self.lock_state().faults.push(fault);
     }
 
+    /// Disarms every fault (the disk is healthy again).
     pub fn clear_faults(&self) {
         self.lock_state().faults.clear();
     }
