@@ -2,8 +2,10 @@
 //!
 //! Everything that decides whether a write may change a stream goes through
 //! [`check_append`] or [`check_fence`], on the writer thread against pending
-//! state and on the caller's side against durable state (the fast path). Keeping
-//! it in one place is what lets us claim every endpoint applies the same rule.
+//! state and on the caller's side against durable state (the fast path);
+//! the writer computes the state after an accepted frame with [`advance`].
+//! Keeping it in one place is what lets us claim every endpoint applies the
+//! same rule.
 
 /// The part of a stream's state the rule looks at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -59,6 +61,18 @@ pub fn check_fence(state: FenceState, token: u64) -> Result<(), Refusal> {
 /// a stream that does not exist yet: the fence creates it.
 pub fn fence_needs_frame(state: FenceState, token: u64, stream_exists: bool) -> bool {
     !stream_exists || token > state.highest_token
+}
+
+/// The state after a frame the rule accepted: its token becomes the
+/// highest, and its records (none for a fence) take the next seqs. The
+/// writer plans with it and recovery replays with it, so the state a
+/// restart rebuilds is the state the writer acknowledged.
+pub fn advance(state: FenceState, token: u64, record_count: u32) -> FenceState {
+    debug_assert!(token >= state.highest_token);
+    FenceState {
+        highest_token: token,
+        next_seq: state.next_seq + record_count as u64,
+    }
 }
 
 fn check_token(state: FenceState, token: u64) -> Result<(), Refusal> {
@@ -133,6 +147,12 @@ mod tests {
             })
         );
         assert_eq!(check_append(st(42, 3), 42, Some(3)), Ok(()));
+    }
+
+    #[test]
+    fn advance_takes_the_token_and_the_next_seqs() {
+        assert_eq!(advance(st(3, 10), 3, 4), st(3, 14));
+        assert_eq!(advance(st(3, 10), 9, 0), st(9, 10));
     }
 
     #[test]
