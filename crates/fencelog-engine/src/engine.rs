@@ -121,7 +121,8 @@ impl Engine {
         self.inner.tx.max_capacity() - self.inner.tx.capacity()
     }
 
-    /// The storage failure that poisoned the engine, if any.
+    /// The storage failure (or writer panic) that poisoned the engine, if
+    /// any.
     pub fn poisoned(&self) -> Option<Arc<StorageFailure>> {
         self.shared().poisoned.get().cloned()
     }

@@ -10,11 +10,15 @@ use std::sync::Arc;
 /// A write or sync that failed. Once one happens the engine is poisoned:
 /// after a failed fsync the kernel may have dropped the dirty pages, so a
 /// retry that succeeds proves nothing about the bytes we care about.
+///
+/// A panic of the writer thread poisons the engine the same way; it is
+/// reported as a failure with `op` `"writer panic"`, no file, and the panic
+/// message, because its group's outcome is just as unknown.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StorageFailure {
     /// What failed: `"write"`, `"fdatasync"`, `"create segment"`, ...
     pub op: &'static str,
-    /// The segment file it failed on.
+    /// The segment file it failed on; empty when no file was involved.
     pub file: String,
     /// The I/O error's kind (`StorageFull` for ENOSPC).
     pub kind: io::ErrorKind,
@@ -44,6 +48,10 @@ impl StorageFailure {
 
 impl fmt::Display for StorageFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.file.is_empty() {
+            // Not an I/O call on a file: a writer panic.
+            return write!(f, "{}: {}", self.op, self.message);
+        }
         write!(f, "{} of {} failed: {}", self.op, self.file, self.message)
     }
 }

@@ -18,7 +18,8 @@ pub(crate) struct Shared {
     pub storage: Arc<dyn Storage>,
     pub streams: RwLock<StreamMap>,
     pub segments: RwLock<Segments>,
-    /// Set once, by the writer, on the first write or sync failure.
+    /// Set once, by the writer, on the first write or sync failure (or
+    /// writer panic).
     pub poisoned: OnceLock<Arc<StorageFailure>>,
     pub shutting_down: AtomicBool,
     /// Streams someone is waiting on; entries live only while waited on, so

@@ -11,8 +11,8 @@
 //! before the sync returns. Requests that queue while a sync runs form the
 //! next group, which is the whole of group commit: no timers.
 //!
-//! A storage failure while committing a group poisons the engine; the
-//! thread keeps running and answers every later request with
+//! A storage failure or a panic while committing a group poisons the
+//! engine; the thread keeps running and answers every later request with
 //! [`WriteError::Poisoned`] until the engine is dropped.
 
 mod collect;
@@ -24,7 +24,7 @@ mod publish;
 pub use protocol::Ack;
 pub(crate) use protocol::{Msg, Op, Request};
 
-use crate::error::WriteError;
+use crate::error::{StorageFailure, WriteError};
 use crate::locks;
 use crate::shared::Shared;
 use crate::stream::StreamShared;
@@ -32,7 +32,9 @@ use collect::{collect, GroupLimits, Linger};
 use persist::Tail;
 use plan::{Durable, Plan};
 use protocol::Answer;
+use std::any::Any;
 use std::collections::VecDeque;
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, oneshot};
@@ -63,8 +65,9 @@ pub(crate) struct Writer {
     tail: Tail,
     /// The group being committed: requests not planned yet...
     requests: VecDeque<Request>,
-    /// ...and the answers of those that are, kept between groups so their
-    /// allocations are reused.
+    /// ...and the answers of those that are. Owned here rather than by
+    /// `commit` so that a panic in the middle leaves every one of them to
+    /// answer (see [`Writer::commit_guarded`]).
     answers: Vec<Answer>,
     /// The group's encoded frames.
     buf: Vec<u8>,
@@ -121,7 +124,7 @@ impl Writer {
             if !self.requests.is_empty() {
                 let answered = self.requests.len();
                 let started = Instant::now();
-                self.commit();
+                self.commit_guarded();
                 linger = Linger {
                     expected: self.rx.len() + answered,
                     last_sync: started.elapsed(),
@@ -159,8 +162,65 @@ impl Writer {
             if self.requests.is_empty() {
                 return;
             }
-            self.commit();
+            self.commit_guarded();
         }
+    }
+
+    /// Commits the group in `self.requests`; a panic poisons the engine
+    /// exactly like a storage failure instead of killing the thread.
+    ///
+    /// Why `AssertUnwindSafe` is sound here, that is, why nothing observes
+    /// a broken invariant after a panic is caught:
+    /// - The writer's own state (`tail`, `next_group_id`, `buf`) may be
+    ///   half updated, but it is never used for writing again: the engine
+    ///   is poisoned before this returns, and `commit` refuses every later
+    ///   group before it plans, writes or publishes anything.
+    /// - The group's requests are either still in `self.requests` (not
+    ///   planned yet) or their answers are in `self.answers` (not sent
+    ///   yet): `plan` moves them one at a time and answers are taken out
+    ///   only to be sent. All of them are failed with `StorageFailed`:
+    ///   outcome unknown, which is the truth whether the panic came before
+    ///   the write, between write and sync, or after the sync.
+    /// - Shared state readers see changes only after the group's sync
+    ///   (`publish` runs after `persist` returned), so whatever was
+    ///   published before the panic point is durable. What was not
+    ///   published yet stays invisible until a reopen recovers it from the
+    ///   log. Each shared structure is changed by single operations that
+    ///   check their assertions before mutating (the stream map insert,
+    ///   `StreamIndex::push`, `StreamShared::publish`, the segment list),
+    ///   so a panic leaves none of them half changed.
+    /// - Locks the panic unwound through are poisoned; every lock in the
+    ///   engine is taken through `crate::locks`, which ignores that, so
+    ///   reads of durable data keep working.
+    ///
+    /// This relies on unwinding: with `panic = "abort"` the process ends
+    /// instead, which loses nothing acknowledged either.
+    fn commit_guarded(&mut self) {
+        if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| self.commit())) {
+            self.poison_after_panic(payload.as_ref());
+        }
+    }
+
+    fn poison_after_panic(&mut self, payload: &(dyn Any + Send)) {
+        let message = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".into());
+        tracing::error!(panic = %message, "the writer panicked; engine poisoned, no further writes until reopened");
+        let failure = Arc::new(StorageFailure {
+            op: "writer panic",
+            file: String::new(),
+            kind: std::io::ErrorKind::Other,
+            message,
+        });
+        let failure = self.shared.poisoned.get_or_init(|| failure).clone();
+        let err = WriteError::StorageFailed(failure);
+        for a in self.answers.drain(..) {
+            a.fail(err.clone());
+        }
+        publish::refuse_all(&mut self.requests, &err);
+        self.shared.wake_all_waiters();
     }
 
     /// One group, phase by phase.

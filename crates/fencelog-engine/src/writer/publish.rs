@@ -20,6 +20,11 @@ use std::sync::Arc;
 /// stream the group looked at publishes its state (`next_seq` last, so a
 /// reader that sees it finds the index entries). Returns the streams to
 /// wake.
+///
+/// A panic in here (see `Mutation::PanicMidGroup`) leaves every structure
+/// consistent: the stream map and the indexes are changed by single
+/// operations that check before they mutate, and a stream whose state is
+/// not published yet shows only what it showed before.
 pub(super) fn publish(
     shared: &Shared,
     mut streams: HashMap<Box<str>, Pending<Arc<StreamShared>>>,
@@ -36,12 +41,14 @@ pub(super) fn publish(
             s
         });
         if f.kind == FrameKind::Records {
-            locks::lock(&s.index).push(
-                f.first_seq,
-                segment,
-                base + f.offset_in_buf as u64,
-                f.count,
-            );
+            let mut index = locks::lock(&s.index);
+            if mutated!(PanicMidGroup) && index.end_seq() > 0 {
+                panic!(
+                    "mutation PanicMidGroup: the writer panics publishing {}",
+                    f.stream
+                );
+            }
+            index.push(f.first_seq, segment, base + f.offset_in_buf as u64, f.count);
         }
     }
     let mut touched = Vec::with_capacity(streams.len());
