@@ -383,6 +383,18 @@ pub fn decode_frame(buf: &[u8]) -> Result<Frame<'_>, DecodeError> {
         return Err(DecodeError::BadRecordCount(header.record_count));
     }
     let records_bytes = &f[FRAME_HEADER_BYTES + name_len..];
+    check_record_layout(records_bytes, count)?;
+    Ok(Frame {
+        header,
+        frame_len: len,
+        name,
+        records_bytes,
+    })
+}
+
+/// Checks that `count` records (u32 body length, body) fill `records_bytes`
+/// exactly, so [`Frame::records`] can slice without checking again.
+fn check_record_layout(records_bytes: &[u8], count: usize) -> Result<(), DecodeError> {
     let mut rest = records_bytes;
     for _ in 0..count {
         if rest.len() < 4 {
@@ -397,12 +409,7 @@ pub fn decode_frame(buf: &[u8]) -> Result<Frame<'_>, DecodeError> {
     if !rest.is_empty() {
         return Err(DecodeError::BadRecordLayout);
     }
-    Ok(Frame {
-        header,
-        frame_len: len,
-        name,
-        records_bytes,
-    })
+    Ok(())
 }
 
 /// The decoded segment header.

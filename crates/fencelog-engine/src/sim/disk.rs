@@ -368,19 +368,7 @@ impl State {
                                 write_into(&mut f.durable, offset, &bytes);
                             }
                         }
-                        Some(r) => {
-                            // Rewriting bytes with the very same bytes cannot
-                            // change them whatever the write's fate: each
-                            // sector ends old or new, and both are equal.
-                            let before = f.durable.clone();
-                            random_fate(r, &mut f.durable, offset, &bytes);
-                            for (i, &b) in bytes.iter().enumerate() {
-                                let at = offset as usize + i;
-                                if before.get(at) == Some(&b) && at < f.durable.len() {
-                                    f.durable[at] = b;
-                                }
-                            }
-                        }
+                        Some(r) => random_fate_of_rewrite(r, &mut f.durable, offset, &bytes),
                     }
                 }
                 _ => unreachable!(),
@@ -404,6 +392,20 @@ impl State {
 }
 
 /// The fate of one unsynced write, chosen at random.
+/// [`random_fate`], except that bytes the write would rewrite with the very
+/// same bytes stay as they are: whatever the write's fate, each sector ends
+/// old or new, and both are equal.
+fn random_fate_of_rewrite(rng: &mut Rng, durable: &mut Vec<u8>, offset: u64, bytes: &[u8]) {
+    let before = durable.clone();
+    random_fate(rng, durable, offset, bytes);
+    for (i, &b) in bytes.iter().enumerate() {
+        let at = offset as usize + i;
+        if before.get(at) == Some(&b) && at < durable.len() {
+            durable[at] = b;
+        }
+    }
+}
+
 fn random_fate(rng: &mut Rng, durable: &mut Vec<u8>, offset: u64, bytes: &[u8]) {
     const SECTOR: usize = 512;
     match rng.below(6) {
