@@ -8,7 +8,7 @@
 
 use bytes::Bytes;
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use fencelog_engine::codec::{decode_frame, encode_frame, frame_len, FrameKind, FrameSpec};
+use fencelog_engine::testing::{decode_frame, encode_frame, frame_len, FrameKind, FrameSpec};
 use fencelog_engine::{Config, Engine, WriteError};
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -43,11 +43,16 @@ use crate::name::{validate_stream_name_bytes, STREAM_NAME_BYTES_MAX};
 use bytes::Bytes;
 use std::fmt;
 
+/// The first 8 bytes of every segment file.
 pub const SEGMENT_MAGIC: [u8; 8] = *b"FENCELOG";
+/// The format version this code writes and reads.
 pub const FORMAT_VERSION: u32 = 1;
+/// Bytes of a segment header; the first frame starts here.
 pub const SEGMENT_HEADER_BYTES: usize = 40;
 
+/// The first 4 bytes of every frame (little-endian), the resync marker.
 pub const FRAME_MAGIC: u32 = 0x4652_4D31;
+/// Bytes of a frame's fixed header, before the stream name.
 pub const FRAME_HEADER_BYTES: usize = 56;
 /// Largest frame the decoder believes. Bounds what a corrupt length field can
 /// make recovery read; the engine's batch limit is capped well below it.
@@ -56,24 +61,35 @@ pub const FRAME_BYTES_MAX: usize = 64 << 20;
 /// packs `record_count - 1` into 12 bits, hence 4096.
 pub const FRAME_RECORDS_MAX: usize = 4096;
 
+/// Flags bit 0: the last frame of its group.
 pub const FLAG_LAST_IN_GROUP: u8 = 1;
 
+/// What a frame carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum FrameKind {
+    /// One append: 1..=4096 records.
     Records = 1,
+    /// A fence: the stream's new highest token, no records.
     Fence = 2,
 }
 
 /// The decoded fixed part of a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FrameHeader {
+    /// Records or fence.
     pub kind: FrameKind,
+    /// The last frame of its group (flags bit 0).
     pub last_in_group: bool,
+    /// The group (one `sync_data`) the frame was written in.
     pub group_id: u64,
+    /// Seq of the first record; for a fence, the stream's `next_seq`.
     pub first_seq: u64,
+    /// The token of the append or fence, at least 1.
     pub fencing_token: u64,
+    /// Unix ms assigned by the writer.
     pub timestamp_ms: u64,
+    /// Records in the frame: 0 for a fence.
     pub record_count: u32,
 }
 
@@ -81,8 +97,11 @@ pub struct FrameHeader {
 /// reads out of a memory map copy nothing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Frame<'a> {
+    /// The fixed part.
     pub header: FrameHeader,
+    /// Bytes of the whole frame, where the next one starts.
     pub frame_len: usize,
+    /// The stream's name, validated like a client's.
     pub name: &'a str,
     records_bytes: &'a [u8],
 }
@@ -104,6 +123,7 @@ impl<'a> Frame<'a> {
     }
 }
 
+/// The record bodies of a [`Frame`], in order.
 pub struct RecordIter<'a> {
     rest: &'a [u8],
     left: u32,
@@ -129,23 +149,38 @@ impl<'a> Iterator for RecordIter<'a> {
 pub enum DecodeError {
     /// Fewer bytes than the header or the declared length needs.
     Truncated {
+        /// Bytes needed.
         needed: usize,
+        /// Bytes there.
         available: usize,
     },
+    /// The magic is not the frame (or segment) magic.
     BadMagic,
+    /// The frame length is outside what the format allows.
     BadLength {
+        /// The length field.
         frame_len: u64,
     },
+    /// The CRC does not match the bytes.
     BadChecksum {
+        /// The CRC in the bytes.
         stored: u32,
+        /// The CRC of the bytes.
         computed: u32,
     },
+    /// An unknown frame kind.
     BadKind(u8),
+    /// Flag bits other than last-in-group.
     BadFlags(u8),
+    /// The stream name is not a valid name.
     BadName(String),
+    /// A record count outside the kind's range.
     BadRecordCount(u32),
+    /// A reserved field is not 0.
     BadReserved,
+    /// A segment header of another format version.
     BadVersion(u32),
+    /// A fencing token of 0.
     ZeroToken,
     /// Record lengths do not add up to the frame length.
     BadRecordLayout,
@@ -180,12 +215,19 @@ impl std::error::Error for DecodeError {}
 /// What a frame will carry, before encoding.
 #[derive(Debug, Clone, Copy)]
 pub struct FrameSpec<'a> {
+    /// Records or fence.
     pub kind: FrameKind,
+    /// Whether it closes its group.
     pub last_in_group: bool,
+    /// The group it belongs to.
     pub group_id: u64,
+    /// Seq of the first record; for a fence, the stream's `next_seq`.
     pub first_seq: u64,
+    /// At least 1.
     pub fencing_token: u64,
+    /// Unix ms.
     pub timestamp_ms: u64,
+    /// A valid stream name.
     pub name: &'a str,
 }
 
@@ -341,6 +383,18 @@ pub fn decode_frame(buf: &[u8]) -> Result<Frame<'_>, DecodeError> {
         return Err(DecodeError::BadRecordCount(header.record_count));
     }
     let records_bytes = &f[FRAME_HEADER_BYTES + name_len..];
+    check_record_layout(records_bytes, count)?;
+    Ok(Frame {
+        header,
+        frame_len: len,
+        name,
+        records_bytes,
+    })
+}
+
+/// Checks that `count` records (u32 body length, body) fill `records_bytes`
+/// exactly, so [`Frame::records`] can slice without checking again.
+fn check_record_layout(records_bytes: &[u8], count: usize) -> Result<(), DecodeError> {
     let mut rest = records_bytes;
     for _ in 0..count {
         if rest.len() < 4 {
@@ -355,18 +409,15 @@ pub fn decode_frame(buf: &[u8]) -> Result<Frame<'_>, DecodeError> {
     if !rest.is_empty() {
         return Err(DecodeError::BadRecordLayout);
     }
-    Ok(Frame {
-        header,
-        frame_len: len,
-        name,
-        records_bytes,
-    })
+    Ok(())
 }
 
 /// The decoded segment header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SegmentHeader {
+    /// Equals the number in the file name.
     pub segment_index: u64,
+    /// The id of the first group written to this segment.
     pub first_group_id: u64,
 }
 
@@ -381,6 +432,7 @@ pub fn encode_segment_header(h: &SegmentHeader) -> [u8; SEGMENT_HEADER_BYTES] {
     out
 }
 
+/// Decodes and checks the segment header at the start of `buf`.
 pub fn decode_segment_header(buf: &[u8]) -> Result<SegmentHeader, DecodeError> {
     if buf.len() < SEGMENT_HEADER_BYTES {
         return Err(DecodeError::Truncated {

@@ -7,9 +7,11 @@ pub const SEGMENT_BYTES_DEFAULT: u64 = 128 << 20;
 /// Segments must keep every frame offset inside the index's 32-bit field;
 /// a group can overshoot the roll size by at most one group.
 pub const SEGMENT_BYTES_LIMIT: u64 = 2 << 30;
+/// Default records per append.
 pub const BATCH_RECORDS_DEFAULT: usize = 1000;
 /// Hard cap from the index's 12-bit record count.
 pub const BATCH_RECORDS_LIMIT: usize = 4096;
+/// Default body bytes per append.
 pub const BATCH_BYTES_DEFAULT: usize = 1 << 20;
 /// Hard cap, well below the decoder's frame bound.
 pub const BATCH_BYTES_LIMIT: usize = 32 << 20;
@@ -34,6 +36,9 @@ pub const GROUP_REQUESTS_LIMIT: usize = 1 << 20;
 /// 166 µs appending vs 133 µs overwriting, means 334 vs 255 µs).
 pub const PREALLOC_BYTES_DEFAULT: u64 = 4 << 20;
 
+/// Every limit the engine enforces. [`Config::default`] holds the
+/// `*_DEFAULT` constants; [`Config::validate`] refuses values past the
+/// `*_LIMIT` caps (the engine checks at open).
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Roll to a new segment once the active one would pass this size.
@@ -42,8 +47,12 @@ pub struct Config {
     pub batch_records_max: usize,
     /// Sum of record body bytes in one append.
     pub batch_bytes_max: usize,
+    /// Requests waiting for the writer; callers beyond it wait for a slot.
     pub queue_depth_max: usize,
+    /// Frame bytes in one group (one `sync_data`); a group can overshoot
+    /// by one frame.
     pub group_bytes_max: usize,
+    /// Requests in one group.
     pub group_requests_max: usize,
     /// How far ahead of the data the active segment is zero-filled; 0 turns
     /// preallocation off.

@@ -10,15 +10,24 @@ use std::sync::Arc;
 /// A write or sync that failed. Once one happens the engine is poisoned:
 /// after a failed fsync the kernel may have dropped the dirty pages, so a
 /// retry that succeeds proves nothing about the bytes we care about.
+///
+/// A panic of the writer thread poisons the engine the same way; it is
+/// reported as a failure with `op` `"writer panic"`, no file, and the panic
+/// message, because its group's outcome is just as unknown.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StorageFailure {
+    /// What failed: `"write"`, `"fdatasync"`, `"create segment"`, ...
     pub op: &'static str,
+    /// The segment file it failed on; empty when no file was involved.
     pub file: String,
+    /// The I/O error's kind (`StorageFull` for ENOSPC).
     pub kind: io::ErrorKind,
+    /// The I/O error's text.
     pub message: String,
 }
 
 impl StorageFailure {
+    /// The failure of `op` on `file` with `err`.
     pub fn new(op: &'static str, file: &str, err: &io::Error) -> Self {
         StorageFailure {
             op,
@@ -39,6 +48,10 @@ impl StorageFailure {
 
 impl fmt::Display for StorageFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.file.is_empty() {
+            // Not an I/O call on a file: a writer panic.
+            return write!(f, "{}: {}", self.op, self.message);
+        }
         write!(f, "{} of {} failed: {}", self.op, self.file, self.message)
     }
 }
@@ -46,8 +59,11 @@ impl fmt::Display for StorageFailure {
 /// Bytes on disk that are not what we wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Corruption {
+    /// The segment file holding the damage.
     pub file: String,
+    /// Byte offset of the damaged header or frame in that file.
     pub offset: u64,
+    /// What is wrong, e.g. a checksum mismatch or a seq gap.
     pub reason: String,
 }
 
@@ -66,9 +82,17 @@ impl std::error::Error for Corruption {}
 /// Why the engine did not open.
 #[derive(Debug)]
 pub enum OpenError {
+    /// A [`crate::Config`] value past its hard cap.
     Config(String),
+    /// The log holds damage recovery must not cut; nothing was changed.
     Corrupt(Corruption),
-    Io { context: String, source: io::Error },
+    /// The storage failed while recovery read, cut or resealed it.
+    Io {
+        /// What recovery was doing.
+        context: String,
+        /// The I/O error.
+        source: io::Error,
+    },
 }
 
 impl fmt::Display for OpenError {
@@ -95,23 +119,35 @@ impl OpenError {
 /// Why an append or fence was not acknowledged.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WriteError {
+    /// The stream name breaks [`crate::validate_stream_name`].
     InvalidStreamName(NameError),
     /// Token 0 is the floor, never a token.
     ZeroToken,
+    /// An append without records.
     EmptyBatch,
+    /// The batch is over a [`crate::Config`] limit.
     TooLarge {
+        /// Which limit: `"records in the batch"` or `"bytes in the batch"`.
         what: &'static str,
+        /// The limit.
         limit: u64,
+        /// What the batch has.
         actual: u64,
     },
     /// The definite "you lost ownership" answer; explained by durable state.
     StaleToken {
+        /// The token the request carried.
         presented: u64,
+        /// The stream's highest accepted token, which is durable.
         highest: u64,
+        /// The stream's `next_seq` at the time.
         next_seq: u64,
     },
+    /// `match_seq_num` was given and is not the stream's `next_seq`.
     SeqMismatch {
+        /// The `match_seq_num` the request carried.
         expected: u64,
+        /// The stream's `next_seq`.
         next_seq: u64,
     },
     /// The group carrying this request failed to write or sync. Its outcome
@@ -120,6 +156,7 @@ pub enum WriteError {
     StorageFailed(Arc<StorageFailure>),
     /// An earlier storage failure poisoned the engine; nothing was attempted.
     Poisoned(Arc<StorageFailure>),
+    /// [`crate::Engine::shutdown`] has begun; nothing was attempted.
     ShuttingDown,
 }
 
@@ -162,15 +199,20 @@ impl std::error::Error for WriteError {}
 /// Why a read failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReadError {
+    /// The stream name breaks [`crate::validate_stream_name`].
     InvalidStreamName(NameError),
+    /// No such stream: nothing was ever appended or fenced on it.
     NotFound,
     /// `start_seq` is past the stream's durable tail.
     OutOfRange {
+        /// The requested start.
         start_seq: u64,
+        /// The stream's durable `next_seq`.
         next_seq: u64,
     },
     /// A durable frame failed its checksum on the way out: never served.
     Corrupt(Corruption),
+    /// Reading the segment failed.
     Io(String),
 }
 

@@ -7,6 +7,11 @@
 use crate::codec::{
     decode_frame, decode_segment_header, encode_frame, encode_segment_header, FrameKind, FrameSpec,
 };
+use crate::sim::{Resolution, SimStorage};
+use crate::{Config, Engine, WriteError};
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::sync::Arc;
 
 /// The frame decoder never panics, and whatever decodes re-encodes to the
 /// very same bytes (so decoding loses nothing and accepts no slack).
@@ -47,7 +52,6 @@ pub fn recovery(data: &[u8]) {
     use crate::codec::SegmentHeader;
     use crate::recovery::{recover, FIRST_GROUP_ID};
     use crate::segment::segment_name;
-    use crate::sim::SimStorage;
 
     let Some((&mode, rest)) = data.split_first() else {
         return;
@@ -76,7 +80,7 @@ pub fn recovery(data: &[u8]) {
         return;
     };
     for (name, stream) in &recovered.streams {
-        let index = stream.index.lock().unwrap();
+        let index = crate::locks::lock(&stream.index);
         let mut cur = index.find(0);
         let mut expected_seq = 0;
         while let Some((i, loc)) = cur {
@@ -105,20 +109,15 @@ pub fn recovery(data: &[u8]) {
     }
 }
 
+/// Per stream: acknowledged bodies by seq (None where the seq holds a
+/// record nobody saw acknowledged), and the highest acknowledged token.
+type Model = HashMap<&'static str, (Vec<Option<Vec<u8>>>, u64)>;
+
 /// Operation sequences against an in-memory reference model, with crashes
 /// (simulated power loss) in between: whatever was acknowledged survives,
 /// seqs stay dense, the highest token never goes down, and a stale token is
 /// always refused.
 pub fn ops_model(data: &[u8]) {
-    use crate::sim::{Resolution, SimStorage};
-    use crate::{Config, Engine, WriteError};
-    use bytes::Bytes;
-    use std::collections::HashMap;
-    use std::sync::Arc;
-
-    /// Per stream: acknowledged bodies by seq (None where the seq holds a
-    /// record nobody saw acknowledged), and the highest acknowledged token.
-    type Model = HashMap<&'static str, (Vec<Option<Vec<u8>>>, u64)>;
     /// Bounds the work one input can cause.
     const OPS_MAX: usize = 64;
     const STREAMS: [&str; 2] = ["a", "b"];
@@ -128,19 +127,9 @@ pub fn ops_model(data: &[u8]) {
         .build()
         .expect("runtime");
     let sim = SimStorage::new();
-    let open = |sim: &SimStorage| {
-        Engine::open_storage(
-            Arc::new(sim.clone()),
-            Config {
-                segment_bytes_max: 4096,
-                ..Config::default()
-            },
-        )
-        .expect("a log written by the engine and crashed must reopen")
-    };
     let mut acked: Model = HashMap::new();
     rt.block_on(async {
-        let mut engine = open(&sim);
+        let mut engine = open_model_engine(&sim);
         for (n, chunk) in data.chunks(3).take(OPS_MAX).enumerate() {
             let [op, x, y] = [
                 chunk[0],
@@ -150,34 +139,7 @@ pub fn ops_model(data: &[u8]) {
             let stream = STREAMS[(op as usize >> 4) & 1];
             let token = 1 + (x % 8) as u64;
             match op % 4 {
-                0 | 1 => {
-                    let count = 1 + (y % 3) as usize;
-                    let bodies: Vec<Bytes> = (0..count)
-                        .map(|k| Bytes::from(format!("{n}:{k}:{}", "x".repeat(y as usize))))
-                        .collect();
-                    let highest = acked.get(stream).map(|a| a.1).unwrap_or(0);
-                    match engine.append(stream, token, bodies.clone(), None).await {
-                        Ok(ack) => {
-                            assert!(
-                                token >= highest,
-                                "stale token {token} accepted over {highest}"
-                            );
-                            let entry = acked.entry(stream).or_default();
-                            let seqs = &mut entry.0;
-                            if seqs.len() < ack.next_seq as usize {
-                                seqs.resize(ack.next_seq as usize, None);
-                            }
-                            for (k, b) in bodies.iter().enumerate() {
-                                seqs[ack.first_seq as usize + k] = Some(b.to_vec());
-                            }
-                            entry.1 = entry.1.max(token);
-                        }
-                        Err(WriteError::StaleToken { highest: h, .. }) => {
-                            assert!(token < h, "token {token} refused as stale under {h}");
-                        }
-                        Err(e) => panic!("unexpected append error {e}"),
-                    }
-                }
+                0 | 1 => model_append(&engine, &mut acked, stream, token, n, y).await,
                 2 => match engine.fence(stream, token).await {
                     Ok(state) => {
                         assert!(state.highest_token >= token);
@@ -195,36 +157,85 @@ pub fn ops_model(data: &[u8]) {
                     };
                     drop(engine);
                     sim.crash(resolution);
-                    engine = open(&sim);
+                    engine = open_model_engine(&sim);
                 }
             }
-            check(&engine, &acked);
+            check_model(&engine, &acked);
         }
     });
+}
 
-    fn check(engine: &Engine, acked: &Model) {
-        for (stream, (seqs, highest)) in acked {
-            let state = engine.state(stream).expect("acknowledged stream exists");
+fn open_model_engine(sim: &SimStorage) -> Engine {
+    Engine::open_storage(
+        Arc::new(sim.clone()),
+        Config {
+            segment_bytes_max: 4096,
+            ..Config::default()
+        },
+    )
+    .expect("a log written by the engine and crashed must reopen")
+}
+
+/// Operation `n`: appends 1..=3 records (sized by `y`) and records what
+/// was acknowledged.
+async fn model_append(
+    engine: &Engine,
+    acked: &mut Model,
+    stream: &'static str,
+    token: u64,
+    n: usize,
+    y: u8,
+) {
+    let count = 1 + (y % 3) as usize;
+    let bodies: Vec<Bytes> = (0..count)
+        .map(|k| Bytes::from(format!("{n}:{k}:{}", "x".repeat(y as usize))))
+        .collect();
+    let highest = acked.get(stream).map(|a| a.1).unwrap_or(0);
+    match engine.append(stream, token, bodies.clone(), None).await {
+        Ok(ack) => {
             assert!(
-                state.highest_token >= *highest,
-                "highest token went down in {stream}"
+                token >= highest,
+                "stale token {token} accepted over {highest}"
             );
-            assert!(
-                state.next_seq >= seqs.len() as u64,
-                "acknowledged seqs lost in {stream}"
-            );
-            let read = engine
-                .read(stream, 0, usize::MAX, usize::MAX)
-                .expect("read");
-            assert_eq!(
-                read.records.len() as u64,
-                state.next_seq,
-                "seqs not dense in {stream}"
-            );
-            for (seq, body) in seqs.iter().enumerate() {
-                if let Some(body) = body {
-                    assert_eq!(&read.records[seq].body[..], &body[..], "{stream} seq {seq}");
-                }
+            let entry = acked.entry(stream).or_default();
+            let seqs = &mut entry.0;
+            if seqs.len() < ack.next_seq as usize {
+                seqs.resize(ack.next_seq as usize, None);
+            }
+            for (k, b) in bodies.iter().enumerate() {
+                seqs[ack.first_seq as usize + k] = Some(b.to_vec());
+            }
+            entry.1 = entry.1.max(token);
+        }
+        Err(WriteError::StaleToken { highest: h, .. }) => {
+            assert!(token < h, "token {token} refused as stale under {h}");
+        }
+        Err(e) => panic!("unexpected append error {e}"),
+    }
+}
+
+fn check_model(engine: &Engine, acked: &Model) {
+    for (stream, (seqs, highest)) in acked {
+        let state = engine.state(stream).expect("acknowledged stream exists");
+        assert!(
+            state.highest_token >= *highest,
+            "highest token went down in {stream}"
+        );
+        assert!(
+            state.next_seq >= seqs.len() as u64,
+            "acknowledged seqs lost in {stream}"
+        );
+        let read = engine
+            .read(stream, 0, usize::MAX, usize::MAX)
+            .expect("read");
+        assert_eq!(
+            read.records.len() as u64,
+            state.next_seq,
+            "seqs not dense in {stream}"
+        );
+        for (seq, body) in seqs.iter().enumerate() {
+            if let Some(body) = body {
+                assert_eq!(&read.records[seq].body[..], &body[..], "{stream} seq {seq}");
             }
         }
     }

@@ -49,15 +49,14 @@ impl Entries {
         }
     }
 
+    /// Changes `self` in place, never through a moved-out state, so no
+    /// point inside can leave the entries half gone.
     fn push(&mut self, e: u64) {
-        *self = match std::mem::take(self) {
-            Entries::Empty => Entries::One(e),
-            Entries::One(first) => Entries::Many(vec![first, e]),
-            Entries::Many(mut v) => {
-                v.push(e);
-                Entries::Many(v)
-            }
-        };
+        match self {
+            Entries::Empty => *self = Entries::One(e),
+            Entries::One(first) => *self = Entries::Many(vec![*first, e]),
+            Entries::Many(v) => v.push(e),
+        }
     }
 }
 
@@ -96,20 +95,26 @@ fn unpack(e: u64) -> (u64, u64, u32) {
 
 impl StreamIndex {
     /// Records a batch frame. Frames must arrive in seq order without gaps.
+    ///
+    /// Every check comes before the first change, so a push that panics
+    /// leaves the index as it was: the writer's panic handling relies on
+    /// that (readers keep using the index afterwards).
     pub fn push(&mut self, first_seq: u64, segment: u64, offset: u64, count: u32) {
         let len = self.entries.as_slice().len();
+        if len > 0 {
+            assert_eq!(first_seq, self.end_seq(), "index gap");
+        }
+        let entry = pack(segment, offset, count);
         if len == 0 {
             self.base_seq = first_seq;
-        } else {
-            assert_eq!(first_seq, self.end_seq, "index gap");
-            if len.is_multiple_of(CHECKPOINT_FRAMES) {
-                self.checkpoints.push(first_seq);
-            }
+        } else if len.is_multiple_of(CHECKPOINT_FRAMES) {
+            self.checkpoints.push(first_seq);
         }
-        self.entries.push(pack(segment, offset, count));
+        self.entries.push(entry);
         self.end_seq = first_seq + count as u64;
     }
 
+    /// The seq after the last indexed record.
     pub fn end_seq(&self) -> u64 {
         self.end_seq
     }
@@ -160,6 +165,7 @@ impl StreamIndex {
     }
 
     /// Heap bytes held, for memory accounting.
+    #[cfg(test)]
     pub fn heap_bytes(&self) -> usize {
         let entries = match &self.entries {
             Entries::Many(v) => v.capacity(),
@@ -256,5 +262,34 @@ mod tests {
         let mut idx = StreamIndex::default();
         idx.push(0, 0, 0, 1);
         idx.push(2, 0, 0, 1);
+    }
+
+    /// A push that panics changes nothing: readers go on using the index
+    /// after a writer panic (see `writer::Writer::commit_guarded`).
+    #[test]
+    fn a_refused_push_leaves_the_index_as_it_was() {
+        let mut idx = StreamIndex::default();
+        for i in 0..64u64 {
+            idx.push(i, 0, 40 + i, 1);
+        }
+        let refused = [
+            (65, 0, 0, 1),                     // gap
+            (64, SEGMENT_INDEX_MAX + 1, 0, 1), // segment out of range
+            (64, 0, FRAME_OFFSET_MAX + 1, 1),  // offset out of range
+            (64, 0, 0, 0),                     // no records
+        ];
+        for (first_seq, segment, offset, count) in refused {
+            let pushed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                idx.push(first_seq, segment, offset, count)
+            }));
+            assert!(pushed.is_err());
+            assert_eq!(idx.end_seq(), 64);
+            assert!(idx.checkpoints.is_empty());
+            assert_eq!(idx.find(64), None);
+            assert_eq!(idx.find(63).unwrap().1.offset, 40 + 63);
+        }
+        idx.push(64, 1, 7, 1);
+        assert_eq!(idx.checkpoints, vec![64]);
+        assert_eq!(idx.find(64).unwrap().1.segment, 1);
     }
 }

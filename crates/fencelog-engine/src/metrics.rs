@@ -8,17 +8,32 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicI64;
 
+/// The engine's metrics, registered under the `fencelog_` prefix; the
+/// help text of each is in [`Metrics::default`].
 pub struct Metrics {
+    /// Every metric below, for [`Metrics::encode`].
     pub registry: Registry,
+    /// Appends acknowledged as durable.
     pub appends_accepted: Counter,
+    /// Fences acknowledged as durable (re-fences that wrote nothing do
+    /// not count).
     pub fences_accepted: Counter,
+    /// Records made durable.
     pub records_written: Counter,
+    /// Frame bytes made durable.
     pub bytes_written: Counter,
+    /// Writes refused for a stale fencing token, on the fast path or by the
+    /// writer.
     pub stale_rejections: Counter,
+    /// Appends refused because `match_seq_num` differed.
     pub seq_mismatches: Counter,
+    /// Groups committed, one `sync_data` each.
     pub groups_committed: Counter,
+    /// Latency of each group's write and `sync_data`.
     pub fsync_seconds: Histogram,
+    /// Records per committed group.
     pub group_records: Histogram,
+    /// Requests waiting for the writer when it last took a group.
     pub queue_depth: Gauge<i64, AtomicI64>,
 }
 

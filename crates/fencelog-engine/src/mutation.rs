@@ -50,6 +50,7 @@ mod imp {
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     #[repr(u8)]
     pub enum Mutation {
+        /// No deliberate bug: the engine as shipped.
         None = 0,
         /// The writer answers a group before its `sync_data` (and syncs after).
         AckBeforeSync,
@@ -64,6 +65,12 @@ mod imp {
         FenceOnlyInMemory,
         /// The writer publishes a group to readers before its `sync_data`.
         ServeUnsynced,
+        /// The writer panics while publishing a group, holding the index
+        /// lock of a stream that already has indexed (acknowledged) frames.
+        /// Not a durability bug but a crash of the writer thread: the
+        /// engine must poison itself as on a storage failure, keep
+        /// answering, and keep serving reads of that stream.
+        PanicMidGroup,
     }
 
     thread_local! {

@@ -13,15 +13,21 @@ pub const STREAM_NAME_BYTES_MAX: usize = 255;
 /// Why a stream name was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NameError {
+    /// The empty string.
     Empty,
+    /// More than 255 bytes.
     TooLong {
+        /// The name's length in bytes.
         len: usize,
     },
     /// `.` and `..` are refused even though names never become paths, so a
     /// name can be pasted into a URL path segment without surprises.
     DotName,
+    /// A byte outside `[A-Za-z0-9._:-]`.
     BadChar {
+        /// Where the first such byte is.
         index: usize,
+        /// The byte.
         byte: u8,
     },
 }

@@ -1,6 +1,7 @@
 //! Segment files: naming, and the in-memory list readers look frames up in.
 
-use crate::storage::StorageFile;
+use crate::codec::{encode_segment_header, SegmentHeader};
+use crate::storage::{Storage, StorageFile};
 use bytes::Bytes;
 use std::sync::Arc;
 
@@ -8,6 +9,7 @@ use std::sync::Arc;
 const SEGMENT_NAME_DIGITS: usize = 20;
 const SEGMENT_SUFFIX: &str = ".seg";
 
+/// The file name of segment `index`: 20 digits and `.seg`.
 pub fn segment_name(index: u64) -> String {
     format!(
         "{index:0width$}{SEGMENT_SUFFIX}",
@@ -50,6 +52,27 @@ impl Segments {
     pub fn active(&self) -> &Segment {
         self.list.last().expect("there is always an active segment")
     }
+}
+
+/// Creates a segment and makes it and its directory entry durable before
+/// anything may depend on it.
+pub fn create_segment(
+    storage: &dyn Storage,
+    index: u64,
+    first_group_id: u64,
+) -> std::io::Result<Arc<dyn StorageFile>> {
+    let name = segment_name(index);
+    let file = storage.create(&name)?;
+    let header = encode_segment_header(&SegmentHeader {
+        segment_index: index,
+        first_group_id,
+    });
+    file.write_all_at(&header, 0)?;
+    file.sync_data()?;
+    if !mutated!(SkipDirSync) {
+        storage.sync_dir()?;
+    }
+    Ok(file)
 }
 
 #[cfg(test)]

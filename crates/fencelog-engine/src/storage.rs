@@ -33,6 +33,7 @@ pub trait Storage: Send + Sync + 'static {
 /// One file of a [`Storage`].
 #[allow(clippy::len_without_is_empty)] // a file's length is an I/O result, not a property
 pub trait StorageFile: Send + Sync {
+    /// The file's current length in bytes.
     fn len(&self) -> io::Result<u64>;
     /// Reads exactly `buf.len()` bytes at `offset` (error if past the end).
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
@@ -68,6 +69,7 @@ impl DirStorage {
         })
     }
 
+    /// The directory.
     pub fn path(&self) -> &Path {
         &self.dir
     }
@@ -141,7 +143,7 @@ impl Storage for DirStorage {
             }
             Err(fs::TryLockError::Error(e)) => return Err(e),
         }
-        *self.lock_file.lock().unwrap() = Some(file);
+        *crate::locks::lock(&self.lock_file) = Some(file);
         Ok(())
     }
 }

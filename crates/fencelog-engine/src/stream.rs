@@ -4,9 +4,15 @@
 
 use crate::fence::FenceState;
 use crate::index::StreamIndex;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
+/// Every stream by name, ordered so listing by prefix is a range scan.
+pub type StreamMap = BTreeMap<Box<str>, Arc<StreamShared>>;
+
+/// A stream's durable state: what the writer published after a group's
+/// sync, or recovery after the scan.
 #[derive(Debug, Default)]
 pub struct StreamShared {
     highest_token: AtomicU64,
@@ -18,48 +24,57 @@ pub struct StreamShared {
     /// A mutex, not a read-write lock: both sides hold it only to push one
     /// entry or to collect a read's frame locations, and it is 8 bytes
     /// smaller on a struct there is one of per stream.
-    pub index: Mutex<StreamIndex>,
+    pub(crate) index: Mutex<StreamIndex>,
 }
 
 /// A snapshot of a stream's durable state.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StreamState {
+    /// The stream's name.
     pub stream: String,
     /// 0 until trimming exists.
     pub first_seq: u64,
+    /// The seq the next record will get: every seq below it is durable.
     pub next_seq: u64,
+    /// The highest fencing token ever accepted, durably.
     pub highest_token: u64,
     /// Timestamp of the last record; 0 when the stream has none.
     pub last_timestamp_ms: u64,
 }
 
 impl StreamShared {
-    pub fn with_index(index: StreamIndex) -> Self {
+    /// A stream whose index recovery has built; nothing published yet.
+    pub(crate) fn with_index(index: StreamIndex) -> Self {
         StreamShared {
             index: Mutex::new(index),
             ..Default::default()
         }
     }
 
-    pub fn fence_state(&self) -> FenceState {
+    /// The durable state the fencing rule looks at.
+    pub(crate) fn fence_state(&self) -> FenceState {
         FenceState {
             highest_token: self.highest_token.load(Ordering::Acquire),
             next_seq: self.next_seq.load(Ordering::Acquire),
         }
     }
 
+    /// The highest fencing token ever accepted.
     pub fn highest_token(&self) -> u64 {
         self.highest_token.load(Ordering::Acquire)
     }
 
+    /// The seq the next record will get.
     pub fn next_seq(&self) -> u64 {
         self.next_seq.load(Ordering::Acquire)
     }
 
+    /// The timestamp of the last record; 0 when there is none.
     pub fn last_timestamp_ms(&self) -> u64 {
         self.last_timestamp_ms.load(Ordering::Acquire)
     }
 
+    /// All of it at once, named `name`.
     pub fn snapshot(&self, name: &str) -> StreamState {
         StreamState {
             stream: name.to_string(),

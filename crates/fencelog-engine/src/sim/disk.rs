@@ -35,10 +35,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 pub struct Rng(u64);
 
 impl Rng {
+    /// A generator that replays the same numbers for the same seed.
     pub fn new(seed: u64) -> Self {
         Rng(seed)
     }
 
+    /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
@@ -64,6 +66,7 @@ impl Rng {
         self.below(den) < num
     }
 
+    /// Overwrites `buf` with random bytes.
     pub fn fill(&mut self, buf: &mut [u8]) {
         for chunk in buf.chunks_mut(8) {
             let v = self.next_u64().to_le_bytes();
@@ -71,6 +74,7 @@ impl Rng {
         }
     }
 
+    /// Puts `v` in a random order (Fisher-Yates).
     pub fn shuffle<T>(&mut self, v: &mut [T]) {
         for i in (1..v.len()).rev() {
             let j = self.below(i as u64 + 1) as usize;
@@ -95,8 +99,11 @@ pub enum FaultKind {
 /// that changes the disk (reads keep working, as they do on a full disk).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fault {
+    /// The number of the call to fail (see [`SimStorage::op_count`]).
     pub at_op: u64,
+    /// How it fails.
     pub kind: FaultKind,
+    /// Whether every later call that changes the disk fails too.
     pub persistent: bool,
 }
 
@@ -361,19 +368,7 @@ impl State {
                                 write_into(&mut f.durable, offset, &bytes);
                             }
                         }
-                        Some(r) => {
-                            // Rewriting bytes with the very same bytes cannot
-                            // change them whatever the write's fate: each
-                            // sector ends old or new, and both are equal.
-                            let before = f.durable.clone();
-                            random_fate(r, &mut f.durable, offset, &bytes);
-                            for (i, &b) in bytes.iter().enumerate() {
-                                let at = offset as usize + i;
-                                if before.get(at) == Some(&b) && at < f.durable.len() {
-                                    f.durable[at] = b;
-                                }
-                            }
-                        }
+                        Some(r) => random_fate_of_rewrite(r, &mut f.durable, offset, &bytes),
                     }
                 }
                 _ => unreachable!(),
@@ -397,6 +392,20 @@ impl State {
 }
 
 /// The fate of one unsynced write, chosen at random.
+/// [`random_fate`], except that bytes the write would rewrite with the very
+/// same bytes stay as they are: whatever the write's fate, each sector ends
+/// old or new, and both are equal.
+fn random_fate_of_rewrite(rng: &mut Rng, durable: &mut Vec<u8>, offset: u64, bytes: &[u8]) {
+    let before = durable.clone();
+    random_fate(rng, durable, offset, bytes);
+    for (i, &b) in bytes.iter().enumerate() {
+        let at = offset as usize + i;
+        if before.get(at) == Some(&b) && at < durable.len() {
+            durable[at] = b;
+        }
+    }
+}
+
 fn random_fate(rng: &mut Rng, durable: &mut Vec<u8>, offset: u64, bytes: &[u8]) {
     const SECTOR: usize = 512;
     match rng.below(6) {
@@ -457,6 +466,7 @@ impl std::fmt::Debug for SimStorage {
 }
 
 impl SimStorage {
+    /// An empty disk.
     pub fn new() -> Self {
         Self::default()
     }
@@ -489,10 +499,12 @@ impl SimStorage {
         self.lock_state().halted
     }
 
+    /// Arms a fault; it fires when its call number comes up.
     pub fn inject(&self, fault: Fault) {
         self.lock_state().faults.push(fault);
     }
 
+    /// Disarms every fault (the disk is healthy again).
     pub fn clear_faults(&self) {
         self.lock_state().faults.clear();
     }

@@ -10,11 +10,17 @@ use std::sync::Arc;
 /// A call that changes the disk, as a [`HookedStorage`] hook sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HookedCall {
+    /// [`StorageFile::write_all_at`].
     Write,
+    /// [`StorageFile::sync_data`].
     SyncData,
+    /// [`StorageFile::truncate`].
     Truncate,
+    /// [`Storage::create`].
     Create,
+    /// [`Storage::remove`].
     Remove,
+    /// [`Storage::sync_dir`].
     SyncDir,
 }
 
@@ -30,6 +36,8 @@ pub struct HookedStorage<S> {
 }
 
 impl<S: Storage> HookedStorage<S> {
+    /// `inner` with `hook` run before every call that changes the disk; an
+    /// error from the hook is the call's result.
     pub fn new(
         inner: S,
         hook: impl Fn(HookedCall) -> io::Result<()> + Send + Sync + 'static,

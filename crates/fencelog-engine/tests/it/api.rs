@@ -3,7 +3,7 @@
 
 use crate::support::gate::{bodies, open_controlled, poll_once, recs};
 use bytes::Bytes;
-use fencelog_engine::name::NameError;
+use fencelog_engine::NameError;
 use fencelog_engine::{Config, Engine, ReadError, WriteError};
 use std::path::Path;
 use std::time::{Duration, Instant};

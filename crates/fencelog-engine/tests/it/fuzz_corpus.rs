@@ -42,7 +42,7 @@ fn ops_model_corpus() {
 /// code.
 #[test]
 fn documented_layout_matches_the_decoder() {
-    use fencelog_engine::codec::{decode_frame, decode_segment_header, FrameKind};
+    use fencelog_engine::testing::{decode_frame, decode_segment_header, FrameKind};
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/frame_decoder");
     let one = std::fs::read(dir.join("records_one")).unwrap();
     let f = decode_frame(&one).unwrap();
@@ -71,9 +71,8 @@ fn documented_layout_matches_the_decoder() {
 /// both streams it holds, so the target is not just bouncing off headers.
 #[test]
 fn recovery_seed_rebuilds_its_streams() {
-    use fencelog_engine::recovery::recover;
-    use fencelog_engine::segment::segment_name;
     use fencelog_engine::sim::SimStorage;
+    use fencelog_engine::testing::{recover, segment_name};
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/recovery");
     let seed = std::fs::read(dir.join("whole_segment")).unwrap();
     let sim = SimStorage::new();

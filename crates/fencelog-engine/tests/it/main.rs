@@ -21,3 +21,5 @@ mod poison;
 mod protocol_sim;
 mod recovery;
 mod restart;
+#[cfg(feature = "mutations")]
+mod writer_panic;

@@ -109,6 +109,17 @@ fn serving_unsynced_records_is_caught() {
     assert_caught(m, with_mutation(m, || fault_points(&fault_suite())));
 }
 
+/// A writer that panics poisons the engine (issue 9 §4), so it loses no
+/// acknowledged write, but it refuses writes the disk never failed: the
+/// crash suite's check that writes succeed after every recovery notices.
+/// (The protocol simulation models exactly this as a storage fault and
+/// must keep holding; see `writer_panic.rs`.)
+#[test]
+fn a_panicking_writer_is_caught() {
+    let m = Mutation::PanicMidGroup;
+    assert_caught(m, with_mutation(m, || crash_points(&crash_suite())));
+}
+
 /// Tests of the test: with a deliberate durability bug switched on, some
 /// seed among the first few dozen must produce a violation.
 fn assert_sim_catches(m: Mutation) {

@@ -5,8 +5,8 @@
 //! what was acknowledged.
 
 use super::*;
-use fencelog_engine::codec::{decode_frame, SEGMENT_HEADER_BYTES};
 use fencelog_engine::sim::Resolution;
+use fencelog_engine::testing::{decode_frame, SEGMENT_HEADER_BYTES};
 
 #[derive(Debug, Clone)]
 pub struct CorruptionSuite {

@@ -1,0 +1,162 @@
+//! The read path: index lookups under the stream's lock, frame bytes from
+//! a memory map (sealed segments) or positional reads (the active one), and
+//! a checksum verified again before anything is served. Readers only ever
+//! see published state, which the writer publishes after the sync, so
+//! nothing here can show a record before it is durable.
+
+use crate::codec::{decode_frame, frame_bodies, peek_frame_len};
+use crate::error::{Corruption, ReadError};
+use crate::index::FrameLoc;
+use crate::locks;
+use crate::name::validate_stream_name;
+use crate::shared::Shared;
+use crate::stream::StreamShared;
+use bytes::Bytes;
+
+/// One record as a reader sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// Its place in the stream: seqs run from 0 without gaps.
+    pub seq: u64,
+    /// The token of the append that wrote it.
+    pub fencing_token: u64,
+    /// When the writer committed it (Unix ms, never decreasing per stream).
+    pub timestamp_ms: u64,
+    /// A zero-copy slice of the segment where the segment is memory-mapped.
+    pub body: Bytes,
+}
+
+/// The answer to a read: durable records from `start_seq` on, and the
+/// stream's durable `next_seq` at the time of the read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadBatch {
+    /// In seq order, contiguous from the requested `start_seq`.
+    pub records: Vec<Record>,
+    /// The stream's durable `next_seq` when the read started.
+    pub next_seq: u64,
+}
+
+/// See [`crate::Engine::read`].
+pub(crate) fn read(
+    shared: &Shared,
+    stream: &str,
+    start_seq: u64,
+    max_records: usize,
+    max_bytes: usize,
+) -> Result<ReadBatch, ReadError> {
+    validate_stream_name(stream).map_err(ReadError::InvalidStreamName)?;
+    let s = shared.stream(stream).ok_or(ReadError::NotFound)?;
+    let next_seq = s.next_seq();
+    if start_seq > next_seq {
+        return Err(ReadError::OutOfRange {
+            start_seq,
+            next_seq,
+        });
+    }
+    let mut records = Vec::new();
+    if start_seq == next_seq || max_records == 0 {
+        return Ok(ReadBatch { records, next_seq });
+    }
+    let locs = frame_locs(&s, start_seq, next_seq, max_records);
+    let mut bytes = 0usize;
+    'frames: for loc in locs {
+        let (buf, start, file) = frame_bytes(shared, &loc)?;
+        let frame = decode_frame(&buf[start..]).map_err(|e| {
+            ReadError::Corrupt(Corruption {
+                file: file.clone(),
+                offset: loc.offset,
+                reason: e.to_string(),
+            })
+        })?;
+        if frame.name != stream
+            || frame.header.first_seq != loc.first_seq
+            || frame.header.record_count != loc.record_count
+        {
+            return Err(ReadError::Corrupt(Corruption {
+                file,
+                offset: loc.offset,
+                reason: format!(
+                    "index points at a frame of {} seq {}, wanted {stream} seq {}",
+                    frame.name, frame.header.first_seq, loc.first_seq
+                ),
+            }));
+        }
+        for (k, body) in frame_bodies(&buf, &frame, start).into_iter().enumerate() {
+            let seq = loc.first_seq + k as u64;
+            if seq < start_seq {
+                continue;
+            }
+            if seq >= next_seq
+                || records.len() >= max_records
+                || (!records.is_empty() && bytes + body.len() > max_bytes)
+            {
+                break 'frames;
+            }
+            bytes += body.len();
+            records.push(Record {
+                seq,
+                fencing_token: frame.header.fencing_token,
+                timestamp_ms: frame.header.timestamp_ms,
+                body,
+            });
+        }
+    }
+    Ok(ReadBatch { records, next_seq })
+}
+
+/// The frames holding seqs `start_seq..` below `next_seq`, enough for
+/// `max_records`: collected under the index lock, read without it.
+fn frame_locs(
+    s: &StreamShared,
+    start_seq: u64,
+    next_seq: u64,
+    max_records: usize,
+) -> Vec<FrameLoc> {
+    let mut locs: Vec<FrameLoc> = Vec::new();
+    let idx = locks::lock(&s.index);
+    let mut cur = idx.find(start_seq);
+    let mut covered = 0usize;
+    while let Some((i, loc)) = cur {
+        if loc.first_seq >= next_seq || covered >= max_records {
+            break;
+        }
+        covered += (loc.first_seq + loc.record_count as u64)
+            .saturating_sub(start_seq.max(loc.first_seq)) as usize;
+        locs.push(loc);
+        cur = idx.next_after(i, &loc);
+    }
+    locs
+}
+
+/// The bytes holding the frame at `loc`: a buffer, the frame's start in it,
+/// and the segment's name.
+fn frame_bytes(shared: &Shared, loc: &FrameLoc) -> Result<(Bytes, usize, String), ReadError> {
+    let seg = locks::read(&shared.segments)
+        .get(loc.segment)
+        .cloned()
+        .ok_or_else(|| ReadError::Io(format!("segment {} is not open", loc.segment)))?;
+    let corrupt = |reason: String| {
+        ReadError::Corrupt(Corruption {
+            file: seg.name.clone(),
+            offset: loc.offset,
+            reason,
+        })
+    };
+    if let Some(map) = &seg.sealed {
+        let at = loc.offset as usize;
+        if at >= map.len() {
+            return Err(corrupt("offset past the end of the segment".into()));
+        }
+        return Ok((map.clone(), at, seg.name.clone()));
+    }
+    let mut head = [0u8; 12];
+    seg.file
+        .read_exact_at(&mut head, loc.offset)
+        .map_err(|e| ReadError::Io(format!("reading {}: {e}", seg.name)))?;
+    let len = peek_frame_len(&head).map_err(|e| corrupt(e.to_string()))?;
+    let mut buf = vec![0u8; len];
+    seg.file
+        .read_exact_at(&mut buf, loc.offset)
+        .map_err(|e| ReadError::Io(format!("reading {}: {e}", seg.name)))?;
+    Ok((Bytes::from(buf), 0, seg.name.clone()))
+}

@@ -1,0 +1,152 @@
+//! Deciding the tail: a last segment that stops decoding is either the
+//! unsynced tail of its last group (cut it) or damage in the middle of the
+//! log (refuse). At most one group — the last — can be torn by a crash,
+//! because the writer syncs each group before it writes the next.
+
+use super::scan::Scan;
+use super::{corrupt, RecoveryReport, Truncation};
+use crate::codec::{decode_frame, FRAME_MAGIC};
+use crate::error::OpenError;
+use crate::storage::{Storage, StorageFile};
+
+/// Where to cut the last segment, and why.
+pub(super) struct Cut {
+    pub offset: u64,
+    pub reason: String,
+    /// The bytes from the first bad offset on are all zero, after a
+    /// complete group: the writer's preallocated space, not a torn write.
+    pub zero_tail: bool,
+}
+
+/// The frame at `off` failed to decode with `reason`. Refuses unless it is
+/// in the last segment and no frame of a later group follows it; then the
+/// cut starts at the open group (its earlier frames were never acknowledged
+/// either) or at `off`.
+pub(super) fn decide(
+    scan: &Scan,
+    name: &str,
+    view: &[u8],
+    off: usize,
+    is_last: bool,
+    reason: String,
+) -> Result<Cut, OpenError> {
+    if !is_last && !mutated!(TruncateAnyBadFrame) {
+        return Err(corrupt(name, off as u64, reason));
+    }
+    // The group that may be torn: the open one, or the next.
+    let torn_group = if scan.open_group_start.is_some() {
+        scan.open_group_id
+    } else {
+        scan.last_closed_group + 1
+    };
+    let later =
+        find_frame_after(view, off + 1, torn_group + 1).filter(|_| !mutated!(TruncateAnyBadFrame));
+    if let Some((at, g)) = later {
+        return Err(corrupt(
+            name,
+            off as u64,
+            format!("{reason}; a later complete frame of group {g} at offset {at} shows this is not an unsynced tail"),
+        ));
+    }
+    Ok(Cut {
+        offset: scan.open_group_start.unwrap_or(off as u64),
+        zero_tail: scan.open_group_start.is_none() && view[off..].iter().all(|&b| b == 0),
+        reason,
+    })
+}
+
+/// Every frame decoded but the segment ends inside a group: in the last
+/// segment that group is the torn tail, anywhere else the log is broken.
+pub(super) fn unfinished_group(
+    scan: &Scan,
+    name: &str,
+    len: u64,
+    is_last: bool,
+) -> Result<Option<Cut>, OpenError> {
+    let Some(start) = scan.open_group_start else {
+        return Ok(None);
+    };
+    if !is_last {
+        return Err(corrupt(name, len, "segment ends inside a group"));
+    }
+    Ok(Some(Cut {
+        offset: start,
+        reason: "file ends before the group's last frame".to_string(),
+        zero_tail: false,
+    }))
+}
+
+/// Cuts `file` (`len` bytes) at the cut, syncs it, and reports it. Returns
+/// the new length.
+pub(super) fn cut(
+    file: &dyn StorageFile,
+    name: &str,
+    len: u64,
+    cut: Cut,
+    report: &mut RecoveryReport,
+) -> Result<u64, OpenError> {
+    let Cut {
+        offset,
+        reason,
+        zero_tail,
+    } = cut;
+    file.truncate(offset)
+        .and_then(|()| file.sync_data())
+        .map_err(|e| OpenError::io(format!("truncating {name}"), e))?;
+    if zero_tail {
+        tracing::debug!(file = %name, offset, bytes = len - offset, "released preallocated space");
+        report.preallocated_bytes_released = len - offset;
+    } else {
+        tracing::warn!(file = %name, offset, bytes_cut = len - offset, %reason, "truncated the unsynced tail of the last segment");
+        report.truncated = Some(Truncation {
+            file: name.to_string(),
+            offset,
+            bytes_cut: len - offset,
+            reason,
+        });
+    }
+    Ok(offset)
+}
+
+/// Whether a last segment whose header does not decode may be removed: no
+/// valid frame follows, so the header never became durable and the writer
+/// never put a group there.
+pub(super) fn header_never_synced(view: &[u8], is_last: bool) -> bool {
+    is_last && find_frame_after(view, 0, 0).is_none()
+}
+
+/// Removes such a segment and makes the removal durable.
+pub(super) fn remove_segment(
+    storage: &dyn Storage,
+    name: &str,
+    reason: &str,
+) -> Result<(), OpenError> {
+    storage
+        .remove(name)
+        .map_err(|e| OpenError::io(format!("removing {name}"), e))?;
+    storage
+        .sync_dir()
+        .map_err(|e| OpenError::io("syncing the data directory", e))?;
+    tracing::warn!(file = %name, %reason, "removed a last segment whose header never became durable");
+    Ok(())
+}
+
+/// The first offset at or after `from` holding a frame that decodes and
+/// belongs to group `min_group` or later, if any. Only run on the tail of
+/// the last segment after a decode failure, to tell a torn tail from damage
+/// in the middle.
+fn find_frame_after(view: &[u8], from: usize, min_group: u64) -> Option<(usize, u64)> {
+    let magic = FRAME_MAGIC.to_le_bytes();
+    let mut at = from;
+    while at + 4 <= view.len() {
+        if view[at..at + 4] == magic {
+            if let Ok(f) = decode_frame(&view[at..]) {
+                if f.header.group_id >= min_group {
+                    return Some((at, f.header.group_id));
+                }
+            }
+        }
+        at += 1;
+    }
+    None
+}

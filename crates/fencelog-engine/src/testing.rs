@@ -1,0 +1,13 @@
+//! Engine internals for the engine's own integration suites, its benches
+//! and its fuzz bodies: the codec (to build, decode and damage segment
+//! bytes the way a disk would), recovery run directly on a storage, and
+//! segment file names. Only with the `sim` feature; not part of the API an
+//! embedder uses, and free to change with the format.
+
+pub use crate::codec::{
+    decode_frame, decode_segment_header, encode_frame, frame_len, DecodeError, Frame, FrameHeader,
+    FrameKind, FrameSpec, SegmentHeader, SEGMENT_HEADER_BYTES,
+};
+pub use crate::recovery::{recover, Recovered};
+pub use crate::segment::segment_name;
+pub use crate::stream::StreamShared;
