@@ -2,7 +2,7 @@
 //! pass straight into record `Bytes`, without building a `serde_json::Value`
 //! tree. It only ever says "here is the append" or "I cannot tell": any
 //! input it does not accept goes to the `Value` parser in
-//! [`crate::records`], which owns every error message. So it must accept a
+//! [`crate::json_append`], which owns every error message. So it must accept a
 //! subset of what that parser accepts, with identical results; the fuzz
 //! target `http_append_body` and the corpus test check exactly that.
 //!
@@ -10,16 +10,15 @@
 //! also accepts a JSON array in place of an object, which the `Value`
 //! parser refuses.
 
-use crate::records::JsonAppend;
-use base64::engine::general_purpose::STANDARD as BASE64;
-use base64::Engine as _;
+use crate::append_body::AppendBody;
 use bytes::Bytes;
+use fencelog_api::record::{decode_base64, BODY, BODY_BASE64};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use std::borrow::Cow;
 use std::fmt;
 
 /// `Some` only when the `Value` parser would return the very same append.
-pub(crate) fn parse(body: &Bytes) -> Option<JsonAppend> {
+pub(crate) fn parse(body: &Bytes) -> Option<AppendBody> {
     let mut de = serde_json::Deserializer::from_slice(body);
     let append = de.deserialize_map(AppendVisitor { body }).ok()?;
     // Trailing non-whitespace is an error for the `Value` parser too.
@@ -73,8 +72,8 @@ impl<'de> de::Deserialize<'de> for Key {
                     "fencing_token" => Key::Token,
                     "match_seq_num" => Key::MatchSeqNum,
                     "records" => Key::Records,
-                    "body" => Key::Body,
-                    "body_base64" => Key::BodyBase64,
+                    BODY => Key::Body,
+                    BODY_BASE64 => Key::BodyBase64,
                     _ => Key::Other,
                 })
             }
@@ -94,13 +93,13 @@ struct AppendVisitor<'b> {
 }
 
 impl<'de> Visitor<'de> for AppendVisitor<'_> {
-    type Value = JsonAppend;
+    type Value = AppendBody;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("an append object")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<JsonAppend, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<AppendBody, A::Error> {
         let mut token: Option<u64> = None;
         let mut match_seq_num: Option<Option<u64>> = None;
         let mut records: Option<Vec<Bytes>> = None;
@@ -124,7 +123,7 @@ impl<'de> Visitor<'de> for AppendVisitor<'_> {
             }
         }
         match (token, records) {
-            (Some(token), Some(records)) if token >= 1 && !records.is_empty() => Ok(JsonAppend {
+            (Some(token), Some(records)) if token >= 1 && !records.is_empty() => Ok(AppendBody {
                 token,
                 records,
                 match_seq_num: match_seq_num.flatten(),
@@ -192,7 +191,7 @@ impl<'de> Visitor<'de> for RecordSeed<'_> {
             }
             Some(Key::BodyBase64) => {
                 let Text(b64) = map.next_value()?;
-                Bytes::from(BASE64.decode(b64.as_bytes()).map_err(|_| undecided())?)
+                Bytes::from(decode_base64(b64.as_bytes()).map_err(|_| undecided())?)
             }
             _ => return Err(undecided()),
         };
@@ -208,7 +207,7 @@ impl<'de> Visitor<'de> for RecordSeed<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::records::{parse_json_append, parse_json_append_value};
+    use crate::json_append::{parse as parse_json_append, parse_value as parse_json_append_value};
 
     /// The fast path either declines or agrees with the reference parser;
     /// returns whether it decided.
@@ -221,7 +220,7 @@ mod tests {
             panic!(
                 "fast path accepted {:?}, reference refused: {}",
                 String::from_utf8_lossy(input),
-                e.message
+                e.body.message
             )
         });
         assert_eq!(fast, reference, "{:?}", String::from_utf8_lossy(input));
