@@ -1,6 +1,6 @@
 //! An append as the handler hands it to the engine, whatever the body's
 //! encoding, and how the encoding is told from `Content-Type`. A leaf: the
-//! JSON decoders ([`crate::fast_json`], [`crate::json_append`]) produce
+//! JSON decoders (`fast_json`, `json_append`) produce
 //! this, and the append handler consumes it.
 
 use axum::http::{header, HeaderMap};
