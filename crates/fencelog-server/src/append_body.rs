@@ -1,7 +1,7 @@
 //! An append as the handler hands it to the engine, whatever the body's
 //! encoding, and how the encoding is told from `Content-Type`. A leaf: the
-//! JSON decoders (`fast_json`, `json_append`) produce
-//! this, and the append handler consumes it.
+//! JSON decoders (`fast_json`, `json_append`) produce this, and the append
+//! handler consumes it.
 
 use axum::http::{header, HeaderMap};
 use bytes::Bytes;
