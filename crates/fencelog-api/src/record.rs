@@ -229,6 +229,19 @@ mod tests {
         assert_eq!(back, records);
     }
 
+    /// The Rust client's decoding test, from before its decoder moved here.
+    #[test]
+    fn wire_records_decode_both_body_forms() {
+        let w: Vec<RecordJson> = serde_json::from_str(
+            r#"[{"seq":1,"fencing_token":2,"timestamp_ms":3,"body":"hi"},
+                {"seq":2,"fencing_token":2,"timestamp_ms":3,"body_base64":"/wA="}]"#,
+        )
+        .unwrap();
+        let r: Vec<Record> = w.into_iter().map(|w| w.into_record().unwrap()).collect();
+        assert_eq!(r[0].body, Bytes::from("hi"));
+        assert_eq!(r[1].body, Bytes::from(vec![0xff, 0x00]));
+    }
+
     #[test]
     fn exactly_one_body_field_and_valid_base64() {
         for (input, want) in [

@@ -198,6 +198,22 @@ mod tests {
         assert_eq!(p.push(b"\ndata: b\n\n"), vec![ev(MESSAGE, None, "b")]);
     }
 
+    /// The Rust client's parser test, from before its parser moved here.
+    #[test]
+    fn handles_split_chunks_comments_and_multiline_data() {
+        let mut p = SseParser::new();
+        let text =
+            b": hello\nevent: records\nid: 3\ndata: [1,\ndata: 2]\n\nevent: ping\ndata: \r\n\r\n";
+        let mut events = Vec::new();
+        for chunk in text.chunks(5) {
+            events.extend(p.push(chunk));
+        }
+        assert_eq!(
+            events,
+            vec![ev(RECORDS, Some("3"), "[1,\n2]"), ev(PING, None, "")]
+        );
+    }
+
     #[test]
     fn caught_up_data_round_trips() {
         let text = serde_json::to_string(&CaughtUp { next_seq: 5 }).unwrap();
