@@ -30,7 +30,7 @@ use bytes::Bytes;
 use fencelog_api::{header, sse, AppendRequest, BodyJson, ErrorBody, ErrorCode, FenceRequest};
 /// The wire types, under the names this crate has always used.
 pub use fencelog_api::{AppendAck, StreamInfo, StreamList};
-use fencelog_api::{ReadPage, RecordJson, SseParser};
+use fencelog_api::{ReadPage, RecordJson, SseEvent, SseParser};
 pub use fencelog_engine::Record;
 use futures_util::{Stream, StreamExt};
 use serde::Deserialize;
@@ -493,12 +493,7 @@ impl Client {
         tokio_stream::wrappers::ReceiverStream::new(rx)
     }
 
-    async fn run_tail(
-        self,
-        stream: String,
-        mut next_seq: u64,
-        tx: mpsc::Sender<Result<TailEvent, ClientError>>,
-    ) {
+    async fn run_tail(self, stream: String, mut next_seq: u64, tx: TailSender) {
         let url = self.stream_url(&stream, "/records");
         let mut backoff = TAIL_BACKOFF_MIN;
         loop {
@@ -545,54 +540,8 @@ impl Client {
                     _ => break,
                 };
                 for ev in parser.push(&chunk) {
-                    match ev.event.as_str() {
-                        sse::RECORDS => {
-                            let wire: Vec<RecordJson> = match serde_json::from_str(&ev.data) {
-                                Ok(w) => w,
-                                Err(e) => {
-                                    let _ = tx
-                                        .send(Err(ClientError::Protocol {
-                                            status: 200,
-                                            body: format!("bad records event: {e}"),
-                                        }))
-                                        .await;
-                                    return;
-                                }
-                            };
-                            for w in wire {
-                                // A resumed connection may repeat what we
-                                // already delivered; deliver each seq once.
-                                if w.seq < next_seq {
-                                    continue;
-                                }
-                                let rec = match decode_record(w) {
-                                    Ok(r) => r,
-                                    Err(e) => {
-                                        let _ = tx.send(Err(e)).await;
-                                        return;
-                                    }
-                                };
-                                next_seq = rec.seq + 1;
-                                if tx.send(Ok(TailEvent::Record(rec))).await.is_err() {
-                                    return;
-                                }
-                            }
-                        }
-                        sse::CAUGHT_UP => {
-                            let at = ev
-                                .id
-                                .as_deref()
-                                .and_then(|i| i.parse().ok())
-                                .unwrap_or(next_seq);
-                            if tx
-                                .send(Ok(TailEvent::CaughtUp { next_seq: at }))
-                                .await
-                                .is_err()
-                            {
-                                return;
-                            }
-                        }
-                        _ => {} // ping and anything newer: liveness only
+                    if deliver(ev, &mut next_seq, &tx).await.is_err() {
+                        return;
                     }
                 }
                 if tx.is_closed() {
@@ -650,6 +599,62 @@ async fn decode_response<T: for<'de> Deserialize<'de>>(
         status: status.as_u16(),
         body: format!("{e}: {}", String::from_utf8_lossy(&body)),
     })
+}
+
+type TailSender = mpsc::Sender<Result<TailEvent, ClientError>>;
+
+/// The tail is over: the consumer went away, or it was handed an error
+/// reconnecting cannot fix.
+struct TailOver;
+
+/// Hands one event to the tail's consumer: a `records` event's records,
+/// each seq once, moving `next_seq` past them; a `caught_up` as
+/// [`TailEvent::CaughtUp`]. Pings and event types newer than this client
+/// only show the connection is alive.
+async fn deliver(ev: SseEvent, next_seq: &mut u64, tx: &TailSender) -> Result<(), TailOver> {
+    match ev.event.as_str() {
+        sse::RECORDS => {
+            let wire: Vec<RecordJson> = match serde_json::from_str(&ev.data) {
+                Ok(w) => w,
+                Err(e) => {
+                    let body = format!("bad records event: {e}");
+                    return give_up(tx, ClientError::Protocol { status: 200, body }).await;
+                }
+            };
+            for w in wire {
+                // A resumed connection may repeat what we already
+                // delivered; deliver each seq once.
+                if w.seq < *next_seq {
+                    continue;
+                }
+                let rec = match decode_record(w) {
+                    Ok(r) => r,
+                    Err(e) => return give_up(tx, e).await,
+                };
+                *next_seq = rec.seq + 1;
+                tx.send(Ok(TailEvent::Record(rec)))
+                    .await
+                    .map_err(|_| TailOver)?;
+            }
+            Ok(())
+        }
+        sse::CAUGHT_UP => {
+            let at = ev
+                .id
+                .as_deref()
+                .and_then(|i| i.parse().ok())
+                .unwrap_or(*next_seq);
+            tx.send(Ok(TailEvent::CaughtUp { next_seq: at }))
+                .await
+                .map_err(|_| TailOver)
+        }
+        _ => Ok(()),
+    }
+}
+
+async fn give_up(tx: &TailSender, err: ClientError) -> Result<(), TailOver> {
+    let _ = tx.send(Err(err)).await;
+    Err(TailOver)
 }
 
 /// A record of a read or a tail, with its body decoded.
