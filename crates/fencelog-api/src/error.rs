@@ -153,6 +153,13 @@ impl Field {
     }
 }
 
+/// The `error` field alone, borrowed from the answer when it has no escapes.
+#[derive(serde::Deserialize)]
+struct CodeOnly<'a> {
+    #[serde(borrow)]
+    error: std::borrow::Cow<'a, str>,
+}
+
 /// An error answer: `{"error": code, "message": text, ...fields}`, keys in
 /// sorted order.
 #[derive(Debug, Clone, PartialEq)]
@@ -263,6 +270,14 @@ impl ErrorBody {
             fields,
         })
     }
+
+    /// Only the code of an error answer, without decoding the rest: what a
+    /// load generator needs to count a rejection without paying for the
+    /// whole body. `None` as for [`ErrorBody::decode`].
+    pub fn decode_code(bytes: &[u8]) -> Option<ErrorCode> {
+        let only: CodeOnly = serde_json::from_slice(bytes).ok()?;
+        ErrorCode::parse(&only.error)
+    }
 }
 
 /// The same JSON as [`ErrorBody::to_value`], keys in the same (sorted)
@@ -361,6 +376,10 @@ mod tests {
             (unknown.message.as_str(), unknown.outcome_unknown()),
             ("", true)
         );
+        assert_eq!(
+            ErrorBody::decode_code(&text),
+            Some(ErrorCode::StaleFencingToken)
+        );
         for not_one in [
             &b"<html>"[..],
             b"[]",
@@ -368,6 +387,7 @@ mod tests {
             br#"{"message":"m"}"#,
         ] {
             assert_eq!(ErrorBody::decode(not_one), None);
+            assert_eq!(ErrorBody::decode_code(not_one), None);
         }
     }
 }
