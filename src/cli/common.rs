@@ -1,7 +1,7 @@
 //! What the client subcommands share: the server option, exit codes, and
 //! how records and errors are printed.
 
-use base64::Engine as _;
+use fencelog_api::{BodyJson, ErrorBody, ErrorCode, Field, RecordJson};
 use fencelog_client::{Client, ClientError, StreamInfo};
 use fencelog_engine::Record;
 use serde_json::{json, Value};
@@ -72,45 +72,46 @@ pub fn exit_code(err: &ClientError) -> u8 {
 }
 
 /// The error as a JSON object on one line, with the fields a script needs
-/// to act on it (e.g. the highest token after a stale rejection).
+/// to act on it (e.g. the highest token after a stale rejection): the
+/// server's error body, or one of the same shape for failures no server
+/// answer names (`outcome_unknown`, `transport`, `protocol`).
 pub fn error_json(err: &ClientError) -> Value {
     let message = err.to_string();
-    match err {
+    let answer = |code| ErrorBody::new(code, message.clone());
+    let local = |code: &str| json!({ "error": code, "message": message });
+    let body = match *err {
         ClientError::StaleToken {
             presented,
             highest,
             next_seq,
-        } => json!({
-            "error": "stale_fencing_token", "message": message,
-            "presented_token": presented, "highest_token": highest, "next_seq": next_seq,
-        }),
-        ClientError::SeqMismatch { expected, next_seq } => json!({
-            "error": "seq_mismatch", "message": message,
-            "match_seq_num": expected, "next_seq": next_seq,
-        }),
-        ClientError::NotFound => json!({ "error": "stream_not_found", "message": message }),
+        } => answer(ErrorCode::StaleFencingToken)
+            .with(Field::PresentedToken, presented)
+            .with(Field::HighestToken, highest)
+            .with(Field::NextSeq, next_seq),
+        ClientError::SeqMismatch { expected, next_seq } => answer(ErrorCode::SeqMismatch)
+            .with(Field::MatchSeqNum, expected)
+            .with(Field::NextSeq, next_seq),
+        ClientError::NotFound => answer(ErrorCode::StreamNotFound),
         ClientError::OutOfRange { next_seq } => {
-            json!({ "error": "out_of_range", "message": message, "next_seq": next_seq })
+            answer(ErrorCode::OutOfRange).with(Field::NextSeq, next_seq)
         }
-        ClientError::TooLarge { .. } => json!({ "error": "too_large", "message": message }),
-        ClientError::BadRequest { .. } => json!({ "error": "bad_request", "message": message }),
+        ClientError::TooLarge { .. } => answer(ErrorCode::TooLarge),
+        ClientError::BadRequest { .. } => answer(ErrorCode::BadRequest),
         ClientError::Unavailable {
             outcome_unknown, ..
-        } => json!({
-            "error": "unavailable", "message": message, "outcome_unknown": outcome_unknown,
-        }),
+        } => answer(ErrorCode::Unavailable).with(Field::OutcomeUnknown, outcome_unknown),
         ClientError::InsufficientStorage {
             outcome_unknown, ..
-        } => json!({
-            "error": "insufficient_storage", "message": message,
-            "outcome_unknown": outcome_unknown,
-        }),
+        } => answer(ErrorCode::InsufficientStorage).with(Field::OutcomeUnknown, outcome_unknown),
         ClientError::OutcomeUnknown { .. } => {
-            json!({ "error": "outcome_unknown", "message": message, "outcome_unknown": true })
+            let mut v = local("outcome_unknown");
+            v[Field::OutcomeUnknown.as_str()] = json!(true);
+            return v;
         }
-        ClientError::Transport { .. } => json!({ "error": "transport", "message": message }),
-        ClientError::Protocol { .. } => json!({ "error": "protocol", "message": message }),
-    }
+        ClientError::Transport { .. } => return local("transport"),
+        ClientError::Protocol { .. } => return local("protocol"),
+    };
+    body.to_value()
 }
 
 /// Reports `err` on stderr (JSON with `--json`, a sentence otherwise) and
@@ -126,28 +127,17 @@ pub fn fail(err: &ClientError, json_output: bool) -> ExitCode {
     ExitCode::from(exit_code(err))
 }
 
-/// A record as one JSON line, in the API's own shape.
+/// A record as one JSON line, in the API's own shape (keys sorted).
 pub fn record_json(r: &Record) -> Value {
-    let mut v = json!({
-        "seq": r.seq,
-        "fencing_token": r.fencing_token,
-        "timestamp_ms": r.timestamp_ms,
-    });
-    match std::str::from_utf8(&r.body) {
-        Ok(s) => v["body"] = json!(s),
-        Err(_) => {
-            v["body_base64"] = json!(base64::engine::general_purpose::STANDARD.encode(&r.body))
-        }
-    }
-    v
+    serde_json::to_value(RecordJson::new(r)).expect("records serialize")
 }
 
 /// A record as one human line: `seq token body`. Control characters are
 /// escaped so a body can never break the one-record-per-line shape; a body
 /// that is not UTF-8 is shown as `base64:...`.
 pub fn record_line(r: &Record) -> String {
-    let body = match std::str::from_utf8(&r.body) {
-        Ok(s) => s
+    let body = match BodyJson::encode(&r.body) {
+        BodyJson::Text(s) => s
             .chars()
             .flat_map(|c| {
                 if c.is_control() {
@@ -157,22 +147,14 @@ pub fn record_line(r: &Record) -> String {
                 }
             })
             .collect::<String>(),
-        Err(_) => format!(
-            "base64:{}",
-            base64::engine::general_purpose::STANDARD.encode(&r.body)
-        ),
+        BodyJson::Base64(b64) => format!("base64:{b64}"),
     };
     format!("{}\t{}\t{}", r.seq, r.fencing_token, body)
 }
 
+/// A stream's state as one JSON line, in the API's own shape (keys sorted).
 pub fn info_json(s: &StreamInfo) -> Value {
-    json!({
-        "stream": s.stream,
-        "first_seq": s.first_seq,
-        "next_seq": s.next_seq,
-        "highest_token": s.highest_token,
-        "last_timestamp_ms": s.last_timestamp_ms,
-    })
+    serde_json::to_value(s).expect("stream states serialize")
 }
 
 pub fn info_line(s: &StreamInfo) -> String {

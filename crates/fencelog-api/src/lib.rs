@@ -1,5 +1,26 @@
 //! fencelog's wire contract, in one place for the server, the Rust client,
-//! the CLI and the load generator: the binary batch body today, and the
-//! request/response types, error codes and SSE events as they move here.
+//! the CLI and the load generator: request and response bodies, the error
+//! codes with their HTTP statuses, the record body rule (`body` or
+//! `body_base64`), the binary batch body, header names, and the live
+//! tail's events with their parser.
+//!
+//! Nothing here knows an HTTP library, so the client stays light and the
+//! server's framework stays the server's business. serde lives here and
+//! above, never in the engine; conversions from engine types are `From`s
+//! and constructors on the wire types.
 
+pub mod append;
 pub mod batch;
+pub mod error;
+pub mod header;
+pub mod read;
+pub mod record;
+pub mod sse;
+pub mod stream;
+
+pub use append::{AppendAck, AppendRequest};
+pub use error::{ErrorBody, ErrorCode, Field};
+pub use read::ReadPage;
+pub use record::{BodyError, BodyJson, RecordJson};
+pub use sse::{SseEvent, SseParser};
+pub use stream::{FenceRequest, StreamInfo, StreamList};

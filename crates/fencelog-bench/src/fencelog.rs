@@ -3,9 +3,10 @@
 
 use super::http1::{self, Endpoint};
 use super::{BenchArgs, BenchError, Encoding, Outcome, StreamDump, Workload};
-use base64::engine::general_purpose::STANDARD as BASE64;
-use base64::Engine as _;
 use bytes::Bytes;
+use fencelog_api::read::READ_COUNT_CAP;
+use fencelog_api::{batch, header, sse, AppendAck, ErrorBody, ErrorCode, ReadPage};
+use fencelog_api::{RecordJson, SseEvent, SseParser, StreamInfo};
 use fencelog_engine::Engine;
 use fencelog_server::{serve, AppState, ServerConfig};
 use http_body_util::BodyExt;
@@ -18,9 +19,6 @@ use std::sync::Arc;
 use std::time::Instant;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-
-/// Largest read the server answers in one go (its documented cap).
-const READ_COUNT_MAX: usize = 10_000;
 
 pub struct Backend {
     endpoint: Endpoint,
@@ -64,50 +62,12 @@ pub struct Conn {
     encoding: Encoding,
 }
 
-#[derive(Deserialize)]
-struct Appended {
-    first_seq: u64,
-}
-
-#[derive(Deserialize)]
-struct ApiError {
-    error: String,
-}
-
-#[derive(Deserialize)]
-struct State {
-    highest_token: u64,
-}
-
-#[derive(Deserialize)]
-pub(crate) struct RecordOut {
-    pub seq: u64,
-    #[serde(default)]
-    fencing_token: u64,
-    body: Option<String>,
-    body_base64: Option<String>,
-}
-
-impl RecordOut {
-    fn into_bytes(self) -> Result<Bytes, BenchError> {
-        match (self.body, self.body_base64) {
-            (Some(text), _) => Ok(Bytes::from(text)),
-            (None, Some(b64)) => BASE64
-                .decode(b64)
-                .map(Bytes::from)
-                .map_err(|e| BenchError::target(format!("record {}: bad base64: {e}", self.seq))),
-            (None, None) => Err(BenchError::target(format!(
-                "record {} has no body",
-                self.seq
-            ))),
-        }
-    }
-}
-
-#[derive(Deserialize)]
-struct ReadOut {
-    records: Vec<RecordOut>,
-    next_seq: u64,
+/// The bytes of a record read back.
+fn record_bytes(r: RecordJson) -> Result<Bytes, BenchError> {
+    let seq = r.seq;
+    r.body
+        .into_bytes()
+        .map_err(|e| BenchError::target(format!("record {seq}: {e}")))
 }
 
 fn unexpected(what: &str, status: StatusCode, body: &[u8]) -> BenchError {
@@ -124,7 +84,8 @@ fn records_path(stream: &str) -> String {
 }
 
 /// A JSON append built by hand: our bodies are plain ASCII letters, digits
-/// and dots, so they need no escaping and serde would only add cost.
+/// and dots, so they need no escaping and serde would only add cost. The
+/// test below holds it to [`fencelog_api::AppendRequest`]'s bytes.
 fn json_append(token: u64, records: &[Bytes]) -> Bytes {
     let bytes: usize = records.iter().map(|r| r.len() + 12).sum();
     let mut out = Vec::with_capacity(bytes + 48);
@@ -164,27 +125,21 @@ impl super::Conn for Conn {
         let path = records_path(stream);
         let (status, out) = if self.encoding == Encoding::Binary {
             let headers = [
+                (CONTENT_TYPE, HeaderValue::from_static(batch::CONTENT_TYPE)),
                 (
-                    CONTENT_TYPE,
-                    HeaderValue::from_static(fencelog_api::batch::CONTENT_TYPE),
-                ),
-                (
-                    HeaderName::from_static("fencing-token"),
+                    HeaderName::from_static(header::FENCING_TOKEN),
                     HeaderValue::from(token),
                 ),
             ];
-            let body = fencelog_api::batch::encode(records.iter().map(|r| &r[..]));
+            let body = batch::encode(records.iter().map(|r| &r[..]));
             self.http
                 .call(Method::POST, &path, &headers, Bytes::from(body))
                 .await?
         } else if self.encoding == Encoding::Raw && records.len() == 1 {
             let headers = [
+                (CONTENT_TYPE, HeaderValue::from_static(header::OCTET_STREAM)),
                 (
-                    CONTENT_TYPE,
-                    HeaderValue::from_static("application/octet-stream"),
-                ),
-                (
-                    HeaderName::from_static("fencing-token"),
+                    HeaderName::from_static(header::FENCING_TOKEN),
                     HeaderValue::from(token),
                 ),
             ];
@@ -203,13 +158,9 @@ impl super::Conn for Conn {
         };
         match status {
             StatusCode::OK => Ok(Outcome::Appended {
-                first_seq: parse::<Appended>(&path, &out)?.first_seq,
+                first_seq: parse::<AppendAck>(&path, &out)?.first_seq,
             }),
-            StatusCode::CONFLICT
-                if parse::<ApiError>(&path, &out)?.error == "stale_fencing_token" =>
-            {
-                Ok(Outcome::Stale)
-            }
+            _ if is_stale(status, &out) => Ok(Outcome::Stale),
             _ => Err(unexpected(&path, status, &out)),
         }
     }
@@ -231,10 +182,10 @@ impl super::Conn for Conn {
         if status != StatusCode::OK {
             return Err(unexpected(&path, status, &out));
         }
-        let read: ReadOut = parse(&path, &out)?;
+        let read: ReadPage = parse(&path, &out)?;
         read.records
             .into_iter()
-            .map(|r| Ok((r.seq, r.into_bytes()?)))
+            .map(|r| Ok((r.seq, record_bytes(r)?)))
             .collect()
     }
 
@@ -263,14 +214,14 @@ impl super::Conn for Conn {
             if status != StatusCode::OK {
                 return Err(unexpected(&path, status, &out));
             }
-            dump.highest_token = Some(parse::<State>(&path, &out)?.highest_token);
+            dump.highest_token = Some(parse::<StreamInfo>(&path, &out)?.highest_token);
         }
         let mut start_seq = 0u64;
         // Each pass either advances or ends, and the stream cannot hold more
         // than it has acknowledged, so this ends.
         loop {
             let path = format!(
-                "{}?start_seq={start_seq}&count={READ_COUNT_MAX}",
+                "{}?start_seq={start_seq}&count={READ_COUNT_CAP}",
                 records_path(stream)
             );
             let (status, out) = self
@@ -283,12 +234,12 @@ impl super::Conn for Conn {
             if status != StatusCode::OK {
                 return Err(unexpected(&path, status, &out));
             }
-            let read: ReadOut = parse(&path, &out)?;
+            let read: ReadPage = parse(&path, &out)?;
             dump.next_seq = read.next_seq;
             let got = read.records.len();
             for r in read.records {
                 let (seq, token) = (r.seq, r.fencing_token);
-                dump.records.push((seq, token, r.into_bytes()?));
+                dump.records.push((seq, token, record_bytes(r)?));
                 start_seq = seq + 1;
             }
             if got == 0 || start_seq >= read.next_seq {
@@ -315,7 +266,7 @@ impl Tail {
         let (status, mut body) = http
             .stream(
                 &path,
-                &[(ACCEPT, HeaderValue::from_static("text/event-stream"))],
+                &[(ACCEPT, HeaderValue::from_static(header::EVENT_STREAM))],
             )
             .await?;
         if status != StatusCode::OK {
@@ -327,7 +278,7 @@ impl Tail {
         let task = tokio::spawn(async move {
             let _keep = http;
             let mut seen = Vec::new();
-            let mut buf: Vec<u8> = Vec::new();
+            let mut parser = SseParser::new();
             loop {
                 let frame = tokio::select! {
                     f = body.frame() => f,
@@ -339,10 +290,8 @@ impl Tail {
                     continue;
                 };
                 let now = Instant::now();
-                buf.extend_from_slice(&data);
-                while let Some(end) = find_event_end(&buf) {
-                    let event: Vec<u8> = buf.drain(..end).collect();
-                    parse_event(&event, now, &mut seen)?;
+                for event in parser.push(&data) {
+                    on_event(&event, now, &mut seen)?;
                 }
                 counter.store(seen.len() as u64, Ordering::Relaxed);
             }
@@ -370,38 +319,31 @@ impl Tail {
     }
 }
 
-/// End (exclusive, including the blank line) of the first complete event.
-fn find_event_end(buf: &[u8]) -> Option<usize> {
-    let lf = buf.windows(2).position(|w| w == b"\n\n").map(|p| p + 2);
-    let crlf = buf.windows(4).position(|w| w == b"\r\n\r\n").map(|p| p + 4);
-    match (lf, crlf) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
+/// Whether an answer is the server's stale-token rejection. Reads the code
+/// alone: the reject workload does this for every request, on the same
+/// cores as the server it measures.
+fn is_stale(status: StatusCode, body: &[u8]) -> bool {
+    let stale = ErrorCode::StaleFencingToken;
+    status.as_u16() == stale.status() && ErrorBody::decode_code(body) == Some(stale)
 }
 
-fn parse_event(
-    event: &[u8],
+/// Records the seqs a `records` event shows; an `error` event ends the
+/// tail with its body.
+fn on_event(
+    event: &SseEvent,
     now: Instant,
     seen: &mut Vec<(u64, Instant)>,
 ) -> Result<(), BenchError> {
-    let text = String::from_utf8_lossy(event);
-    let mut kind = "message";
-    let mut data = String::new();
-    for line in text.lines() {
-        if let Some(v) = line.strip_prefix("event:") {
-            kind = v.trim();
-        } else if let Some(v) = line.strip_prefix("data:") {
-            data.push_str(v.strip_prefix(' ').unwrap_or(v));
-        }
-    }
-    match kind {
-        "records" => {
-            let records: Vec<RecordOut> = parse("tail event", data.as_bytes())?;
+    match event.event.as_str() {
+        sse::RECORDS => {
+            let records: Vec<RecordJson> = parse("tail event", event.data.as_bytes())?;
             seen.extend(records.into_iter().map(|r| (r.seq, now)));
             Ok(())
         }
-        "error" => Err(BenchError::target(format!("tail error event: {data}"))),
+        sse::ERROR => Err(BenchError::target(format!(
+            "tail error event: {}",
+            event.data
+        ))),
         _ => Ok(()),
     }
 }
@@ -467,14 +409,14 @@ mod tests {
     #[test]
     fn splits_events_and_reads_record_seqs() {
         let raw = b"event: records\nid: 2\ndata: [{\"seq\":0,\"fencing_token\":1,\"timestamp_ms\":1,\"body\":\"a\"},{\"seq\":1,\"fencing_token\":1,\"timestamp_ms\":1,\"body\":\"b\"}]\n\nevent: caught_up\ndata: {}\n\n";
-        let mut buf = raw.to_vec();
+        let events = SseParser::new().push(raw);
         let mut seen = Vec::new();
         let now = Instant::now();
-        while let Some(end) = find_event_end(&buf) {
-            let event: Vec<u8> = buf.drain(..end).collect();
-            parse_event(&event, now, &mut seen).unwrap();
+        for event in &events {
+            on_event(event, now, &mut seen).unwrap();
         }
-        assert!(buf.is_empty());
+        // Both events came out whole, nothing left half-read.
+        assert_eq!(events.len(), 2);
         assert_eq!(seen.iter().map(|s| s.0).collect::<Vec<_>>(), vec![0, 1]);
     }
 
@@ -484,5 +426,14 @@ mod tests {
         let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(v["fencing_token"], 7);
         assert_eq!(v["records"][1]["body"], "c");
+        let request = fencelog_api::AppendRequest {
+            fencing_token: 7,
+            match_seq_num: None,
+            records: vec![
+                fencelog_api::BodyJson::encode(b"a.b"),
+                fencelog_api::BodyJson::encode(b"c"),
+            ],
+        };
+        assert_eq!(body, serde_json::to_vec(&request).unwrap());
     }
 }

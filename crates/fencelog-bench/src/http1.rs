@@ -151,5 +151,8 @@ impl Conn {
 }
 
 pub fn json_header() -> (HeaderName, HeaderValue) {
-    (CONTENT_TYPE, HeaderValue::from_static("application/json"))
+    (
+        CONTENT_TYPE,
+        HeaderValue::from_static(fencelog_api::header::JSON),
+    )
 }

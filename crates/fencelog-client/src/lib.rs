@@ -26,8 +26,11 @@
 #[cfg(feature = "etcd")]
 pub mod etcd;
 
-use base64::Engine as _;
 use bytes::Bytes;
+use fencelog_api::{header, sse, AppendRequest, BodyJson, ErrorBody, ErrorCode, FenceRequest};
+/// The wire types, under the names this crate has always used.
+pub use fencelog_api::{AppendAck, StreamInfo, StreamList};
+use fencelog_api::{ReadPage, RecordJson, SseEvent, SseParser};
 pub use fencelog_engine::Record;
 use futures_util::{Stream, StreamExt};
 use serde::Deserialize;
@@ -140,36 +143,6 @@ impl fmt::Display for ClientError {
 
 impl std::error::Error for ClientError {}
 
-/// A successful append.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct AppendAck {
-    pub stream: String,
-    pub first_seq: u64,
-    pub last_seq: u64,
-    pub next_seq: u64,
-    pub fencing_token: u64,
-    pub timestamp_ms: u64,
-}
-
-/// A stream's durable state.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct StreamInfo {
-    pub stream: String,
-    pub first_seq: u64,
-    pub next_seq: u64,
-    pub highest_token: u64,
-    pub last_timestamp_ms: u64,
-}
-
-/// One page of streams.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct StreamList {
-    pub streams: Vec<StreamInfo>,
-    /// Pass as `start_after` to get the next page; `None` on the last one.
-    #[serde(default)]
-    pub next_start_after: Option<String>,
-}
-
 /// Records read and the stream's `next_seq` at the time of the read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadResult {
@@ -194,61 +167,6 @@ pub enum TailEvent {
     CaughtUp {
         next_seq: u64,
     },
-}
-
-#[derive(Deserialize)]
-struct WireRecord {
-    seq: u64,
-    fencing_token: u64,
-    timestamp_ms: u64,
-    #[serde(default)]
-    body: Option<String>,
-    #[serde(default)]
-    body_base64: Option<String>,
-}
-
-impl WireRecord {
-    fn into_record(self) -> Result<Record, String> {
-        let body = match (self.body, self.body_base64) {
-            (Some(b), None) => Bytes::from(b),
-            (None, Some(b)) => Bytes::from(
-                base64::engine::general_purpose::STANDARD
-                    .decode(b)
-                    .map_err(|e| format!("bad body_base64 at seq {}: {e}", self.seq))?,
-            ),
-            _ => return Err(format!("record {} has no single body field", self.seq)),
-        };
-        Ok(Record {
-            seq: self.seq,
-            fencing_token: self.fencing_token,
-            timestamp_ms: self.timestamp_ms,
-            body,
-        })
-    }
-}
-
-#[derive(Deserialize)]
-struct WireRead {
-    records: Vec<WireRecord>,
-    next_seq: u64,
-}
-
-#[derive(Deserialize, Default)]
-struct WireError {
-    #[serde(default)]
-    error: String,
-    #[serde(default)]
-    message: String,
-    #[serde(default)]
-    presented_token: u64,
-    #[serde(default)]
-    highest_token: u64,
-    #[serde(default)]
-    next_seq: u64,
-    #[serde(default)]
-    match_seq_num: u64,
-    #[serde(default)]
-    outcome_unknown: bool,
 }
 
 /// Builds a [`Client`] with non-default timeouts.
@@ -400,22 +318,12 @@ impl Client {
         I: IntoIterator<Item = B>,
         B: Into<Bytes>,
     {
-        let records: Vec<serde_json::Value> = records
-            .into_iter()
-            .map(|r| {
-                let b: Bytes = r.into();
-                match std::str::from_utf8(&b) {
-                    Ok(s) => serde_json::json!({ "body": s }),
-                    Err(_) => serde_json::json!({
-                        "body_base64": base64::engine::general_purpose::STANDARD.encode(&b)
-                    }),
-                }
-            })
-            .collect();
-        let mut body = serde_json::json!({ "fencing_token": fencing_token, "records": records });
-        if let Some(m) = match_seq_num {
-            body["match_seq_num"] = m.into();
-        }
+        let records: Vec<Bytes> = records.into_iter().map(Into::into).collect();
+        let body = AppendRequest {
+            fencing_token,
+            match_seq_num,
+            records: records.iter().map(|r| BodyJson::encode(r)).collect(),
+        };
         let req = self
             .http
             .post(self.stream_url(stream, "/records"))
@@ -436,11 +344,11 @@ impl Client {
             .http
             .post(self.stream_url(stream, "/records"))
             .timeout(self.timeout)
-            .header("content-type", "application/octet-stream")
-            .header("fencing-token", fencing_token.to_string())
+            .header("content-type", header::OCTET_STREAM)
+            .header(header::FENCING_TOKEN, fencing_token.to_string())
             .body(body.into());
         if let Some(m) = match_seq_num {
-            req = req.header("match-seq-num", m.to_string());
+            req = req.header(header::MATCH_SEQ_NUM, m.to_string());
         }
         self.send_once(req).await
     }
@@ -467,10 +375,10 @@ impl Client {
             .post(self.stream_url(stream, "/records"))
             .timeout(self.timeout)
             .header("content-type", fencelog_api::batch::CONTENT_TYPE)
-            .header("fencing-token", fencing_token.to_string())
+            .header(header::FENCING_TOKEN, fencing_token.to_string())
             .body(body);
         if let Some(m) = match_seq_num {
-            req = req.header("match-seq-num", m.to_string());
+            req = req.header(header::MATCH_SEQ_NUM, m.to_string());
         }
         self.send_once(req).await
     }
@@ -481,7 +389,7 @@ impl Client {
             .http
             .post(self.stream_url(stream, "/fence"))
             .timeout(self.timeout)
-            .json(&serde_json::json!({ "fencing_token": fencing_token }));
+            .json(&FenceRequest { fencing_token });
         self.send_once(req).await
     }
 
@@ -503,15 +411,14 @@ impl Client {
             query.push(("wait_ms", w));
         }
         let url = self.stream_url(stream, "/records");
-        let wire: WireRead = self
+        let wire: ReadPage = self
             .send_idempotent(|| self.http.get(&url).timeout(self.timeout).query(&query))
             .await?;
         let records = wire
             .records
             .into_iter()
-            .map(WireRecord::into_record)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|body| ClientError::Protocol { status: 200, body })?;
+            .map(decode_record)
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(ReadResult {
             records,
             next_seq: wire.next_seq,
@@ -586,20 +493,15 @@ impl Client {
         tokio_stream::wrappers::ReceiverStream::new(rx)
     }
 
-    async fn run_tail(
-        self,
-        stream: String,
-        mut next_seq: u64,
-        tx: mpsc::Sender<Result<TailEvent, ClientError>>,
-    ) {
+    async fn run_tail(self, stream: String, mut next_seq: u64, tx: TailSender) {
         let url = self.stream_url(&stream, "/records");
         let mut backoff = TAIL_BACKOFF_MIN;
         loop {
             let resp = self
                 .http
                 .get(&url)
-                .header("accept", "text/event-stream")
-                .header("last-event-id", next_seq.to_string())
+                .header("accept", header::EVENT_STREAM)
+                .header(header::LAST_EVENT_ID, next_seq.to_string())
                 .query(&[("start_seq", next_seq)])
                 .send()
                 .await;
@@ -630,7 +532,7 @@ impl Client {
             };
             backoff = TAIL_BACKOFF_MIN;
             let mut body = resp.bytes_stream();
-            let mut parser = SseParser::default();
+            let mut parser = SseParser::new();
             loop {
                 let chunk = match tokio::time::timeout(TAIL_SILENCE_MAX, body.next()).await {
                     Ok(Some(Ok(c))) => c,
@@ -638,56 +540,8 @@ impl Client {
                     _ => break,
                 };
                 for ev in parser.push(&chunk) {
-                    match ev.event.as_str() {
-                        "records" => {
-                            let wire: Vec<WireRecord> = match serde_json::from_str(&ev.data) {
-                                Ok(w) => w,
-                                Err(e) => {
-                                    let _ = tx
-                                        .send(Err(ClientError::Protocol {
-                                            status: 200,
-                                            body: format!("bad records event: {e}"),
-                                        }))
-                                        .await;
-                                    return;
-                                }
-                            };
-                            for w in wire {
-                                // A resumed connection may repeat what we
-                                // already delivered; deliver each seq once.
-                                if w.seq < next_seq {
-                                    continue;
-                                }
-                                let rec = match w.into_record() {
-                                    Ok(r) => r,
-                                    Err(body) => {
-                                        let _ = tx
-                                            .send(Err(ClientError::Protocol { status: 200, body }))
-                                            .await;
-                                        return;
-                                    }
-                                };
-                                next_seq = rec.seq + 1;
-                                if tx.send(Ok(TailEvent::Record(rec))).await.is_err() {
-                                    return;
-                                }
-                            }
-                        }
-                        "caught_up" => {
-                            let at = ev
-                                .id
-                                .as_deref()
-                                .and_then(|i| i.parse().ok())
-                                .unwrap_or(next_seq);
-                            if tx
-                                .send(Ok(TailEvent::CaughtUp { next_seq: at }))
-                                .await
-                                .is_err()
-                            {
-                                return;
-                            }
-                        }
-                        _ => {} // ping and anything newer: liveness only
+                    if deliver(ev, &mut next_seq, &tx).await.is_err() {
+                        return;
                     }
                 }
                 if tx.is_closed() {
@@ -747,105 +601,121 @@ async fn decode_response<T: for<'de> Deserialize<'de>>(
     })
 }
 
-async fn error_from_response(resp: reqwest::Response) -> ClientError {
-    let status = resp.status().as_u16();
-    let body = resp.bytes().await.unwrap_or_default();
-    let w: WireError = serde_json::from_slice(&body).unwrap_or_default();
-    match (status, w.error.as_str()) {
-        (409, "stale_fencing_token") => ClientError::StaleToken {
-            presented: w.presented_token,
-            highest: w.highest_token,
-            next_seq: w.next_seq,
-        },
-        (412, "seq_mismatch") => ClientError::SeqMismatch {
-            expected: w.match_seq_num,
-            next_seq: w.next_seq,
-        },
-        (404, _) => ClientError::NotFound,
-        (416, _) => ClientError::OutOfRange {
-            next_seq: w.next_seq,
-        },
-        (413, _) => ClientError::TooLarge { message: w.message },
-        (400, _) => ClientError::BadRequest { message: w.message },
-        (503, _) => ClientError::Unavailable {
-            message: w.message,
-            outcome_unknown: w.outcome_unknown,
-        },
-        (507, _) => ClientError::InsufficientStorage {
-            message: w.message,
-            outcome_unknown: w.outcome_unknown,
-        },
-        _ => ClientError::Protocol {
-            status,
-            body: String::from_utf8_lossy(&body).into_owned(),
-        },
+type TailSender = mpsc::Sender<Result<TailEvent, ClientError>>;
+
+/// The tail is over: the consumer went away, or it was handed an error
+/// reconnecting cannot fix.
+struct TailOver;
+
+/// Hands one event to the tail's consumer: a `records` event's records,
+/// each seq once, moving `next_seq` past them; a `caught_up` as
+/// [`TailEvent::CaughtUp`]. Pings and event types newer than this client
+/// only show the connection is alive.
+async fn deliver(ev: SseEvent, next_seq: &mut u64, tx: &TailSender) -> Result<(), TailOver> {
+    match ev.event.as_str() {
+        sse::RECORDS => {
+            let wire: Vec<RecordJson> = match serde_json::from_str(&ev.data) {
+                Ok(w) => w,
+                Err(e) => {
+                    let body = format!("bad records event: {e}");
+                    return give_up(tx, ClientError::Protocol { status: 200, body }).await;
+                }
+            };
+            for w in wire {
+                // A resumed connection may repeat what we already
+                // delivered; deliver each seq once.
+                if w.seq < *next_seq {
+                    continue;
+                }
+                let rec = match decode_record(w) {
+                    Ok(r) => r,
+                    Err(e) => return give_up(tx, e).await,
+                };
+                *next_seq = rec.seq + 1;
+                tx.send(Ok(TailEvent::Record(rec)))
+                    .await
+                    .map_err(|_| TailOver)?;
+            }
+            Ok(())
+        }
+        sse::CAUGHT_UP => {
+            let at = ev
+                .id
+                .as_deref()
+                .and_then(|i| i.parse().ok())
+                .unwrap_or(*next_seq);
+            tx.send(Ok(TailEvent::CaughtUp { next_seq: at }))
+                .await
+                .map_err(|_| TailOver)
+        }
+        _ => Ok(()),
     }
 }
 
-/// One server-sent event.
-#[derive(Debug, Default, PartialEq, Eq)]
-struct SseEvent {
-    event: String,
-    id: Option<String>,
-    data: String,
+async fn give_up(tx: &TailSender, err: ClientError) -> Result<(), TailOver> {
+    let _ = tx.send(Err(err)).await;
+    Err(TailOver)
 }
 
-/// Incremental text/event-stream parser: bytes in, complete events out.
-#[derive(Default)]
-struct SseParser {
-    line: Vec<u8>,
-    current: SseEvent,
-    has_data: bool,
+/// A record of a read or a tail, with its body decoded.
+fn decode_record(r: RecordJson) -> Result<Record, ClientError> {
+    let seq = r.seq;
+    r.into_record().map_err(|e| ClientError::Protocol {
+        status: 200,
+        body: format!("record {seq}: {e}"),
+    })
 }
 
-impl SseParser {
-    fn push(&mut self, chunk: &[u8]) -> Vec<SseEvent> {
-        let mut out = Vec::new();
-        for &b in chunk {
-            if b != b'\n' {
-                self.line.push(b);
-                continue;
-            }
-            if self.line.last() == Some(&b'\r') {
-                self.line.pop();
-            }
-            let line = std::mem::take(&mut self.line);
-            if line.is_empty() {
-                if self.has_data || !self.current.event.is_empty() {
-                    let mut ev = std::mem::take(&mut self.current);
-                    if ev.event.is_empty() {
-                        ev.event = "message".into();
-                    }
-                    out.push(ev);
-                }
-                self.has_data = false;
-                continue;
-            }
-            if line[0] == b':' {
-                continue;
-            }
-            let text = String::from_utf8_lossy(&line);
-            let (field, value) = match text.find(':') {
-                Some(i) => (
-                    &text[..i],
-                    text[i + 1..].strip_prefix(' ').unwrap_or(&text[i + 1..]),
-                ),
-                None => (&text[..], ""),
-            };
-            match field {
-                "event" => self.current.event = value.to_string(),
-                "id" => self.current.id = Some(value.to_string()),
-                "data" => {
-                    if self.has_data {
-                        self.current.data.push('\n');
-                    }
-                    self.current.data.push_str(value);
-                    self.has_data = true;
-                }
-                _ => {}
-            }
-        }
-        out
+async fn error_from_response(resp: reqwest::Response) -> ClientError {
+    const NOT_FOUND: u16 = ErrorCode::StreamNotFound.status();
+    const OUT_OF_RANGE: u16 = ErrorCode::OutOfRange.status();
+    const TOO_LARGE: u16 = ErrorCode::TooLarge.status();
+    const BAD_REQUEST: u16 = ErrorCode::BadRequest.status();
+    const UNAVAILABLE: u16 = ErrorCode::Unavailable.status();
+    const INSUFFICIENT_STORAGE: u16 = ErrorCode::InsufficientStorage.status();
+    let status = resp.status().as_u16();
+    let bytes = resp.bytes().await.unwrap_or_default();
+    let body = ErrorBody::decode(&bytes);
+    let field = |get: fn(&ErrorBody) -> Option<u64>| body.as_ref().and_then(get).unwrap_or(0);
+    let message = || body.as_ref().map(|b| b.message.clone()).unwrap_or_default();
+    let outcome_unknown = body.as_ref().is_some_and(ErrorBody::outcome_unknown);
+    // The code counts only with the status it is sent with.
+    match (
+        body.as_ref()
+            .map(|b| b.code)
+            .filter(|c| c.status() == status),
+        status,
+    ) {
+        (Some(ErrorCode::StaleFencingToken), _) => ClientError::StaleToken {
+            presented: field(ErrorBody::presented_token),
+            highest: field(ErrorBody::highest_token),
+            next_seq: field(ErrorBody::next_seq),
+        },
+        (Some(ErrorCode::SeqMismatch), _) => ClientError::SeqMismatch {
+            expected: field(ErrorBody::match_seq_num),
+            next_seq: field(ErrorBody::next_seq),
+        },
+        // By status alone from here on, so an answer without a code this
+        // client knows (a proxy's, a newer server's) still lands in the
+        // class its status says.
+        (_, NOT_FOUND) => ClientError::NotFound,
+        (_, OUT_OF_RANGE) => ClientError::OutOfRange {
+            next_seq: field(ErrorBody::next_seq),
+        },
+        (_, TOO_LARGE) => ClientError::TooLarge { message: message() },
+        (_, BAD_REQUEST) => ClientError::BadRequest { message: message() },
+        (_, UNAVAILABLE) => ClientError::Unavailable {
+            message: message(),
+            outcome_unknown,
+        },
+        (_, INSUFFICIENT_STORAGE) => ClientError::InsufficientStorage {
+            message: message(),
+            outcome_unknown,
+        },
+        _ => ClientError::Protocol {
+            status,
+            body: String::from_utf8_lossy(&bytes).into_owned(),
+        },
     }
 }
 
@@ -854,46 +724,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sse_parser_handles_split_chunks_comments_and_multiline_data() {
-        let mut p = SseParser::default();
-        let text =
-            b": hello\nevent: records\nid: 3\ndata: [1,\ndata: 2]\n\nevent: ping\ndata: \r\n\r\n";
-        let mut events = Vec::new();
-        for chunk in text.chunks(5) {
-            events.extend(p.push(chunk));
-        }
-        assert_eq!(
-            events,
-            vec![
-                SseEvent {
-                    event: "records".into(),
-                    id: Some("3".into()),
-                    data: "[1,\n2]".into()
-                },
-                SseEvent {
-                    event: "ping".into(),
-                    id: None,
-                    data: "".into()
-                },
-            ]
-        );
-    }
-
-    #[test]
     fn names_are_escaped_not_trusted() {
         assert_eq!(escape_segment("a.b:c_d-e"), "a.b:c_d-e");
         assert_eq!(escape_segment("a/../b c"), "a%2F..%2Fb%20c");
-    }
-
-    #[test]
-    fn wire_records_decode_both_body_forms() {
-        let w: Vec<WireRecord> = serde_json::from_str(
-            r#"[{"seq":1,"fencing_token":2,"timestamp_ms":3,"body":"hi"},
-                {"seq":2,"fencing_token":2,"timestamp_ms":3,"body_base64":"/wA="}]"#,
-        )
-        .unwrap();
-        let r: Vec<Record> = w.into_iter().map(|w| w.into_record().unwrap()).collect();
-        assert_eq!(r[0].body, Bytes::from("hi"));
-        assert_eq!(r[1].body, Bytes::from(vec![0xff, 0x00]));
     }
 }

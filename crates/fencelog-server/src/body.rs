@@ -3,10 +3,11 @@
 //! the whole body has a deadline.
 
 use crate::error::ApiError;
-use crate::HttpLimits;
+use crate::state::HttpLimits;
 use axum::body::Body;
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap};
 use bytes::{Bytes, BytesMut};
+use fencelog_api::{ErrorCode, Field};
 use futures_util::StreamExt;
 
 pub async fn read_capped(
@@ -19,7 +20,7 @@ pub async fn read_capped(
         ApiError::too_large(format!(
             "request body is {len} bytes or more, the limit is {limit}"
         ))
-        .with("limit", limit as u64)
+        .with(Field::Limit, limit as u64)
     };
     let declared = match headers.get(header::CONTENT_LENGTH) {
         None => None,
@@ -44,8 +45,7 @@ pub async fn read_capped(
             .await
             .map_err(|_| {
                 ApiError::new(
-                    StatusCode::REQUEST_TIMEOUT,
-                    "request_timeout",
+                    ErrorCode::RequestTimeout,
                     format!(
                         "the request body did not arrive within {} ms",
                         limits.body_read_timeout.as_millis()

@@ -2,7 +2,7 @@
 //! pass straight into record `Bytes`, without building a `serde_json::Value`
 //! tree. It only ever says "here is the append" or "I cannot tell": any
 //! input it does not accept goes to the `Value` parser in
-//! [`crate::records`], which owns every error message. So it must accept a
+//! `json_append`, which owns every error message. So it must accept a
 //! subset of what that parser accepts, with identical results; the fuzz
 //! target `http_append_body` and the corpus test check exactly that.
 //!
@@ -10,16 +10,15 @@
 //! also accepts a JSON array in place of an object, which the `Value`
 //! parser refuses.
 
-use crate::records::JsonAppend;
-use base64::engine::general_purpose::STANDARD as BASE64;
-use base64::Engine as _;
+use crate::append_body::AppendBody;
 use bytes::Bytes;
+use fencelog_api::record::{decode_base64, BODY, BODY_BASE64};
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use std::borrow::Cow;
 use std::fmt;
 
 /// `Some` only when the `Value` parser would return the very same append.
-pub(crate) fn parse(body: &Bytes) -> Option<JsonAppend> {
+pub(crate) fn parse(body: &Bytes) -> Option<AppendBody> {
     let mut de = serde_json::Deserializer::from_slice(body);
     let append = de.deserialize_map(AppendVisitor { body }).ok()?;
     // Trailing non-whitespace is an error for the `Value` parser too.
@@ -73,8 +72,8 @@ impl<'de> de::Deserialize<'de> for Key {
                     "fencing_token" => Key::Token,
                     "match_seq_num" => Key::MatchSeqNum,
                     "records" => Key::Records,
-                    "body" => Key::Body,
-                    "body_base64" => Key::BodyBase64,
+                    BODY => Key::Body,
+                    BODY_BASE64 => Key::BodyBase64,
                     _ => Key::Other,
                 })
             }
@@ -94,13 +93,13 @@ struct AppendVisitor<'b> {
 }
 
 impl<'de> Visitor<'de> for AppendVisitor<'_> {
-    type Value = JsonAppend;
+    type Value = AppendBody;
 
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("an append object")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<JsonAppend, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<AppendBody, A::Error> {
         let mut token: Option<u64> = None;
         let mut match_seq_num: Option<Option<u64>> = None;
         let mut records: Option<Vec<Bytes>> = None;
@@ -124,7 +123,7 @@ impl<'de> Visitor<'de> for AppendVisitor<'_> {
             }
         }
         match (token, records) {
-            (Some(token), Some(records)) if token >= 1 && !records.is_empty() => Ok(JsonAppend {
+            (Some(token), Some(records)) if token >= 1 && !records.is_empty() => Ok(AppendBody {
                 token,
                 records,
                 match_seq_num: match_seq_num.flatten(),
@@ -192,7 +191,7 @@ impl<'de> Visitor<'de> for RecordSeed<'_> {
             }
             Some(Key::BodyBase64) => {
                 let Text(b64) = map.next_value()?;
-                Bytes::from(BASE64.decode(b64.as_bytes()).map_err(|_| undecided())?)
+                Bytes::from(decode_base64(b64.as_bytes()).map_err(|_| undecided())?)
             }
             _ => return Err(undecided()),
         };
@@ -202,134 +201,5 @@ impl<'de> Visitor<'de> for RecordSeed<'_> {
             return Err(undecided());
         }
         Ok(bytes)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::records::{parse_json_append, parse_json_append_value};
-
-    /// The fast path either declines or agrees with the reference parser;
-    /// returns whether it decided.
-    fn agrees(input: &[u8]) -> bool {
-        let body = Bytes::copy_from_slice(input);
-        let Some(fast) = parse(&body) else {
-            return false;
-        };
-        let reference = parse_json_append_value(input).unwrap_or_else(|e| {
-            panic!(
-                "fast path accepted {:?}, reference refused: {}",
-                String::from_utf8_lossy(input),
-                e.message
-            )
-        });
-        assert_eq!(fast, reference, "{:?}", String::from_utf8_lossy(input));
-        true
-    }
-
-    #[test]
-    fn agrees_with_the_reference_over_the_fuzz_corpus() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../fuzz/corpus/http_append_body");
-        let mut decided = 0;
-        let mut total = 0;
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let data = std::fs::read(entry.unwrap().path()).unwrap();
-            total += 1;
-            decided += agrees(&data) as usize;
-        }
-        eprintln!("fast path decided {decided} of {total} corpus inputs");
-        // A fast path that declines everything would pass vacuously.
-        assert!(decided > 0, "fast path decided none of {total} inputs");
-    }
-
-    /// Every single-byte deletion and a set of replacements of valid bodies:
-    /// the near misses a hand-written decoder gets wrong.
-    #[test]
-    fn agrees_on_every_near_miss_of_valid_bodies() {
-        let seeds: &[&str] = &[
-            r#"{"fencing_token": 10, "records": [{"body": "a\"b"}, {"body_base64": "eA=="}], "match_seq_num": 3}"#,
-            r#"{"records":[{"body":"x"}],"fencing_token":1,"extra":{"k":[1,2]}}"#,
-            r#"{"fencing_token":18446744073709551615,"records":[{"body":""}],"match_seq_num":null}"#,
-        ];
-        let replacements = b"0-.e\"{}[],:\\ ntl1";
-        let mut decided = 0;
-        for seed in seeds {
-            let seed = seed.as_bytes();
-            assert!(agrees(seed));
-            for i in 0..seed.len() {
-                let mut cut = seed.to_vec();
-                cut.remove(i);
-                decided += agrees(&cut) as usize;
-                for &r in replacements {
-                    let mut changed = seed.to_vec();
-                    changed[i] = r;
-                    decided += agrees(&changed) as usize;
-                }
-            }
-        }
-        assert!(decided > 0);
-    }
-
-    #[test]
-    fn declines_what_only_the_reference_can_explain() {
-        let declined = [
-            // token 0, negative zero, float, overflow, string
-            r#"{"fencing_token": 0, "records": [{"body": "x"}]}"#,
-            r#"{"fencing_token": -0, "records": [{"body": "x"}]}"#,
-            r#"{"fencing_token": 1.0, "records": [{"body": "x"}]}"#,
-            r#"{"fencing_token": 18446744073709551616, "records": [{"body": "x"}]}"#,
-            r#"{"fencing_token": "1", "records": [{"body": "x"}]}"#,
-            // arrays where objects belong (a derived struct would take them)
-            r#"[1, [{"body": "x"}]]"#,
-            r#"{"fencing_token": 1, "records": [["x"]]}"#,
-            // both, neither, unknown and repeated record fields
-            r#"{"fencing_token": 1, "records": [{"body": "x", "body_base64": "eA=="}]}"#,
-            r#"{"fencing_token": 1, "records": [{}]}"#,
-            r#"{"fencing_token": 1, "records": [{"body": "x", "extra": 1}]}"#,
-            r#"{"fencing_token": 1, "records": [{"body": "x", "body": "y"}]}"#,
-            // repeated top-level keys, empty and missing records, bad base64
-            r#"{"fencing_token": 1, "fencing_token": 2, "records": [{"body": "x"}]}"#,
-            r#"{"fencing_token": 1, "records": []}"#,
-            r#"{"fencing_token": 1}"#,
-            r#"{"fencing_token": 1, "records": [{"body_base64": "eA="}]}"#,
-            r#"{"fencing_token": 1, "records": [{"body": "x"}]} x"#,
-        ];
-        for input in declined {
-            assert!(
-                parse(&Bytes::from(input)).is_none(),
-                "fast path decided {input}"
-            );
-        }
-        // A repeated record field is fine for the reference (last wins), and
-        // so for the combined parser.
-        let dup = Bytes::from(r#"{"fencing_token": 1, "records": [{"body": "x", "body": "y"}]}"#);
-        assert_eq!(
-            parse_json_append(&dup).unwrap().records,
-            vec![Bytes::from("y")]
-        );
-    }
-
-    #[test]
-    fn unescaped_bodies_share_the_request_buffer_and_escaped_ones_decode() {
-        let body = Bytes::from(
-            r#"{"fencing_token": 7, "records": [{"body": "plain"}, {"body": "tab\there"}], "ignored": [1, {"a": null}]}"#,
-        );
-        let append = parse(&body).unwrap();
-        assert_eq!(append.token, 7);
-        assert_eq!(append.match_seq_num, None);
-        assert_eq!(
-            append.records,
-            vec![Bytes::from("plain"), Bytes::from("tab\there")]
-        );
-        let at = body.windows(5).position(|w| w == b"plain").unwrap();
-        assert_eq!(append.records[0].as_ptr(), body[at..].as_ptr());
-        // Escaped keys mean the same key to both parsers.
-        let escaped = Bytes::from(
-            r#"{"fencing\u005ftoken": 3, "records": [{"bo\u0064y": "x"}], "match_seq_num": 9}"#,
-        );
-        let a = parse(&escaped).unwrap();
-        assert_eq!((a.token, a.match_seq_num), (3, Some(9)));
     }
 }

@@ -1,32 +1,78 @@
 //! The route table and the OpenAPI 3 description built from it, served at
-//! `GET /v1/openapi.json`. [`crate::app`] routes exactly [`ROUTES`], so the
-//! document lists exactly what the server answers.
+//! `GET /v1/openapi.json`. [`crate::app`] routes exactly [`ROUTES`], each
+//! entry with the handler it carries, so the document lists exactly what
+//! the server answers.
 
+use crate::state::AppState;
+use crate::{ops, records, streams};
+use axum::routing::{get, post, MethodRouter};
 use axum::Json;
+use fencelog_api::ErrorCode;
 use serde_json::{json, Map, Value};
 
-/// One route of the API.
+/// One route of the API: how the router serves it and how the document
+/// describes it.
 #[derive(Debug, Clone, Copy)]
 pub struct Route {
+    /// The method, lowercase as OpenAPI writes it; `handler` serves it.
     pub method: &'static str,
     pub path: &'static str,
-    /// Also the key [`crate::app`] picks the handler by.
     pub operation_id: &'static str,
     pub summary: &'static str,
-    /// `(status, description, schema name or "")` of each documented answer.
-    pub responses: &'static [(u16, &'static str, &'static str)],
+    /// The handler, on `method`.
+    pub handler: fn() -> MethodRouter<AppState>,
+    pub query: &'static [Param],
+    pub headers: &'static [Param],
+    pub request_body: Option<fn() -> Value>,
+    pub responses: &'static [Answer],
 }
 
-const STALE: (u16, &str, &str) = (
-    409,
-    "stale_fencing_token: the stream accepted a higher token",
-    "Error",
+/// A query or header parameter; never required.
+#[derive(Debug, Clone, Copy)]
+pub struct Param {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub schema: Schema,
+}
+
+/// The schema of a [`Param`].
+#[derive(Debug, Clone, Copy)]
+pub enum Schema {
+    String,
+    Boolean,
+    Integer,
+    IntegerFrom(u64),
+}
+
+/// A documented answer of a route.
+#[derive(Debug, Clone, Copy)]
+pub enum Answer {
+    /// `(status, description, schema name or "")`.
+    Ok(u16, &'static str, &'static str),
+    /// An error body with this code (and so its status), and what it means
+    /// here ("" when the code says it all).
+    Error(ErrorCode, &'static str),
+}
+
+const STALE: Answer = Answer::Error(
+    ErrorCode::StaleFencingToken,
+    "the stream accepted a higher token",
 );
-const BAD: (u16, &str, &str) = (400, "bad_request", "Error");
-const UNAVAILABLE: (u16, &str, &str) =
-    (503, "unavailable: storage failed or shutting down", "Error");
-const FULL: (u16, &str, &str) = (507, "insufficient_storage: disk full", "Error");
-const MISSING: (u16, &str, &str) = (404, "stream_not_found", "Error");
+const BAD: Answer = Answer::Error(ErrorCode::BadRequest, "");
+const UNAVAILABLE: Answer =
+    Answer::Error(ErrorCode::Unavailable, "storage failed or shutting down");
+const FULL: Answer = Answer::Error(ErrorCode::InsufficientStorage, "disk full");
+const MISSING: Answer = Answer::Error(ErrorCode::StreamNotFound, "");
+
+impl Param {
+    pub const fn new(name: &'static str, description: &'static str, schema: Schema) -> Param {
+        Param {
+            name,
+            description,
+            schema,
+        }
+    }
+}
 
 pub const ROUTES: &[Route] = &[
     Route {
@@ -34,12 +80,19 @@ pub const ROUTES: &[Route] = &[
         path: "/v1/streams/{stream}/records",
         operation_id: "append",
         summary: "Append records with a fencing token (JSON body; a binary batch of u32 little-endian length-prefixed records as application/vnd.fencelog.batch; or one raw record), the last two with a Fencing-Token header",
+        handler: || post(records::append),
+        query: &[],
+        headers: &[
+            Param::new("Fencing-Token", "raw and binary-batch appends only: the fencing token", Schema::IntegerFrom(1)),
+            Param::new("Match-Seq-Num", "raw and binary-batch appends only: append only if next_seq equals it", Schema::IntegerFrom(0)),
+        ],
+        request_body: Some(append_body),
         responses: &[
-            (200, "appended and durable", "AppendAck"),
+            Answer::Ok(200, "appended and durable", "AppendAck"),
             BAD,
             STALE,
-            (412, "seq_mismatch: match_seq_num is not the stream's next_seq", "Error"),
-            (413, "too_large: over the batch or body limits", "Error"),
+            Answer::Error(ErrorCode::SeqMismatch, "match_seq_num is not the stream's next_seq"),
+            Answer::Error(ErrorCode::TooLarge, "over the batch or body limits"),
             UNAVAILABLE,
             FULL,
         ],
@@ -49,11 +102,21 @@ pub const ROUTES: &[Route] = &[
         path: "/v1/streams/{stream}/records",
         operation_id: "read",
         summary: "Read durable records; long-poll with wait_ms; live tail over SSE with Accept: text/event-stream or follow=true",
+        handler: || get(records::read),
+        query: &[
+            Param::new("start_seq", "first seq to read (default 0)", Schema::Integer),
+            Param::new("count", "most records (capped)", Schema::Integer),
+            Param::new("bytes", "most body bytes (capped)", Schema::Integer),
+            Param::new("wait_ms", "long-poll: wait this long for a record at start_seq (capped)", Schema::Integer),
+            Param::new("follow", "true: live tail over Server-Sent Events", Schema::Boolean),
+        ],
+        headers: &[Param::new("Last-Event-ID", "SSE resume: the next seq to read", Schema::Integer)],
+        request_body: None,
         responses: &[
-            (200, "records from start_seq (or an SSE stream of records, caught_up and ping events)", "ReadResult"),
+            Answer::Ok(200, "records from start_seq (or an SSE stream of records, caught_up and ping events)", "ReadResult"),
             BAD,
             MISSING,
-            (416, "out_of_range: start_seq is past next_seq", "Error"),
+            Answer::Error(ErrorCode::OutOfRange, "start_seq is past next_seq"),
         ],
     },
     Route {
@@ -61,8 +124,12 @@ pub const ROUTES: &[Route] = &[
         path: "/v1/streams/{stream}/fence",
         operation_id: "fence",
         summary: "Raise the stream's highest accepted token without writing a record",
+        handler: || post(streams::fence),
+        query: &[],
+        headers: &[],
+        request_body: Some(fence_body),
         responses: &[
-            (200, "fenced and durable", "StreamState"),
+            Answer::Ok(200, "fenced and durable", "StreamState"),
             BAD,
             STALE,
             UNAVAILABLE,
@@ -74,40 +141,77 @@ pub const ROUTES: &[Route] = &[
         path: "/v1/streams/{stream}",
         operation_id: "state",
         summary: "A stream's durable state",
-        responses: &[(200, "the state", "StreamState"), BAD, MISSING],
+        handler: || get(streams::state),
+        query: &[],
+        headers: &[],
+        request_body: None,
+        responses: &[Answer::Ok(200, "the state", "StreamState"), BAD, MISSING],
     },
     Route {
         method: "get",
         path: "/v1/streams",
         operation_id: "list",
         summary: "Streams in name order, paginated (prefix, start_after, limit)",
-        responses: &[(200, "one page", "StreamList"), BAD],
+        handler: || get(streams::list),
+        query: &[
+            Param::new("prefix", "only names starting with this", Schema::String),
+            Param::new("start_after", "the previous page's next_start_after", Schema::String),
+            Param::new("limit", "most streams per page (capped)", Schema::Integer),
+        ],
+        headers: &[],
+        request_body: None,
+        responses: &[Answer::Ok(200, "one page", "StreamList"), BAD],
     },
     Route {
         method: "get",
         path: "/healthz",
         operation_id: "healthz",
         summary: "200 while the engine accepts writes, 503 once storage failed",
-        responses: &[(200, "healthy", ""), UNAVAILABLE],
+        handler: || get(ops::healthz),
+        query: &[],
+        headers: &[],
+        request_body: None,
+        responses: &[Answer::Ok(200, "healthy", ""), UNAVAILABLE],
     },
     Route {
         method: "get",
         path: "/metrics",
         operation_id: "metrics",
         summary: "Prometheus text exposition",
-        responses: &[(200, "metrics in the OpenMetrics text format", "")],
+        handler: || get(ops::metrics),
+        query: &[],
+        headers: &[],
+        request_body: None,
+        responses: &[Answer::Ok(200, "metrics in the OpenMetrics text format", "")],
     },
     Route {
         method: "get",
         path: "/v1/openapi.json",
         operation_id: "openapi",
         summary: "This document",
-        responses: &[(200, "the OpenAPI 3 description of the API", "")],
+        handler: || get(serve),
+        query: &[],
+        headers: &[],
+        request_body: None,
+        responses: &[Answer::Ok(200, "the OpenAPI 3 description of the API", "")],
     },
 ];
 
 fn schema_ref(name: &str) -> Value {
     json!({ "$ref": format!("#/components/schemas/{name}") })
+}
+
+fn param(p: &Param, location: &str) -> Value {
+    let schema = match p.schema {
+        Schema::String => json!({ "type": "string" }),
+        Schema::Boolean => json!({ "type": "boolean" }),
+        Schema::Integer => json!({ "type": "integer" }),
+        Schema::IntegerFrom(min) => json!({ "type": "integer", "minimum": min }),
+    };
+    json!({
+        "name": p.name, "in": location, "required": false,
+        "description": p.description, "schema": schema,
+    })
 }
 
 fn parameters(route: &Route) -> Vec<Value> {
@@ -119,84 +223,49 @@ fn parameters(route: &Route) -> Vec<Value> {
             "schema": { "type": "string" },
         }));
     }
-    let query: &[(&str, &str)] = match route.operation_id {
-        "read" => &[
-            ("start_seq", "first seq to read (default 0)"),
-            ("count", "most records (capped)"),
-            ("bytes", "most body bytes (capped)"),
-            (
-                "wait_ms",
-                "long-poll: wait this long for a record at start_seq (capped)",
-            ),
-            ("follow", "true: live tail over Server-Sent Events"),
-        ],
-        "list" => &[
-            ("prefix", "only names starting with this"),
-            ("start_after", "the previous page's next_start_after"),
-            ("limit", "most streams per page (capped)"),
-        ],
-        _ => &[],
-    };
-    for (name, description) in query {
-        let ty = if matches!(*name, "prefix" | "start_after") {
-            "string"
-        } else if *name == "follow" {
-            "boolean"
-        } else {
-            "integer"
-        };
-        out.push(json!({
-            "name": name, "in": "query", "required": false,
-            "description": description, "schema": { "type": ty },
-        }));
-    }
-    if route.operation_id == "append" {
-        out.push(json!({
-            "name": "Fencing-Token", "in": "header", "required": false,
-            "description": "raw and binary-batch appends only: the fencing token",
-            "schema": { "type": "integer", "minimum": 1 },
-        }));
-        out.push(json!({
-            "name": "Match-Seq-Num", "in": "header", "required": false,
-            "description": "raw and binary-batch appends only: append only if next_seq equals it",
-            "schema": { "type": "integer", "minimum": 0 },
-        }));
-    }
-    if route.operation_id == "read" {
-        out.push(json!({
-            "name": "Last-Event-ID", "in": "header", "required": false,
-            "description": "SSE resume: the next seq to read",
-            "schema": { "type": "integer" },
-        }));
-    }
+    out.extend(route.query.iter().map(|p| param(p, "query")));
+    out.extend(route.headers.iter().map(|p| param(p, "header")));
     out
 }
 
-fn request_body(route: &Route) -> Option<Value> {
-    match route.operation_id {
-        "append" => Some(json!({
-            "required": true,
-            "content": {
-                "application/json": { "schema": schema_ref("AppendRequest") },
-                fencelog_api::batch::CONTENT_TYPE: {
-                    "schema": {
-                        "type": "string", "format": "binary",
-                        "description": "one or more records, each a u32 little-endian byte \
-                                        length followed by that many bytes; nothing after \
-                                        the last record",
-                    }
-                },
-                "application/octet-stream": {
-                    "schema": { "type": "string", "format": "binary" }
-                },
+fn append_body() -> Value {
+    json!({
+        "required": true,
+        "content": {
+            fencelog_api::header::JSON: { "schema": schema_ref("AppendRequest") },
+            fencelog_api::header::BATCH: {
+                "schema": {
+                    "type": "string", "format": "binary",
+                    "description": "one or more records, each a u32 little-endian byte \
+                                    length followed by that many bytes; nothing after \
+                                    the last record",
+                }
             },
-        })),
-        "fence" => Some(json!({
-            "required": true,
-            "content": { "application/json": { "schema": schema_ref("FenceRequest") } },
-        })),
-        _ => None,
+            fencelog_api::header::OCTET_STREAM: {
+                "schema": { "type": "string", "format": "binary" }
+            },
+        },
+    })
+}
+
+fn fence_body() -> Value {
+    json!({
+        "required": true,
+        "content": { fencelog_api::header::JSON: { "schema": schema_ref("FenceRequest") } },
+    })
+}
+
+fn answer(a: &Answer) -> (u16, Value) {
+    let (status, description, schema) = match *a {
+        Answer::Ok(status, description, schema) => (status, description.to_string(), schema),
+        Answer::Error(code, "") => (code.status(), code.to_string(), "Error"),
+        Answer::Error(code, means) => (code.status(), format!("{code}: {means}"), "Error"),
+    };
+    let mut r = json!({ "description": description });
+    if !schema.is_empty() {
+        r["content"] = json!({ fencelog_api::header::JSON: { "schema": schema_ref(schema) } });
     }
+    (status, r)
 }
 
 fn components() -> Value {
@@ -295,22 +364,22 @@ fn components() -> Value {
 pub fn document() -> Value {
     let mut paths = Map::new();
     for route in ROUTES {
-        let mut responses = Map::new();
-        for (status, description, schema) in route.responses {
-            let mut r = json!({ "description": description });
-            if !schema.is_empty() {
-                r["content"] = json!({ "application/json": { "schema": schema_ref(schema) } });
-            }
-            responses.insert(status.to_string(), r);
-        }
+        let responses: Map<String, Value> = route
+            .responses
+            .iter()
+            .map(|a| {
+                let (status, r) = answer(a);
+                (status.to_string(), r)
+            })
+            .collect();
         let mut op = json!({
             "operationId": route.operation_id,
             "summary": route.summary,
             "parameters": parameters(route),
             "responses": responses,
         });
-        if let Some(body) = request_body(route) {
-            op["requestBody"] = body;
+        if let Some(body) = route.request_body {
+            op["requestBody"] = body();
         }
         let entry = paths
             .entry(route.path.to_string())

@@ -1,11 +1,12 @@
 //! Operator endpoints and the catch-all answers.
 
 use crate::error::ApiError;
-use crate::AppState;
+use crate::state::AppState;
 use axum::extract::State;
-use axum::http::{header, StatusCode};
+use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use fencelog_api::{ErrorCode, Field};
 use serde_json::json;
 
 /// `GET /healthz`: 200 while the engine accepts writes, 503 once storage has
@@ -17,16 +18,11 @@ pub async fn healthz(State(state): State<AppState>) -> Response {
     }
     let err = match engine.poisoned() {
         Some(failure) => ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
+            ErrorCode::Unavailable,
             format!("storage failed; writes are refused until restart: {failure}"),
         )
-        .with("no_space", failure.is_no_space()),
-        None => ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "unavailable",
-            "shutting down",
-        ),
+        .with(Field::NoSpace, failure.is_no_space()),
+        None => ApiError::new(ErrorCode::Unavailable, "shutting down"),
     };
     err.into_response()
 }
@@ -52,13 +48,12 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
 }
 
 pub async fn not_found() -> ApiError {
-    ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such route")
+    ApiError::new(ErrorCode::NotFound, "no such route")
 }
 
 pub async fn method_not_allowed() -> ApiError {
     ApiError::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
+        ErrorCode::MethodNotAllowed,
         "method not allowed on this route",
     )
 }

@@ -1,15 +1,21 @@
 //! Parsing what clients send outside the body's records: the stream name in
 //! the path, fencing tokens and sequence numbers in JSON or headers, and
-//! query parameters. Each malformed value is a 400 with a message naming
-//! it, rather than the framework's generic rejection.
+//! query parameters, and the read parameters plain reads and live tails
+//! share. Each malformed value is a 400 with a message naming it, rather
+//! than the framework's generic rejection.
 
 use crate::error::ApiError;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query};
 use axum::http::HeaderMap;
+use fencelog_api::header;
+use fencelog_api::read::{
+    READ_BYTES_CAP, READ_BYTES_DEFAULT, READ_COUNT_CAP, READ_COUNT_DEFAULT, WAIT_MS_CAP,
+};
 use fencelog_engine::validate_stream_name;
 use serde_json::Value;
 use std::collections::HashMap;
+use std::time::Duration;
 
 /// The `{stream}` path segment, validated.
 pub fn stream_name(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
@@ -71,7 +77,7 @@ fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>,
 
 /// The `Fencing-Token` header of a raw append.
 pub fn token_from_header(headers: &HeaderMap) -> Result<u64, ApiError> {
-    let raw = header_str(headers, "fencing-token")?
+    let raw = header_str(headers, header::FENCING_TOKEN)?
         .ok_or_else(|| ApiError::bad_request("header Fencing-Token is required"))?;
     match parse_u64_strict(raw) {
         Some(t) if t >= 1 => Ok(t),
@@ -140,5 +146,26 @@ impl QueryParams {
                 "query parameter {key} must be true or false, got {raw:?}"
             ))),
         }
+    }
+}
+
+/// Read parameters shared by plain reads and live tails.
+pub struct ReadParams {
+    pub start_seq: u64,
+    pub count: usize,
+    pub bytes: usize,
+    pub wait: Duration,
+    pub follow: bool,
+}
+
+impl ReadParams {
+    pub fn parse(q: &QueryParams) -> Result<Self, ApiError> {
+        Ok(ReadParams {
+            start_seq: q.u64("start_seq")?.unwrap_or(0),
+            count: q.positive_capped("count", READ_COUNT_DEFAULT, READ_COUNT_CAP)? as usize,
+            bytes: q.positive_capped("bytes", READ_BYTES_DEFAULT, READ_BYTES_CAP)? as usize,
+            wait: Duration::from_millis(q.u64("wait_ms")?.unwrap_or(0).min(WAIT_MS_CAP)),
+            follow: q.bool("follow")?,
+        })
     }
 }

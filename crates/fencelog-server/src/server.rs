@@ -4,7 +4,8 @@
 //! long-polls, let in-flight requests finish, then shut the engine down so
 //! everything queued is committed and synced.
 
-use crate::{app, AppState, Shutdown};
+use crate::app;
+use crate::state::{AppState, Shutdown};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};

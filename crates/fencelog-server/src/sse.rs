@@ -1,14 +1,13 @@
-//! Live tail over Server-Sent Events.
+//! Live tail over Server-Sent Events; the events and their data are the
+//! api crate's ([`fencelog_api::sse`]).
 //!
-//! Events:
-//! - `records`: `id` is the next seq to read, `data` a JSON array of records.
-//! - `caught_up`: the consumer has read everything durable (`data`
-//!   `{"next_seq": N}`, same `id`). Sent when the backlog is exhausted, and
-//!   again whenever a consumer that had fallen more than a batch behind
-//!   reaches the tail once more.
-//! - `ping`: the tail has been idle for the ping interval (15 s), so
-//!   proxies and clients can tell a quiet stream from a dead connection.
-//! - `error`: a read failed; the error body as data, then the stream ends.
+//! - `records` carries the next batch; its `id` is the next seq to read.
+//! - `caught_up` is sent when the backlog is exhausted, and again whenever
+//!   a consumer that had fallen more than a batch behind reaches the tail
+//!   once more.
+//! - `ping` after the ping interval (15 s) of silence, so proxies and
+//!   clients can tell a quiet stream from a dead connection.
+//! - `error` when a read fails, then the stream ends.
 //!
 //! Every event is read from storage when the connection is ready to take it,
 //! in batches bounded by `count` and `bytes`, so a slow consumer costs a
@@ -16,13 +15,14 @@
 //! resumes at exactly the seq it names.
 
 use crate::error::{read_error, ApiError};
-use crate::records::{ReadParams, RecordJson};
-use crate::{AppState, Shutdown};
+use crate::params::ReadParams;
+use crate::state::{AppState, Shutdown};
 use axum::http::HeaderValue;
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
+use fencelog_api::sse::{self as events, CaughtUp};
+use fencelog_api::RecordJson;
 use fencelog_engine::Engine;
-use serde_json::json;
 use std::convert::Infallible;
 use std::time::Duration;
 
@@ -99,8 +99,9 @@ impl Tail {
                 Ok(batch) => batch,
                 Err(e) => {
                     self.done = true;
-                    let body = read_error(&self.stream, e).body();
-                    return Some(Event::default().event("error").data(body.to_string()));
+                    let body = serde_json::to_string(&read_error(&self.stream, e).body)
+                        .expect("error bodies serialize");
+                    return Some(Event::default().event(events::ERROR).data(body));
                 }
             };
             if let Some(last) = batch.records.last() {
@@ -112,7 +113,7 @@ impl Tail {
                     .expect("records serialize");
                 return Some(
                     Event::default()
-                        .event("records")
+                        .event(events::RECORDS)
                         .id(self.cursor.to_string())
                         .data(data),
                 );
@@ -121,9 +122,14 @@ impl Tail {
                 self.behind = false;
                 return Some(
                     Event::default()
-                        .event("caught_up")
+                        .event(events::CAUGHT_UP)
                         .id(self.cursor.to_string())
-                        .data(json!({ "next_seq": self.cursor }).to_string()),
+                        .data(
+                            serde_json::to_string(&CaughtUp {
+                                next_seq: self.cursor,
+                            })
+                            .expect("caught_up serializes"),
+                        ),
                 );
             }
             if self.shutdown.is_triggered() {
@@ -146,7 +152,7 @@ impl Tail {
                 }
             };
             if !progressed {
-                return Some(Event::default().event("ping").data("{}"));
+                return Some(Event::default().event(events::PING).data(events::PING_DATA));
             }
         }
     }

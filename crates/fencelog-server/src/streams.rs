@@ -3,48 +3,22 @@
 use crate::body::read_capped;
 use crate::error::{read_error, write_error, ApiError};
 use crate::params::{stream_name, token_from_json, QueryParams};
-use crate::AppState;
+use crate::state::AppState;
 use axum::body::Body;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use axum::Json;
-use fencelog_engine::StreamState;
-use serde::Serialize;
+use fencelog_api::stream::{LIST_LIMIT_CAP, LIST_LIMIT_DEFAULT};
+use fencelog_api::{StreamInfo, StreamList};
 use serde_json::Value;
 use std::collections::HashMap;
-
-/// Streams per listing page when `limit` is not given.
-pub const LIST_LIMIT_DEFAULT: u64 = 100;
-/// Most streams one listing page returns.
-pub const LIST_LIMIT_CAP: u64 = 1000;
-
-#[derive(Serialize)]
-pub struct StateJson {
-    pub stream: String,
-    pub first_seq: u64,
-    pub next_seq: u64,
-    pub highest_token: u64,
-    pub last_timestamp_ms: u64,
-}
-
-impl From<StreamState> for StateJson {
-    fn from(s: StreamState) -> Self {
-        StateJson {
-            stream: s.stream,
-            first_seq: s.first_seq,
-            next_seq: s.next_seq,
-            highest_token: s.highest_token,
-            last_timestamp_ms: s.last_timestamp_ms,
-        }
-    }
-}
 
 /// `GET /v1/streams/{stream}`: durable state, or 404 `stream_not_found`.
 pub async fn state(
     State(state): State<AppState>,
     path: Result<Path<String>, PathRejection>,
-) -> Result<Json<StateJson>, ApiError> {
+) -> Result<Json<StreamInfo>, ApiError> {
     let stream = stream_name(path)?;
     state
         .engine
@@ -53,20 +27,13 @@ pub async fn state(
         .map_err(|e| read_error(&stream, e))
 }
 
-#[derive(Serialize)]
-pub struct ListJson {
-    pub streams: Vec<StateJson>,
-    /// Pass as `start_after` for the next page; null on the last page.
-    pub next_start_after: Option<String>,
-}
-
 /// `GET /v1/streams?prefix=P&limit=L&start_after=NAME`: streams whose names
 /// start with `prefix`, in name order, after `start_after`. `limit`
 /// defaults to 100 and is clamped to 1000.
 pub async fn list(
     State(state): State<AppState>,
     query: Result<Query<HashMap<String, String>>, QueryRejection>,
-) -> Result<Json<ListJson>, ApiError> {
+) -> Result<Json<StreamList>, ApiError> {
     let q = QueryParams::from_extractor(query)?;
     let limit = q.positive_capped("limit", LIST_LIMIT_DEFAULT, LIST_LIMIT_CAP)? as usize;
     let prefix = q.str("prefix").unwrap_or("");
@@ -80,8 +47,8 @@ pub async fn list(
     } else {
         None
     };
-    Ok(Json(ListJson {
-        streams: page.into_iter().map(StateJson::from).collect(),
+    Ok(Json(StreamList {
+        streams: page.into_iter().map(StreamInfo::from).collect(),
         next_start_after,
     }))
 }
@@ -94,7 +61,7 @@ pub async fn fence(
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: Body,
-) -> Result<Json<StateJson>, ApiError> {
+) -> Result<Json<StreamInfo>, ApiError> {
     let stream = stream_name(path)?;
     let bytes = read_capped(&headers, body, &state.limits).await?;
     let value: Value = serde_json::from_slice(&bytes)

@@ -6,6 +6,7 @@ use fencelog_engine::{Config, Engine};
 use fencelog_server::{self as http, AppState, HttpLimits, ServerConfig};
 use futures_util::{Stream, StreamExt};
 use serde_json::{json, Value};
+use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -262,47 +263,38 @@ impl SseEvent {
     }
 }
 
+/// Events from a live tail, parsed by the api crate's parser (the one the
+/// client and the load generator use).
 pub struct SseReader {
     stream: Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>,
-    buf: String,
+    parser: fencelog_api::SseParser,
+    parsed: VecDeque<SseEvent>,
 }
 
 impl SseReader {
     pub fn new(stream: impl Stream<Item = reqwest::Result<Bytes>> + Send + 'static) -> Self {
         SseReader {
             stream: Box::pin(stream),
-            buf: String::new(),
+            parser: fencelog_api::SseParser::new(),
+            parsed: VecDeque::new(),
         }
     }
 
     /// The next event, or None when the server ended the stream.
     pub async fn next(&mut self) -> Option<SseEvent> {
         loop {
-            if let Some(end) = self.buf.find("\n\n") {
-                let block: String = self.buf.drain(..end + 2).collect();
-                let mut ev = SseEvent {
-                    event: "message".into(),
-                    id: None,
-                    data: String::new(),
-                };
-                let mut data_lines = Vec::new();
-                for line in block.lines() {
-                    if let Some(v) = line.strip_prefix("event:") {
-                        ev.event = v.trim_start().to_string();
-                    } else if let Some(v) = line.strip_prefix("id:") {
-                        ev.id = Some(v.trim_start().to_string());
-                    } else if let Some(v) = line.strip_prefix("data:") {
-                        data_lines.push(v.strip_prefix(' ').unwrap_or(v).to_string());
-                    }
-                }
-                ev.data = data_lines.join("\n");
-                if block.lines().all(|l| l.starts_with(':') || l.is_empty()) {
-                    continue;
-                }
+            if let Some(ev) = self.parsed.pop_front() {
                 return Some(ev);
             }
             match self.stream.next().await {
-                Some(Ok(chunk)) => self.buf.push_str(std::str::from_utf8(&chunk).unwrap()),
+                Some(Ok(chunk)) => {
+                    let events = self.parser.push(&chunk).into_iter();
+                    self.parsed.extend(events.map(|e| SseEvent {
+                        event: e.event,
+                        id: e.id,
+                        data: e.data,
+                    }));
+                }
                 Some(Err(e)) => panic!("SSE stream failed: {e}"),
                 None => return None,
             }

@@ -1,0 +1,42 @@
+//! An append as the handler hands it to the engine, whatever the body's
+//! encoding, and how the encoding is told from `Content-Type`. A leaf: the
+//! JSON decoders (`fast_json`, `json_append`) produce this, and the append
+//! handler consumes it.
+
+use axum::http::{header, HeaderMap};
+use bytes::Bytes;
+use fencelog_api::header as wire;
+
+/// A decoded append: token, records and optional `match_seq_num`.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct AppendBody {
+    pub(crate) token: u64,
+    pub(crate) records: Vec<Bytes>,
+    pub(crate) match_seq_num: Option<u64>,
+}
+
+/// How an append body is encoded, from its `Content-Type` essence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BodyKind {
+    Json,
+    Batch,
+    /// Anything else: the body is one record.
+    Raw,
+}
+
+pub(crate) fn body_kind(headers: &HeaderMap) -> BodyKind {
+    let Some(v) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return BodyKind::Raw;
+    };
+    let essence = v.split(';').next().unwrap_or("").trim();
+    if essence.eq_ignore_ascii_case(wire::JSON) {
+        BodyKind::Json
+    } else if essence.eq_ignore_ascii_case(wire::BATCH) {
+        BodyKind::Batch
+    } else {
+        BodyKind::Raw
+    }
+}
