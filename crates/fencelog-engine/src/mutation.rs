@@ -1,8 +1,10 @@
 //! Deliberate bugs the crash, fault, corruption and simulation suites must
 //! catch, each a one-line check at the spot it breaks. They exist only with
-//! the `mutations` feature: without it, [`mutated!`] is the literal `false`
-//! and neither the switch nor the names are compiled into the engine (the
-//! way raft-engine gates its fail points).
+//! the `mutations` feature: without it, [`mutated!`] is a call of a const
+//! function returning `false` (a call rather than the literal, so lints do
+//! not read every guarded branch as dead code), and neither the switch nor
+//! the names are compiled into the engine (the way raft-engine gates its
+//! fail points).
 //!
 //! A thread-local switch rather than a config field because recovery and
 //! segment creation run before and outside any engine. The writer thread
@@ -22,8 +24,15 @@ macro_rules! mutated {
 #[cfg(not(feature = "mutations"))]
 macro_rules! mutated {
     ($m:ident) => {
-        false
+        $crate::mutation::off()
     };
+}
+
+/// What every [`mutated!`] check is without the `mutations` feature.
+#[cfg(not(feature = "mutations"))]
+#[inline(always)]
+pub(crate) const fn off() -> bool {
+    false
 }
 
 #[cfg(feature = "mutations")]
