@@ -8,7 +8,9 @@
 
 use bytes::Bytes;
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use fencelog_engine::testing::{decode_frame, encode_frame, frame_len, FrameKind, FrameSpec};
+use fencelog_engine::testing::{
+    decode_frame, encode_frame, frame_len, FrameKind, FrameSpec, FLAG_LAST_IN_GROUP, FORMAT_VERSION,
+};
 use fencelog_engine::{Config, Engine, WriteError};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -36,7 +38,7 @@ fn runtime() -> tokio::runtime::Runtime {
 fn spec(name: &str) -> FrameSpec<'_> {
     FrameSpec {
         kind: FrameKind::Records,
-        last_in_group: true,
+        flags: FLAG_LAST_IN_GROUP,
         group_id: 7,
         first_seq: 1_000_000,
         fencing_token: 42,
@@ -63,9 +65,9 @@ fn codec(c: &mut Criterion) {
         encode_frame(&mut frame, &spec(name), &bodies);
         g.bench_function(BenchmarkId::new("decode", records), |b| {
             b.iter(|| {
-                let f = decode_frame(black_box(&frame)).unwrap();
+                let f = decode_frame(black_box(&frame), FORMAT_VERSION).unwrap();
                 // Walk the bodies too: a reader pays for that.
-                f.records().map(|r| r.len()).sum::<usize>()
+                f.bodies().map(|r| r.len()).sum::<usize>()
             })
         });
     }

@@ -19,10 +19,10 @@ pub fn frame_decoder(data: &[u8]) {
     if let Ok(h) = decode_segment_header(data) {
         assert_eq!(encode_segment_header(&h)[..], data[..40]);
     }
-    let Ok(frame) = decode_frame(data) else {
+    let Ok(frame) = decode_frame(data, crate::codec::FORMAT_VERSION) else {
         return;
     };
-    let bodies: Vec<&[u8]> = frame.records().collect();
+    let bodies: Vec<&[u8]> = frame.bodies().collect();
     assert_eq!(bodies.len(), frame.header.record_count as usize);
     assert_eq!(frame.header.kind == FrameKind::Fence, bodies.is_empty());
     let mut out = Vec::new();
@@ -30,7 +30,7 @@ pub fn frame_decoder(data: &[u8]) {
         &mut out,
         &FrameSpec {
             kind: frame.header.kind,
-            last_in_group: frame.header.last_in_group,
+            flags: frame.header.flags,
             group_id: frame.header.group_id,
             first_seq: frame.header.first_seq,
             fencing_token: frame.header.fencing_token,
@@ -56,13 +56,8 @@ pub fn recovery(data: &[u8]) {
     let Some((&mode, rest)) = data.split_first() else {
         return;
     };
-    let header = |index: u64| {
-        encode_segment_header(&SegmentHeader {
-            segment_index: index,
-            first_group_id: FIRST_GROUP_ID,
-        })
-        .to_vec()
-    };
+    let header =
+        |index: u64| encode_segment_header(&SegmentHeader::new(index, FIRST_GROUP_ID)).to_vec();
     let sim = SimStorage::new();
     match mode % 3 {
         0 => sim.set_contents(&segment_name(0), rest),
@@ -93,7 +88,7 @@ pub fn recovery(data: &[u8]) {
                 .file
                 .view(seg.file.len().unwrap())
                 .expect("view of a recovered segment");
-            let frame = decode_frame(&bytes[loc.offset as usize..])
+            let frame = decode_frame(&bytes[loc.offset as usize..], seg.version)
                 .expect("recovery indexed a frame that does not decode");
             assert_eq!(frame.name, &**name);
             assert_eq!(frame.header.first_seq, loc.first_seq);

@@ -28,6 +28,10 @@
 #[macro_use]
 mod mutation;
 
+// The v2 kinds, MANIFEST and checkpoint are read and written by the
+// recovery and writer changes that follow; until then only the codec's
+// own tests use them. (Removed once they do.)
+#[allow(dead_code, unused_imports)]
 mod codec;
 pub mod config;
 mod engine;

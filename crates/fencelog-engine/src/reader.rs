@@ -60,8 +60,8 @@ pub(crate) fn read(
     let locs = frame_locs(&s, start_seq, next_seq, max_records);
     let mut bytes = 0usize;
     'frames: for loc in locs {
-        let (buf, start, file) = frame_bytes(shared, &loc)?;
-        let frame = decode_frame(&buf[start..]).map_err(|e| {
+        let (buf, start, file, version) = frame_bytes(shared, &loc)?;
+        let frame = decode_frame(&buf[start..], version).map_err(|e| {
             ReadError::Corrupt(Corruption {
                 file: file.clone(),
                 offset: loc.offset,
@@ -130,7 +130,7 @@ fn frame_locs(
 
 /// The bytes holding the frame at `loc`: a buffer, the frame's start in it,
 /// and the segment's name.
-fn frame_bytes(shared: &Shared, loc: &FrameLoc) -> Result<(Bytes, usize, String), ReadError> {
+fn frame_bytes(shared: &Shared, loc: &FrameLoc) -> Result<(Bytes, usize, String, u32), ReadError> {
     let seg = locks::read(&shared.segments)
         .get(loc.segment)
         .cloned()
@@ -147,7 +147,7 @@ fn frame_bytes(shared: &Shared, loc: &FrameLoc) -> Result<(Bytes, usize, String)
         if at >= map.len() {
             return Err(corrupt("offset past the end of the segment".into()));
         }
-        return Ok((map.clone(), at, seg.name.clone()));
+        return Ok((map.clone(), at, seg.name.clone(), seg.version));
     }
     let mut head = [0u8; 12];
     seg.file
@@ -158,5 +158,5 @@ fn frame_bytes(shared: &Shared, loc: &FrameLoc) -> Result<(Bytes, usize, String)
     seg.file
         .read_exact_at(&mut buf, loc.offset)
         .map_err(|e| ReadError::Io(format!("reading {}: {e}", seg.name)))?;
-    Ok((Bytes::from(buf), 0, seg.name.clone()))
+    Ok((Bytes::from(buf), 0, seg.name.clone(), seg.version))
 }

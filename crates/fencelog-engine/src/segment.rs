@@ -32,6 +32,8 @@ pub struct Segment {
     pub index: u64,
     pub name: String,
     pub file: Arc<dyn StorageFile>,
+    /// The format version its header names: which frames it may hold.
+    pub version: u32,
     /// Set once the segment is sealed (no more appends): a memory map of the
     /// whole file. The active segment is read with positional reads.
     pub sealed: Option<Bytes>,
@@ -63,10 +65,7 @@ pub fn create_segment(
 ) -> std::io::Result<Arc<dyn StorageFile>> {
     let name = segment_name(index);
     let file = storage.create(&name)?;
-    let header = encode_segment_header(&SegmentHeader {
-        segment_index: index,
-        first_group_id,
-    });
+    let header = encode_segment_header(&SegmentHeader::new(index, first_group_id));
     file.write_all_at(&header, 0)?;
     file.sync_data()?;
     if !mutated!(SkipDirSync) {

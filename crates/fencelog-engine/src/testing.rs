@@ -5,8 +5,11 @@
 //! embedder uses, and free to change with the format.
 
 pub use crate::codec::{
-    decode_frame, decode_segment_header, encode_frame, frame_len, DecodeError, Frame, FrameHeader,
-    FrameKind, FrameSpec, SegmentHeader, SEGMENT_HEADER_BYTES,
+    decode_frame, decode_segment_header, encode_frame, encode_frame_with, encode_segment_header,
+    frame_len, AppliedMark, DecodeError, Frame, FrameHeader, FrameKind, FrameSpec, Payload,
+    PayloadSpec, ProducerTrailer, RecordSpec, Retention, SegmentHeader, StreamConfig, FLAG_HEADERS,
+    FLAG_LAST_IN_GROUP, FLAG_PRODUCER, FLAG_RELOCATED, FLAG_RETENTION, FORMAT_VERSION,
+    FORMAT_VERSION_V1, SEGMENT_HEADER_BYTES,
 };
 pub use crate::recovery::{recover, Recovered};
 pub use crate::segment::segment_name;

@@ -30,6 +30,7 @@ pub(super) fn finish(
             index: 0,
             name: segment_name(0),
             file,
+            version: crate::codec::FORMAT_VERSION,
             sealed: None,
         });
         active_len = SEGMENT_HEADER_BYTES as u64;

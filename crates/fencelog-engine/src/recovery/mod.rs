@@ -212,6 +212,7 @@ fn scan_segment(
         index,
         name,
         file,
+        version: header.version,
         sealed,
     };
     Ok(Some(Kept { segment, len }))

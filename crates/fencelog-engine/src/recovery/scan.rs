@@ -46,6 +46,8 @@ pub(super) struct Scan {
     pub last_closed_group: u64,
     pub records: u64,
     pub frames: u64,
+    /// The format version of the segment being scanned.
+    pub version: u32,
 }
 
 impl Scan {
@@ -60,6 +62,7 @@ impl Scan {
             last_closed_group: FIRST_GROUP_ID - 1,
             records: 0,
             frames: 0,
+            version: crate::codec::FORMAT_VERSION,
         }
     }
 
@@ -72,11 +75,12 @@ impl Scan {
 
     /// Checks that segment `index`'s header continues the log.
     pub(super) fn check_header(
-        &self,
+        &mut self,
         name: &str,
         index: u64,
         header: &SegmentHeader,
     ) -> Result<(), OpenError> {
+        self.version = header.version;
         if header.segment_index != index {
             return Err(corrupt(
                 name,
@@ -118,7 +122,7 @@ impl Scan {
         let mut off = SEGMENT_HEADER_BYTES;
         self.last_closed_start = None;
         while off < view.len() {
-            let frame = match decode_frame(&view[off..]) {
+            let frame = match decode_frame(&view[off..], self.version) {
                 Ok(f) => f,
                 Err(e) => {
                     return tail::decide(self, name, view, off, is_last, e.to_string()).map(Some)
@@ -128,7 +132,7 @@ impl Scan {
             self.enter_group(name, at, frame.header.group_id)?;
             self.replay(name, index, at, &frame)?;
             off += frame.frame_len;
-            if frame.header.last_in_group {
+            if frame.header.last_in_group() {
                 self.close_group();
             }
         }

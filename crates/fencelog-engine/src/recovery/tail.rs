@@ -5,7 +5,7 @@
 
 use super::scan::Scan;
 use super::{corrupt, RecoveryReport, Truncation};
-use crate::codec::{decode_frame, FRAME_MAGIC};
+use crate::codec::{decode_frame, FORMAT_VERSION, FORMAT_VERSION_V1, FRAME_MAGIC};
 use crate::error::OpenError;
 use crate::storage::{Storage, StorageFile};
 
@@ -39,8 +39,8 @@ pub(super) fn decide(
     } else {
         scan.last_closed_group + 1
     };
-    let later =
-        find_frame_after(view, off + 1, torn_group + 1).filter(|_| !mutated!(TruncateAnyBadFrame));
+    let later = find_frame_after(view, off + 1, torn_group + 1, scan.version)
+        .filter(|_| !mutated!(TruncateAnyBadFrame));
     if let Some((at, g)) = later {
         return Err(corrupt(
             name,
@@ -112,7 +112,11 @@ pub(super) fn cut(
 /// valid frame follows, so the header never became durable and the writer
 /// never put a group there.
 pub(super) fn header_never_synced(view: &[u8], is_last: bool) -> bool {
-    is_last && find_frame_after(view, 0, 0).is_none()
+    // A header that does not decode says no version: look for frames of
+    // either.
+    is_last
+        && find_frame_after(view, 0, 0, FORMAT_VERSION).is_none()
+        && find_frame_after(view, 0, 0, FORMAT_VERSION_V1).is_none()
 }
 
 /// Removes such a segment and makes the removal durable.
@@ -135,12 +139,17 @@ pub(super) fn remove_segment(
 /// belongs to group `min_group` or later, if any. Only run on the tail of
 /// the last segment after a decode failure, to tell a torn tail from damage
 /// in the middle.
-fn find_frame_after(view: &[u8], from: usize, min_group: u64) -> Option<(usize, u64)> {
+fn find_frame_after(
+    view: &[u8],
+    from: usize,
+    min_group: u64,
+    version: u32,
+) -> Option<(usize, u64)> {
     let magic = FRAME_MAGIC.to_le_bytes();
     let mut at = from;
     while at + 4 <= view.len() {
         if view[at..at + 4] == magic {
-            if let Ok(f) = decode_frame(&view[at..]) {
+            if let Ok(f) = decode_frame(&view[at..], version) {
                 if f.header.group_id >= min_group {
                     return Some((at, f.header.group_id));
                 }

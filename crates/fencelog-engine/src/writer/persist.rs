@@ -122,6 +122,7 @@ impl Tail {
             index,
             name,
             file,
+            version: crate::codec::FORMAT_VERSION,
             sealed: None,
         });
         drop(segs);

@@ -170,7 +170,7 @@ fn plan_append<H>(
         out.buf,
         &FrameSpec {
             kind: FrameKind::Records,
-            last_in_group: false,
+            flags: 0,
             group_id: out.group_id,
             first_seq,
             fencing_token: token,
@@ -218,7 +218,7 @@ fn plan_fence<H>(
             out.buf,
             &FrameSpec {
                 kind: FrameKind::Fence,
-                last_in_group: false,
+                flags: 0,
                 group_id: out.group_id,
                 first_seq: p.fence.next_seq,
                 fencing_token: token,
@@ -319,7 +319,7 @@ mod tests {
         let mut frames = Vec::new();
         let mut at = 0;
         while at < buf.len() {
-            let f = decode_frame(&buf[at..]).unwrap();
+            let f = decode_frame(&buf[at..], crate::codec::FORMAT_VERSION).unwrap();
             assert_eq!(f.header.group_id, 7);
             assert_eq!(plan.frames[frames.len()].offset_in_buf, at);
             frames.push((f.name.to_string(), f.header));
@@ -330,7 +330,7 @@ mod tests {
     }
 
     fn last_flags(frames: &[(String, crate::codec::FrameHeader)]) -> Vec<bool> {
-        frames.iter().map(|(_, h)| h.last_in_group).collect()
+        frames.iter().map(|(_, h)| h.last_in_group()).collect()
     }
 
     #[test]

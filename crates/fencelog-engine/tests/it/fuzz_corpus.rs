@@ -42,13 +42,15 @@ fn ops_model_corpus() {
 /// code.
 #[test]
 fn documented_layout_matches_the_decoder() {
-    use fencelog_engine::testing::{decode_frame, decode_segment_header, FrameKind};
+    use fencelog_engine::testing::{
+        decode_frame, decode_segment_header, FrameKind, FORMAT_VERSION,
+    };
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/frame_decoder");
     let one = std::fs::read(dir.join("records_one")).unwrap();
-    let f = decode_frame(&one).unwrap();
+    let f = decode_frame(&one, FORMAT_VERSION).unwrap();
     assert_eq!(f.name, "orders");
     assert_eq!(f.header.kind, FrameKind::Records);
-    assert!(f.header.last_in_group);
+    assert!(f.header.last_in_group());
     assert_eq!(
         (
             f.header.group_id,
@@ -57,14 +59,18 @@ fn documented_layout_matches_the_decoder() {
         ),
         (1, 0, 41)
     );
-    assert_eq!(f.records().collect::<Vec<_>>(), vec![&b"hello"[..]]);
+    assert_eq!(f.bodies().collect::<Vec<_>>(), vec![&b"hello"[..]]);
     let fence_bytes = std::fs::read(dir.join("fence")).unwrap();
-    let fence = decode_frame(&fence_bytes).unwrap();
+    let fence = decode_frame(&fence_bytes, FORMAT_VERSION).unwrap();
     assert_eq!(fence.header.kind, FrameKind::Fence);
     assert_eq!(fence.header.fencing_token, 1 << 62);
     let h = decode_segment_header(&std::fs::read(dir.join("segment_header")).unwrap()).unwrap();
     assert_eq!((h.segment_index, h.first_group_id), (7, 99));
-    assert!(decode_frame(&std::fs::read(dir.join("bit_flip")).unwrap()).is_err());
+    assert!(decode_frame(
+        &std::fs::read(dir.join("bit_flip")).unwrap(),
+        FORMAT_VERSION
+    )
+    .is_err());
 }
 
 /// The recovery seeds reach real frames: the whole-segment seed rebuilds

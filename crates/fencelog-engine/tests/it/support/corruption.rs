@@ -6,7 +6,7 @@
 
 use super::*;
 use fencelog_engine::sim::Resolution;
-use fencelog_engine::testing::{decode_frame, SEGMENT_HEADER_BYTES};
+use fencelog_engine::testing::{decode_frame, FORMAT_VERSION, SEGMENT_HEADER_BYTES};
 
 #[derive(Debug, Clone)]
 pub struct CorruptionSuite {
@@ -42,7 +42,7 @@ pub fn frames(seg: &[u8]) -> Vec<FrameInfo> {
         if seg[off..].iter().all(|&b| b == 0) {
             break; // the writer's preallocated space
         }
-        let f = decode_frame(&seg[off..]).expect("the base log decodes");
+        let f = decode_frame(&seg[off..], FORMAT_VERSION).expect("the base log decodes");
         out.push(FrameInfo {
             offset: off,
             end: off + f.frame_len,
