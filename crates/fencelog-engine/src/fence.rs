@@ -1,20 +1,45 @@
 //! The fencing rule, pure: no I/O, no clocks, no locks.
 //!
 //! Everything that decides whether a write may change a stream goes through
-//! [`check_append`] or [`check_fence`], on the writer thread against pending
-//! state and on the caller's side against durable state (the fast path).
-//! Recovery replays the log through [`check_replay`], the same token check
-//! plus dense seqs, and both sides compute the next state with [`advance`].
-//! Keeping it in one place is what lets us claim every endpoint applies the
-//! same rule.
+//! this module: the writer applies it to pending state in arrival order,
+//! the caller's side to durable state (the rejection fast path), and
+//! recovery replays every frame through [`check_replay`], the same rule
+//! read backwards. All of them compute the next state with [`advance`], so
+//! the state a restart rebuilds is the state the writer acknowledged.
+//!
+//! The rule, in check order (format-v2.md, "The fence rule"):
+//! 1. token 0 → [`Refusal::ZeroToken`], for every write that carries one;
+//! 2. an idempotent producer's duplicate → [`Verdict::Duplicate`], before the
+//!    token, so a fenced-out owner can learn its write landed;
+//! 3. a sealed stream: append, fence, trim and a config with a token →
+//!    [`Refusal::Sealed`] whatever the token; a seal on a sealed stream is
+//!    idempotent with a token ≥ the highest, else stale;
+//! 4. the token: below the highest → [`Refusal::Stale`]; on a tombstone
+//!    even an equal token is stale (a stale owner can never resurrect the
+//!    stream), and a higher one recreates it — by an append or a fence; a
+//!    trim, seal, delete or config of a stream that does not exist (or of
+//!    a tombstone) is [`Refusal::NotFound`];
+//! 5. producer sequence (issue 11): an unknown producer below the token
+//!    floor is fenced; a known one must continue at its last seq + 1;
+//! 6. `match_seq_num` ≠ `next_seq` → [`Refusal::SeqMismatch`];
+//! 7. a deadline the writer's timestamp passes → [`Refusal::DeadlineExceeded`].
 
 /// The part of a stream's state the rule looks at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct FenceState {
+    /// The stream exists (a tombstone exists too); `false` with all else 0
+    /// for a name nobody has written.
+    pub exists: bool,
     /// Highest token ever accepted; 0 means nobody has written yet.
     pub highest_token: u64,
     /// Sequence number the next record will get.
     pub next_seq: u64,
+    /// The first readable seq: records below it are trimmed.
+    pub first_seq: u64,
+    /// No more appends, fences or trims, ever.
+    pub sealed: bool,
+    /// A tombstone: the records are gone, the token stays.
+    pub deleted: bool,
 }
 
 /// Why a write was refused by the rule.
@@ -32,228 +57,460 @@ pub enum Refusal {
         expected: u64,
         next_seq: u64,
     },
+    /// The stream is sealed.
+    Sealed,
+    /// The stream does not exist, or is a tombstone.
+    NotFound,
+    /// An unknown producer below the stream's producer token floor.
+    ProducerFenced {
+        floor: u64,
+    },
+    /// The producer's seq is below its last applied one.
+    ProducerSeqStale {
+        last: u64,
+    },
+    /// The producer's seq skips ahead.
+    ProducerSeqGap {
+        expected: u64,
+    },
+    /// The writer's timestamp is past the write's deadline.
+    DeadlineExceeded {
+        writer_ms: u64,
+    },
+    /// A cursor commit past the stream's `next_seq`.
+    CursorOutOfRange {
+        seq: u64,
+        next_seq: u64,
+    },
 }
 
-/// Accept iff `token >= highest_token` (equal tokens: one owner writing many
-/// batches) and, when given, `match_seq_num == next_seq`. The token is checked
-/// first: a stale writer must learn it lost ownership, not that it raced.
-pub fn check_append(
-    state: FenceState,
-    token: u64,
-    match_seq_num: Option<u64>,
-) -> Result<(), Refusal> {
-    check_token(state, token)?;
-    match match_seq_num {
-        Some(expected) if expected != state.next_seq => Err(Refusal::SeqMismatch {
-            expected,
-            next_seq: state.next_seq,
-        }),
+/// What an accepted write does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    /// Write a frame of this kind; the fields are the frame's.
+    Frame(Change),
+    /// Accepted, nothing changes (a re-fence, a seal of a sealed stream, a
+    /// trim below the trim point with the current token).
+    Nothing,
+}
+
+/// A change to a stream, as one frame records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    Append {
+        count: u32,
+    },
+    Fence,
+    /// `first_seq`: the new first seq (clamped, never lower).
+    Trim {
+        first_seq: u64,
+        retention: bool,
+    },
+    Seal,
+    Delete,
+    Config,
+}
+
+/// The producer part of an append (issue 11): its id's last applied seq
+/// on this stream, if known, and the stream's floor for unknown ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProducerCheck {
+    pub seq: u64,
+    /// The producer's last applied seq on the stream, if it is known.
+    pub last: Option<u64>,
+    pub floor: u64,
+}
+
+/// An accepted append's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Write it.
+    Apply,
+    /// The producer's last applied append again: answer its ack, write
+    /// nothing.
+    Duplicate,
+}
+
+fn stale(state: FenceState, token: u64) -> Refusal {
+    Refusal::Stale {
+        presented: token,
+        highest: state.highest_token,
+        next_seq: state.next_seq,
+    }
+}
+
+/// Rule 4 for a write that may create or recreate the stream (append,
+/// fence): below the highest is stale, and on a tombstone equal is too.
+fn token_may_create(state: FenceState, token: u64) -> Result<(), Refusal> {
+    if token < state.highest_token || (state.deleted && token == state.highest_token) {
+        return Err(stale(state, token));
+    }
+    Ok(())
+}
+
+/// Rule 4 for a write to an existing, live stream (trim, seal, delete,
+/// config): stale first, then not found.
+fn token_on_live(state: FenceState, token: u64) -> Result<(), Refusal> {
+    token_may_create(state, token)?;
+    if !state.exists || state.deleted {
+        return Err(Refusal::NotFound);
+    }
+    Ok(())
+}
+
+fn nonzero(token: u64) -> Result<(), Refusal> {
+    if token == 0 {
+        return Err(Refusal::ZeroToken);
+    }
+    Ok(())
+}
+
+/// Rule 7: a write carrying `not_after_ms` is accepted only if the
+/// timestamp the writer assigns is not past it.
+pub fn check_deadline(not_after_ms: Option<u64>, writer_ms: u64) -> Result<(), Refusal> {
+    match not_after_ms {
+        Some(deadline) if deadline < writer_ms => Err(Refusal::DeadlineExceeded { writer_ms }),
         _ => Ok(()),
     }
 }
 
-/// A fence follows the same token rule as an append and never looks at seqs.
-pub fn check_fence(state: FenceState, token: u64) -> Result<(), Refusal> {
-    check_token(state, token)
-}
-
-/// Whether a fence that passed [`check_fence`] must write a frame. Re-fencing
-/// with the current token changes nothing, so it costs no disk work, except on
-/// a stream that does not exist yet: the fence creates it.
-pub fn fence_needs_frame(state: FenceState, token: u64, stream_exists: bool) -> bool {
-    !stream_exists || token > state.highest_token
-}
-
-/// The state after a frame the rule accepted: its token becomes the
-/// highest, and its records (none for a fence) take the next seqs. The
-/// writer plans with it and recovery replays with it, so the state a
-/// restart rebuilds is the state the writer acknowledged.
-pub fn advance(state: FenceState, token: u64, record_count: u32) -> FenceState {
-    debug_assert!(token >= state.highest_token);
-    FenceState {
-        highest_token: token,
-        next_seq: state.next_seq + record_count as u64,
+/// Rules 2 and 5 for an idempotent producer. [`check_append`] asks for
+/// the duplicate (rule 2) before anything else may refuse, and for the
+/// rest (rule 5) after the token.
+pub fn check_producer(p: ProducerCheck, token: u64) -> Result<Verdict, Refusal> {
+    match p.last {
+        Some(last) if p.seq == last => Ok(Verdict::Duplicate),
+        Some(last) if p.seq < last => Err(Refusal::ProducerSeqStale { last }),
+        Some(last) if p.seq > last + 1 => Err(Refusal::ProducerSeqGap { expected: last + 1 }),
+        Some(_) => Ok(Verdict::Apply),
+        None if token < p.floor => Err(Refusal::ProducerFenced { floor: p.floor }),
+        None => Ok(Verdict::Apply),
     }
 }
 
-/// Why a frame read back from the log contradicts the frames before it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReplayViolation {
-    /// The frame's token is below the stream's highest so far: the writer
-    /// would have refused it, so the log is not what the writer wrote.
-    TokenBelow { token: u64, highest: u64 },
-    /// Token 0 (the decoder refuses it before this is reached).
-    ZeroToken,
-    /// The frame does not start at the stream's `next_seq` (seqs are
-    /// dense; a fence frame carries the `next_seq` it was written at).
-    SeqGap { first_seq: u64, expected: u64 },
-}
-
-/// Recovery's side of the rule: a frame of `record_count` records (0 for a
-/// fence) with `token`, starting at `first_seq`, replayed onto `state`.
-/// Its token passes the same check the writer applied, and it must start at
-/// the stream's `next_seq`. Returns the state after it ([`advance`]).
-pub fn check_replay(
+/// An append of `count` records. Accept iff the token is at least the
+/// highest (equal tokens: one owner writing many batches) and, when given,
+/// `match_seq_num == next_seq`. The token is checked before the seq: a
+/// stale writer must learn it lost ownership, not that it raced.
+pub fn check_append(
     state: FenceState,
     token: u64,
-    first_seq: u64,
-    record_count: u32,
-) -> Result<FenceState, ReplayViolation> {
-    match check_token(state, token) {
-        Ok(()) => {}
-        Err(Refusal::Stale { highest, .. }) => {
-            return Err(ReplayViolation::TokenBelow { token, highest })
+    match_seq_num: Option<u64>,
+    producer: Option<ProducerCheck>,
+    deadline: Option<(u64, u64)>,
+) -> Result<Verdict, Refusal> {
+    nonzero(token)?;
+    if producer.is_some_and(|p| p.last == Some(p.seq)) {
+        return Ok(Verdict::Duplicate);
+    }
+    if state.sealed {
+        return Err(Refusal::Sealed);
+    }
+    token_may_create(state, token)?;
+    if let Some(p) = producer {
+        check_producer(p, token)?;
+    }
+    match match_seq_num {
+        Some(expected) if expected != state.next_seq => {
+            return Err(Refusal::SeqMismatch {
+                expected,
+                next_seq: state.next_seq,
+            })
         }
-        Err(_) => return Err(ReplayViolation::ZeroToken),
+        _ => {}
     }
-    if first_seq != state.next_seq {
-        return Err(ReplayViolation::SeqGap {
-            first_seq,
-            expected: state.next_seq,
-        });
+    if let Some((not_after, writer_ms)) = deadline {
+        check_deadline(Some(not_after), writer_ms)?;
     }
-    Ok(advance(state, token, record_count))
+    Ok(Verdict::Apply)
 }
 
-fn check_token(state: FenceState, token: u64) -> Result<(), Refusal> {
-    if token == 0 {
-        return Err(Refusal::ZeroToken);
+/// A fence: the token rule, never seqs. Re-fencing with the current token
+/// changes nothing, so it costs no disk work, except on a stream that does
+/// not exist yet (or a tombstone): the fence creates it.
+pub fn check_fence(state: FenceState, token: u64) -> Result<Effect, Refusal> {
+    nonzero(token)?;
+    if state.sealed {
+        return Err(Refusal::Sealed);
     }
-    if token < state.highest_token {
-        return Err(Refusal::Stale {
-            presented: token,
-            highest: state.highest_token,
+    token_may_create(state, token)?;
+    if state.exists && !state.deleted && token == state.highest_token {
+        return Ok(Effect::Nothing);
+    }
+    Ok(Effect::Frame(Change::Fence))
+}
+
+/// A trim to `trim_seq`: `first_seq` becomes `min(trim_seq, next_seq)` and
+/// never moves back. A lower `trim_seq` with the current token is a no-op;
+/// with a higher token the trim only raises the token (a frame whose
+/// first_seq is the current one).
+pub fn check_trim(state: FenceState, token: u64, trim_seq: u64) -> Result<Effect, Refusal> {
+    nonzero(token)?;
+    if state.sealed {
+        return Err(Refusal::Sealed);
+    }
+    token_on_live(state, token)?;
+    let first_seq = trim_seq.min(state.next_seq).max(state.first_seq);
+    if first_seq == state.first_seq && token == state.highest_token {
+        return Ok(Effect::Nothing);
+    }
+    Ok(Effect::Frame(Change::Trim {
+        first_seq,
+        retention: false,
+    }))
+}
+
+/// Retention's trim to `first_seq` (no token: the stream's current one).
+/// Applies to sealed streams too; never to a tombstone.
+pub fn check_retention(state: FenceState, first_seq: u64) -> Effect {
+    let first_seq = first_seq.min(state.next_seq);
+    if !state.exists || state.deleted || first_seq <= state.first_seq {
+        return Effect::Nothing;
+    }
+    Effect::Frame(Change::Trim {
+        first_seq,
+        retention: true,
+    })
+}
+
+/// A seal. Sealing a sealed stream with a token ≥ the highest is
+/// idempotent (nothing written); a lower token is stale.
+pub fn check_seal(state: FenceState, token: u64) -> Result<Effect, Refusal> {
+    nonzero(token)?;
+    token_on_live(state, token)?;
+    if state.sealed {
+        return Ok(Effect::Nothing);
+    }
+    Ok(Effect::Frame(Change::Seal))
+}
+
+/// A delete: a tombstone that keeps the token. A sealed stream may be
+/// deleted.
+pub fn check_delete(state: FenceState, token: u64) -> Result<Effect, Refusal> {
+    nonzero(token)?;
+    token_on_live(state, token)?;
+    Ok(Effect::Frame(Change::Delete))
+}
+
+/// A config change. With a token it is fenced like a trim (and refused on
+/// a sealed stream); without one (an operator's) it carries the stream's
+/// current token and is accepted on a sealed stream. Returns the frame's
+/// token.
+pub fn check_config(state: FenceState, token: Option<u64>) -> Result<u64, Refusal> {
+    match token {
+        Some(t) => {
+            nonzero(t)?;
+            if state.sealed {
+                return Err(Refusal::Sealed);
+            }
+            token_on_live(state, t)?;
+            Ok(t)
+        }
+        None if !state.exists || state.deleted => Err(Refusal::NotFound),
+        None => Ok(state.highest_token),
+    }
+}
+
+/// The cursor rule (issue 11): a cursor's token never goes down, it moves
+/// backwards only with a strictly higher token, and never past the tail.
+pub fn check_cursor(
+    state: FenceState,
+    cursor: Option<(u64, u64)>,
+    token: u64,
+    seq: u64,
+) -> Result<(), Refusal> {
+    nonzero(token)?;
+    if !state.exists || state.deleted {
+        return Err(Refusal::NotFound);
+    }
+    if let Some((c_token, c_seq)) = cursor {
+        if token < c_token || (seq < c_seq && token == c_token) {
+            return Err(Refusal::Stale {
+                presented: token,
+                highest: c_token,
+                next_seq: c_seq,
+            });
+        }
+    }
+    if seq > state.next_seq {
+        return Err(Refusal::CursorOutOfRange {
+            seq,
             next_seq: state.next_seq,
         });
     }
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// Whether a write with `token` makes a token take effect (fence history):
+/// it creates or recreates the stream, or raises its highest token.
+pub fn takes_effect(state: FenceState, token: u64) -> bool {
+    !state.exists || state.deleted || token > state.highest_token
+}
 
-    fn st(highest_token: u64, next_seq: u64) -> FenceState {
-        FenceState {
-            highest_token,
-            next_seq,
+/// The state after a change the rule accepted, with `token` (for a trim by
+/// retention, the current highest). The writer plans with it and recovery
+/// replays with it.
+pub fn advance(state: FenceState, change: Change, token: u64) -> FenceState {
+    debug_assert!(token >= state.highest_token);
+    let mut next = FenceState {
+        exists: true,
+        highest_token: token,
+        ..state
+    };
+    match change {
+        Change::Append { count } => {
+            next.deleted = false;
+            next.next_seq += count as u64;
         }
-    }
-
-    #[test]
-    fn zero_is_never_a_token() {
-        assert_eq!(check_append(st(0, 0), 0, None), Err(Refusal::ZeroToken));
-        assert_eq!(check_fence(st(0, 0), 0), Err(Refusal::ZeroToken));
-    }
-
-    #[test]
-    fn equal_and_higher_tokens_pass_lower_fail() {
-        assert_eq!(check_append(st(42, 3), 42, None), Ok(()));
-        assert_eq!(check_append(st(42, 3), 43, None), Ok(()));
-        assert_eq!(check_append(st(42, 3), u64::MAX, None), Ok(()));
-        assert_eq!(
-            check_append(st(42, 3), 41, None),
-            Err(Refusal::Stale {
-                presented: 41,
-                highest: 42,
-                next_seq: 3
-            })
-        );
-        assert_eq!(
-            check_fence(st(42, 3), 1),
-            Err(Refusal::Stale {
-                presented: 1,
-                highest: 42,
-                next_seq: 3
-            })
-        );
-    }
-
-    #[test]
-    fn token_is_checked_before_seq() {
-        assert_eq!(
-            check_append(st(42, 3), 41, Some(0)),
-            Err(Refusal::Stale {
-                presented: 41,
-                highest: 42,
-                next_seq: 3
-            })
-        );
-        assert_eq!(
-            check_append(st(42, 3), 42, Some(2)),
-            Err(Refusal::SeqMismatch {
-                expected: 2,
-                next_seq: 3
-            })
-        );
-        assert_eq!(check_append(st(42, 3), 42, Some(3)), Ok(()));
-    }
-
-    #[test]
-    fn advance_takes_the_token_and_the_next_seqs() {
-        assert_eq!(advance(st(3, 10), 3, 4), st(3, 14));
-        assert_eq!(advance(st(3, 10), 9, 0), st(9, 10));
-    }
-
-    #[test]
-    fn replay_accepts_what_the_writer_could_have_written() {
-        // An append with the same token, then a fence raising it at the
-        // same next_seq, then an append with the raised token.
-        let s = check_replay(st(0, 0), 5, 0, 2).unwrap();
-        assert_eq!(s, st(5, 2));
-        let s = check_replay(s, 5, 2, 1).unwrap();
-        let s = check_replay(s, 8, 3, 0).unwrap();
-        assert_eq!(s, st(8, 3));
-        assert_eq!(check_replay(s, 8, 3, 4), Ok(st(8, 7)));
-    }
-
-    #[test]
-    fn replay_refuses_a_token_going_down_before_looking_at_seqs() {
-        assert_eq!(
-            check_replay(st(8, 3), 7, 3, 1),
-            Err(ReplayViolation::TokenBelow {
-                token: 7,
-                highest: 8
-            })
-        );
-        assert_eq!(
-            check_replay(st(8, 3), 7, 99, 1),
-            Err(ReplayViolation::TokenBelow {
-                token: 7,
-                highest: 8
-            })
-        );
-        assert_eq!(
-            check_replay(st(0, 0), 0, 0, 1),
-            Err(ReplayViolation::ZeroToken)
-        );
-    }
-
-    #[test]
-    fn replay_refuses_gaps_and_overlaps() {
-        for first_seq in [2, 4, 0] {
-            assert_eq!(
-                check_replay(st(8, 3), 8, first_seq, 1),
-                Err(ReplayViolation::SeqGap {
-                    first_seq,
-                    expected: 3
-                })
-            );
+        Change::Fence => next.deleted = false,
+        Change::Trim { first_seq, .. } => next.first_seq = state.first_seq.max(first_seq),
+        Change::Seal => next.sealed = true,
+        Change::Delete => {
+            next.deleted = true;
+            next.sealed = false;
+            next.first_seq = state.next_seq;
         }
-        // A fence frame names the next_seq it was written at, too.
-        assert_eq!(
-            check_replay(st(8, 3), 9, 2, 0),
-            Err(ReplayViolation::SeqGap {
-                first_seq: 2,
-                expected: 3
-            })
-        );
+        Change::Config => {}
     }
+    next
+}
 
-    #[test]
-    fn refencing_with_the_same_token_writes_nothing() {
-        assert!(fence_needs_frame(st(0, 0), 5, false));
-        assert!(fence_needs_frame(st(5, 0), 6, true));
-        assert!(!fence_needs_frame(st(5, 0), 5, true));
+/// Why a frame read back from the log contradicts the frames before it:
+/// the writer would never have written it, so the log is not what the
+/// writer wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplayViolation {
+    /// The frame's token is below the stream's highest so far (or equal,
+    /// on a tombstone, or not equal, for a retention trim).
+    TokenBelow { token: u64, highest: u64 },
+    /// Token 0 (the decoder refuses it before this is reached).
+    ZeroToken,
+    /// The frame does not start at the stream's `next_seq` (seqs are
+    /// dense; every state frame carries the `next_seq` it was written at).
+    SeqGap { first_seq: u64, expected: u64 },
+    /// A write the rule refuses on a sealed stream.
+    Sealed,
+    /// A trim, seal, delete or config of a stream that does not exist.
+    NoStream,
+    /// A fence or seal that changes nothing, which the writer never writes.
+    NoChange,
+    /// A trim that moves the trim point back, past the tail, or nowhere.
+    BadTrim {
+        first_seq: u64,
+        current: u64,
+        next_seq: u64,
+    },
+}
+
+/// A frame as replay sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Replayed {
+    pub change: Change,
+    pub token: u64,
+    /// The frame's first_seq field.
+    pub first_seq: u64,
+}
+
+/// Recovery's side of the rule: `frame` replayed onto `state`. It passes
+/// exactly the checks the writer applied before writing it, and returns
+/// the state after it ([`advance`]).
+pub fn check_replay(state: FenceState, frame: Replayed) -> Result<FenceState, ReplayViolation> {
+    let Replayed {
+        change,
+        token,
+        first_seq,
+    } = frame;
+    let refused = |r: Refusal| match r {
+        Refusal::ZeroToken => ReplayViolation::ZeroToken,
+        Refusal::Sealed => ReplayViolation::Sealed,
+        Refusal::NotFound => ReplayViolation::NoStream,
+        _ => ReplayViolation::TokenBelow {
+            token,
+            highest: state.highest_token,
+        },
+    };
+    // The writer writes no frame for a change that changes nothing.
+    let written = |e: Result<Effect, Refusal>| match e.map_err(refused)? {
+        Effect::Frame(_) => Ok(()),
+        Effect::Nothing => Err(ReplayViolation::NoChange),
+    };
+    match change {
+        Change::Append { .. } => check_append(state, token, None, None, None)
+            .map(drop)
+            .map_err(refused)?,
+        Change::Fence => written(check_fence(state, token))?,
+        Change::Trim { retention, .. } => {
+            replay_trim(state, token, first_seq, retention)?;
+        }
+        Change::Seal => written(check_seal(state, token))?,
+        Change::Delete => written(check_delete(state, token))?,
+        Change::Config => replay_config(state, token).map_err(refused)?,
+    }
+    let change = match change {
+        Change::Trim { retention, .. } => Change::Trim {
+            first_seq,
+            retention,
+        },
+        c => c,
+    };
+    if !matches!(change, Change::Trim { .. }) && first_seq != state.next_seq {
+        return Err(ReplayViolation::SeqGap {
+            first_seq,
+            expected: state.next_seq,
+        });
+    }
+    Ok(advance(state, change, token))
+}
+
+/// A trim frame: by a client, the trim rule, and it must move the trim
+/// point or raise the token; by retention, the stream's own token and a
+/// trim point that moves.
+fn replay_trim(
+    state: FenceState,
+    token: u64,
+    first_seq: u64,
+    retention: bool,
+) -> Result<(), ReplayViolation> {
+    let bad = ReplayViolation::BadTrim {
+        first_seq,
+        current: state.first_seq,
+        next_seq: state.next_seq,
+    };
+    if retention {
+        if token != state.highest_token {
+            return Err(ReplayViolation::TokenBelow {
+                token,
+                highest: state.highest_token,
+            });
+        }
+        return match check_retention(state, first_seq) {
+            Effect::Frame(Change::Trim { first_seq: f, .. }) if f == first_seq => Ok(()),
+            _ if !state.exists || state.deleted => Err(ReplayViolation::NoStream),
+            _ => Err(bad),
+        };
+    }
+    match check_trim(state, token, first_seq) {
+        Ok(Effect::Frame(Change::Trim { first_seq: f, .. })) if f == first_seq => Ok(()),
+        Ok(_) => Err(bad),
+        Err(Refusal::Sealed) => Err(ReplayViolation::Sealed),
+        Err(Refusal::NotFound) => Err(ReplayViolation::NoStream),
+        Err(_) => Err(ReplayViolation::TokenBelow {
+            token,
+            highest: state.highest_token,
+        }),
     }
 }
+
+/// A config frame: one with a token is fenced (and never on a sealed
+/// stream); an operator's carries the stream's own token and may be on a
+/// sealed one.
+fn replay_config(state: FenceState, token: u64) -> Result<(), Refusal> {
+    if state.sealed && state.exists && !state.deleted && token == state.highest_token {
+        return Ok(());
+    }
+    check_config(state, Some(token)).map(drop)
+}
+
+#[cfg(test)]
+#[path = "fence_tests.rs"]
+mod tests;

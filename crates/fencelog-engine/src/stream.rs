@@ -54,8 +54,10 @@ impl StreamShared {
     /// The durable state the fencing rule looks at.
     pub(crate) fn fence_state(&self) -> FenceState {
         FenceState {
+            exists: true,
             highest_token: self.highest_token.load(Ordering::Acquire),
             next_seq: self.next_seq.load(Ordering::Acquire),
+            ..FenceState::default()
         }
     }
 

@@ -7,7 +7,7 @@ use super::tail::{self, Cut};
 use super::{corrupt, FIRST_GROUP_ID};
 use crate::codec::{decode_frame, Frame, FrameKind, SegmentHeader, SEGMENT_HEADER_BYTES};
 use crate::error::OpenError;
-use crate::fence::{self, FenceState, ReplayViolation};
+use crate::fence::{self, Change, FenceState, ReplayViolation, Replayed};
 use crate::index::StreamIndex;
 use crate::segment::segment_name;
 use std::collections::HashMap;
@@ -175,7 +175,18 @@ impl Scan {
     ) -> Result<(), OpenError> {
         let h = frame.header;
         let st = self.state(frame.name);
-        let fence = fence::check_replay(st.fence, h.fencing_token, h.first_seq, h.record_count)
+        let change = match h.kind {
+            FrameKind::Records => Change::Append {
+                count: h.record_count,
+            },
+            _ => Change::Fence,
+        };
+        let replayed = Replayed {
+            change,
+            token: h.fencing_token,
+            first_seq: h.first_seq,
+        };
+        let fence = fence::check_replay(st.fence, replayed)
             .map_err(|v| corrupt(name, at, violation(frame.name, v)))?;
         let mut next = Working { fence, ..st };
         if h.kind == FrameKind::Records {
@@ -234,5 +245,6 @@ fn violation(stream: &str, v: ReplayViolation) -> String {
             first_seq,
             expected,
         } => format!("stream {stream} frame starts at seq {first_seq}, expected {expected}"),
+        v => format!("stream {stream}: {v:?}"),
     }
 }

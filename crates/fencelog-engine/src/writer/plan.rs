@@ -12,7 +12,7 @@
 use super::protocol::{refusal_error, Ack, Answer, Op, Request};
 use crate::codec::{encode_frame, set_last_in_group, FrameKind, FrameSpec};
 use crate::error::WriteError;
-use crate::fence::{self, FenceState, Refusal};
+use crate::fence::{self, Change, Effect, FenceState, Refusal};
 use crate::stream::StreamState;
 use bytes::Bytes;
 use std::collections::{HashMap, VecDeque};
@@ -155,11 +155,11 @@ fn plan_append<H>(
     match_seq_num: Option<u64>,
     records: &[Bytes],
 ) -> Result<Ack, WriteError> {
-    if let Err(r) = fence::check_append(p.fence, token, match_seq_num) {
+    if let Err(r) = fence::check_append(p.fence, token, match_seq_num, None, None) {
         match r {
             Refusal::Stale { .. } => out.counts.stale += 1,
             Refusal::SeqMismatch { .. } => out.counts.mismatched += 1,
-            Refusal::ZeroToken => {}
+            _ => {}
         }
         return Err(refusal_error(r));
     }
@@ -179,7 +179,7 @@ fn plan_append<H>(
         },
         records,
     );
-    p.fence = fence::advance(p.fence, token, count);
+    p.fence = fence::advance(p.fence, Change::Append { count }, token);
     p.last_timestamp_ms = timestamp_ms;
     p.planned = true;
     out.frames.push(PlannedFrame {
@@ -206,14 +206,16 @@ fn plan_fence<H>(
     stream: &str,
     token: u64,
 ) -> Result<StreamState, WriteError> {
-    if let Err(r) = fence::check_fence(p.fence, token) {
-        if matches!(r, Refusal::Stale { .. }) {
-            out.counts.stale += 1;
+    let effect = match fence::check_fence(p.fence, token) {
+        Ok(effect) => effect,
+        Err(r) => {
+            if matches!(r, Refusal::Stale { .. }) {
+                out.counts.stale += 1;
+            }
+            return Err(refusal_error(r));
         }
-        return Err(refusal_error(r));
-    }
-    let exists = p.handle.is_some() || p.planned;
-    if fence::fence_needs_frame(p.fence, token, exists) {
+    };
+    if effect == Effect::Frame(Change::Fence) {
         let offset_in_buf = encode_frame::<&[u8]>(
             out.buf,
             &FrameSpec {
@@ -227,7 +229,7 @@ fn plan_fence<H>(
             },
             &[],
         );
-        p.fence = fence::advance(p.fence, token, 0);
+        p.fence = fence::advance(p.fence, Change::Fence, token);
         p.planned = true;
         out.frames.push(PlannedFrame {
             stream: stream.into(),
@@ -307,8 +309,10 @@ mod tests {
             disk.get(name)
                 .map(|&(highest_token, next_seq, ts)| Durable {
                     fence: FenceState {
+                        exists: true,
                         highest_token,
                         next_seq,
+                        ..FenceState::default()
                     },
                     last_timestamp_ms: ts,
                     handle: (),

@@ -126,5 +126,6 @@ pub(super) fn refusal_error(r: Refusal) -> WriteError {
         Refusal::SeqMismatch { expected, next_seq } => {
             WriteError::SeqMismatch { expected, next_seq }
         }
+        r => unreachable!("the writer plans no write that can be refused with {r:?}"),
     }
 }
