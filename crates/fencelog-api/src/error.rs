@@ -23,11 +23,15 @@ pub enum ErrorCode {
     /// 409: the stream accepted a higher fencing token; the writer lost
     /// ownership.
     StaleFencingToken,
+    /// 409: the stream is sealed; no append, fence or trim is accepted,
+    /// whatever the token. Carries the stream's state fields.
+    StreamSealed,
     /// 412: `match_seq_num` is not the stream's `next_seq`.
     SeqMismatch,
     /// 413: over a batch or body limit.
     TooLarge,
-    /// 416: a read started past the stream's `next_seq`.
+    /// 416: a read started past the stream's `next_seq`, or below its
+    /// `first_seq` (trimmed).
     OutOfRange,
     /// 500: a frame failed its checksum when read back.
     Corrupt,
@@ -41,13 +45,14 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for lookups by name and for tests.
-    pub const ALL: [ErrorCode; 13] = [
+    pub const ALL: [ErrorCode; 14] = [
         ErrorCode::BadRequest,
         ErrorCode::StreamNotFound,
         ErrorCode::NotFound,
         ErrorCode::MethodNotAllowed,
         ErrorCode::RequestTimeout,
         ErrorCode::StaleFencingToken,
+        ErrorCode::StreamSealed,
         ErrorCode::SeqMismatch,
         ErrorCode::TooLarge,
         ErrorCode::OutOfRange,
@@ -66,6 +71,7 @@ impl ErrorCode {
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::RequestTimeout => "request_timeout",
             ErrorCode::StaleFencingToken => "stale_fencing_token",
+            ErrorCode::StreamSealed => "stream_sealed",
             ErrorCode::SeqMismatch => "seq_mismatch",
             ErrorCode::TooLarge => "too_large",
             ErrorCode::OutOfRange => "out_of_range",
@@ -83,7 +89,7 @@ impl ErrorCode {
             ErrorCode::StreamNotFound | ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::RequestTimeout => 408,
-            ErrorCode::StaleFencingToken => 409,
+            ErrorCode::StaleFencingToken | ErrorCode::StreamSealed => 409,
             ErrorCode::SeqMismatch => 412,
             ErrorCode::TooLarge => 413,
             ErrorCode::OutOfRange => 416,
@@ -122,6 +128,10 @@ pub enum Field {
     HighestToken,
     /// The stream's `next_seq` (409, 412, 416).
     NextSeq,
+    /// The stream's `first_seq` (409 `stream_sealed`, 416).
+    FirstSeq,
+    /// Whether the stream is sealed (409 `stream_sealed`).
+    Sealed,
     /// The `match_seq_num` the request expected (412).
     MatchSeqNum,
     /// Where a refused read started (416).
@@ -143,6 +153,8 @@ impl Field {
             Field::PresentedToken => "presented_token",
             Field::HighestToken => "highest_token",
             Field::NextSeq => "next_seq",
+            Field::FirstSeq => "first_seq",
+            Field::Sealed => "sealed",
             Field::MatchSeqNum => "match_seq_num",
             Field::StartSeq => "start_seq",
             Field::Limit => "limit",
@@ -211,6 +223,10 @@ impl ErrorBody {
 
     pub fn next_seq(&self) -> Option<u64> {
         self.u64(Field::NextSeq)
+    }
+
+    pub fn first_seq(&self) -> Option<u64> {
+        self.u64(Field::FirstSeq)
     }
 
     pub fn match_seq_num(&self) -> Option<u64> {

@@ -36,6 +36,21 @@ pub const GROUP_REQUESTS_LIMIT: usize = 1 << 20;
 /// 166 µs appending vs 133 µs overwriting, means 334 vs 255 µs).
 pub const PREALLOC_BYTES_DEFAULT: u64 = 4 << 20;
 
+/// How often the reclaimer looks for work when nothing nudges it (a trim,
+/// delete, retention or roll nudges it at once).
+pub const RECLAIM_INTERVAL_MS_DEFAULT: u64 = 10_000;
+/// Bytes per second compaction copies at most, so appends keep their
+/// latency (issue 10: p99 during compaction ≤ 2× p99 without).
+pub const COMPACTION_BYTES_PER_SECOND_DEFAULT: u64 = 32 << 20;
+/// A sealed segment with less than this share of live bytes is compacted;
+/// keeping every one at least this live bounds the disk at 1.25 × live.
+pub const COMPACTION_LIVE_PERCENT: u64 = 80;
+/// Frame bytes one relocation request carries to the writer at most.
+pub const RELOCATE_REQUEST_BYTES_MAX: usize = 1 << 20;
+/// Retention by age can be at most this (about 584 million years, so
+/// `now - age` never underflows a u64 of milliseconds).
+pub const RETENTION_AGE_S_LIMIT: u64 = u64::MAX / 1000 - 1;
+
 /// Every limit the engine enforces. [`Config::default`] holds the
 /// `*_DEFAULT` constants; [`Config::validate`] refuses values past the
 /// `*_LIMIT` caps (the engine checks at open).
@@ -57,6 +72,23 @@ pub struct Config {
     /// How far ahead of the data the active segment is zero-filled; 0 turns
     /// preallocation off.
     pub prealloc_bytes: u64,
+    /// Retention by age for streams that set none (`--retention-age`);
+    /// `None` keeps records forever.
+    pub retention_age_s: Option<u64>,
+    /// Retention by size per stream for streams that set none
+    /// (`--retention-bytes`); `None` is unlimited.
+    pub retention_bytes: Option<u64>,
+    /// The disk budget (`--data-bytes-max`): appends that would take the
+    /// data directory past it are refused with
+    /// [`crate::WriteError::InsufficientStorage`] before the disk is full.
+    pub data_bytes_max: Option<u64>,
+    /// Idempotent producers remembered per stream (issue 11).
+    pub producers_per_stream_max: usize,
+    /// How often the reclaimer runs when not nudged; 0 runs it only when
+    /// [`crate::Engine::reclaim`] is called (the tests' deterministic mode).
+    pub reclaim_interval_ms: u64,
+    /// Compaction's copy rate limit.
+    pub compaction_bytes_per_second: u64,
 }
 
 impl Default for Config {
@@ -69,6 +101,12 @@ impl Default for Config {
             group_bytes_max: GROUP_BYTES_DEFAULT,
             group_requests_max: GROUP_REQUESTS_DEFAULT,
             prealloc_bytes: PREALLOC_BYTES_DEFAULT,
+            retention_age_s: None,
+            retention_bytes: None,
+            data_bytes_max: None,
+            producers_per_stream_max: crate::carried::PRODUCERS_PER_STREAM_DEFAULT,
+            reclaim_interval_ms: RECLAIM_INTERVAL_MS_DEFAULT,
+            compaction_bytes_per_second: COMPACTION_BYTES_PER_SECOND_DEFAULT,
         }
     }
 }
@@ -100,7 +138,37 @@ impl Config {
                 self.batch_bytes_max
             ));
         }
+        if self
+            .retention_age_s
+            .is_some_and(|a| a == 0 || a > RETENTION_AGE_S_LIMIT)
+        {
+            return Err(format!(
+                "retention_age_s must be in 1..={RETENTION_AGE_S_LIMIT}, got {:?}",
+                self.retention_age_s
+            ));
+        }
+        if self.retention_bytes == Some(0) {
+            return Err("retention_bytes must be at least 1".into());
+        }
+        if self
+            .data_bytes_max
+            .is_some_and(|b| b < 2 * self.segment_bytes_max)
+        {
+            return Err(format!(
+                "data_bytes_max must be at least two segments ({}), got {:?}",
+                2 * self.segment_bytes_max,
+                self.data_bytes_max
+            ));
+        }
+        if self.compaction_bytes_per_second == 0 {
+            return Err("compaction_bytes_per_second must be at least 1".into());
+        }
         for (name, value, limit) in [
+            (
+                "producers_per_stream_max",
+                self.producers_per_stream_max,
+                crate::carried::PRODUCERS_PER_STREAM_LIMIT,
+            ),
             ("queue_depth_max", self.queue_depth_max, QUEUE_DEPTH_LIMIT),
             (
                 "group_requests_max",

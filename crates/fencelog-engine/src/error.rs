@@ -3,6 +3,7 @@
 //! unsynced tail); an I/O failure while writing poisons the engine.
 
 use crate::name::NameError;
+use crate::stream::StreamState;
 use std::fmt;
 use std::io;
 use std::sync::Arc;
@@ -125,6 +126,8 @@ pub enum WriteError {
     ZeroToken,
     /// An append without records.
     EmptyBatch,
+    /// Retention settings out of range.
+    BadConfig(String),
     /// The batch is over a [`crate::Config`] limit.
     TooLarge {
         /// Which limit: `"records in the batch"` or `"bytes in the batch"`.
@@ -150,6 +153,22 @@ pub enum WriteError {
         /// The stream's `next_seq`.
         next_seq: u64,
     },
+    /// The stream is sealed: no append, fence or trim is accepted, whatever
+    /// the token. Carries the stream's durable state.
+    StreamSealed(Box<StreamState>),
+    /// A trim, seal, delete or config of a stream that does not exist, or
+    /// that is a tombstone.
+    NotFound,
+    /// The append would take the data directory past
+    /// [`crate::Config::data_bytes_max`]. Definitely not applied; the engine
+    /// stays healthy, and appends succeed again once trims, retention or
+    /// deletes free space.
+    InsufficientStorage {
+        /// The budget.
+        limit: u64,
+        /// Bytes the data directory holds.
+        used: u64,
+    },
     /// The group carrying this request failed to write or sync. Its outcome
     /// is unknown to the client: it was not acknowledged, but torn bytes
     /// may or may not survive a restart. The engine is now poisoned.
@@ -166,6 +185,7 @@ impl fmt::Display for WriteError {
             WriteError::InvalidStreamName(e) => write!(f, "invalid stream name: {e}"),
             WriteError::ZeroToken => write!(f, "fencing token must be at least 1"),
             WriteError::EmptyBatch => write!(f, "an append needs at least one record"),
+            WriteError::BadConfig(m) => write!(f, "{m}"),
             WriteError::TooLarge {
                 what,
                 limit,
@@ -182,6 +202,16 @@ impl fmt::Display for WriteError {
             WriteError::SeqMismatch { expected, next_seq } => write!(
                 f,
                 "match_seq_num {expected} does not equal the stream's next_seq {next_seq}"
+            ),
+            WriteError::StreamSealed(s) => write!(
+                f,
+                "stream {} is sealed (next_seq {}, highest token {}): no more appends, fences or trims",
+                s.stream, s.next_seq, s.highest_token
+            ),
+            WriteError::NotFound => write!(f, "stream not found"),
+            WriteError::InsufficientStorage { limit, used } => write!(
+                f,
+                "the data directory holds {used} bytes and its budget is {limit}; trim, delete or set retention to free space"
             ),
             WriteError::StorageFailed(e) => {
                 write!(f, "storage failed while writing this request; outcome unknown: {e}")
@@ -203,10 +233,13 @@ pub enum ReadError {
     InvalidStreamName(NameError),
     /// No such stream: nothing was ever appended or fenced on it.
     NotFound,
-    /// `start_seq` is past the stream's durable tail.
+    /// `start_seq` is past the stream's durable tail, or below its first
+    /// readable seq (trimmed).
     OutOfRange {
         /// The requested start.
         start_seq: u64,
+        /// The stream's first readable seq.
+        first_seq: u64,
         /// The stream's durable `next_seq`.
         next_seq: u64,
     },
@@ -223,7 +256,16 @@ impl fmt::Display for ReadError {
             ReadError::NotFound => write!(f, "stream not found"),
             ReadError::OutOfRange {
                 start_seq,
+                first_seq,
                 next_seq,
+            } if start_seq < first_seq => write!(
+                f,
+                "start_seq {start_seq} is below the stream's first_seq {first_seq}: those records were trimmed"
+            ),
+            ReadError::OutOfRange {
+                start_seq,
+                next_seq,
+                ..
             } => write!(
                 f,
                 "start_seq {start_seq} is past the stream's next_seq {next_seq}"

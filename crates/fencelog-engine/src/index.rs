@@ -1,24 +1,33 @@
 //! Per-stream index from seq to the frame that holds it.
 //!
-//! One packed `u64` per batch frame: `segment (20 bits) | offset (32 bits) |
-//! record_count - 1 (12 bits)`, plus one `u64` checkpoint (the first seq) for
-//! every 64 frames after the first 64, so a lookup is a binary search plus a
-//! scan of at most 64 counts. That is 8 bytes per batch and at most 8.125
-//! bytes per record (single-record batches), well under the 16 bytes per
-//! record budget. A stream with one batch keeps its entry inline and
-//! allocates nothing.
+//! One 12-byte entry per batch frame: a packed `u64` — segment (low 20
+//! bits of it) | offset (32 bits) | record_count − 1 (12 bits) — and a
+//! `u32` holding the frame's length (27 bits, frames are at most 64 MiB)
+//! and the segment's 5 high bits, so a log can roll 2^25 times. Plus one
+//! `u64` checkpoint (the first seq) for every 64 frames, so a lookup is a
+//! binary search plus a scan of at most 64 counts. The frame lengths give
+//! exact live bytes per stream and per segment without touching the disk.
+//! A stream with one batch keeps its entry inline and allocates nothing.
+//!
+//! Trimming drops entries from the front in amortised O(dropped): a head
+//! index moves forward, and the dropped entries are compacted away once
+//! they are at least half of the vector.
 
 /// Frames per checkpoint: the scan length a lookup pays after its binary
 /// search, traded against 8 bytes of checkpoint per this many frames.
 const CHECKPOINT_FRAMES: usize = 64;
 
-pub const SEGMENT_BITS: u32 = 20;
+const SEGMENT_LOW_BITS: u32 = 20;
+const SEGMENT_HIGH_BITS: u32 = 5;
 pub const OFFSET_BITS: u32 = 32;
 pub const COUNT_BITS: u32 = 12;
+const LEN_BITS: u32 = 27;
 /// Segments an index entry can name.
-pub const SEGMENT_INDEX_MAX: u64 = (1 << SEGMENT_BITS) - 1;
+pub const SEGMENT_INDEX_MAX: u64 = (1 << (SEGMENT_LOW_BITS + SEGMENT_HIGH_BITS)) - 1;
 /// Frames must start below this offset within their segment.
 pub const FRAME_OFFSET_MAX: u64 = (1 << OFFSET_BITS) - 1;
+/// Longest frame an entry can describe.
+pub const FRAME_LEN_MAX: u64 = (1 << LEN_BITS) - 1;
 
 /// Where one batch frame lives and how many records it carries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +36,51 @@ pub struct FrameLoc {
     pub offset: u64,
     pub first_seq: u64,
     pub record_count: u32,
+    /// Bytes of the whole frame.
+    pub len: u32,
+}
+
+impl FrameLoc {
+    /// The seq after its last record.
+    pub fn end_seq(&self) -> u64 {
+        self.first_seq + self.record_count as u64
+    }
+}
+
+/// One packed entry: 12 bytes, 4-byte aligned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C, packed(4))]
+struct Entry {
+    lo: u64,
+    hi: u32,
+}
+
+fn pack(segment: u64, offset: u64, count: u32, len: u32) -> Entry {
+    assert!(
+        segment <= SEGMENT_INDEX_MAX,
+        "segment {segment} over index range"
+    );
+    assert!(
+        offset <= FRAME_OFFSET_MAX,
+        "offset {offset} over index range"
+    );
+    assert!((1..=1 << COUNT_BITS).contains(&count), "count {count}");
+    assert!(len as u64 <= FRAME_LEN_MAX, "frame length {len}");
+    let low = segment & ((1 << SEGMENT_LOW_BITS) - 1);
+    let high = segment >> SEGMENT_LOW_BITS;
+    Entry {
+        lo: (low << (OFFSET_BITS + COUNT_BITS)) | (offset << COUNT_BITS) | (count as u64 - 1),
+        hi: (high as u32) << LEN_BITS | len,
+    }
+}
+
+fn unpack(e: Entry) -> (u64, u64, u32, u32) {
+    let (lo, hi) = (e.lo, e.hi);
+    let count = (lo & ((1 << COUNT_BITS) - 1)) as u32 + 1;
+    let offset = (lo >> COUNT_BITS) & FRAME_OFFSET_MAX;
+    let segment =
+        (lo >> (OFFSET_BITS + COUNT_BITS)) | ((hi >> LEN_BITS) as u64) << SEGMENT_LOW_BITS;
+    (segment, offset, count, hi & ((1 << LEN_BITS) - 1))
 }
 
 /// A stream's frames. Most streams in a many-stream workload hold one batch,
@@ -36,12 +90,12 @@ pub struct FrameLoc {
 enum Entries {
     #[default]
     Empty,
-    One(u64),
-    Many(Vec<u64>),
+    One(Entry),
+    Many(Vec<Entry>),
 }
 
 impl Entries {
-    fn as_slice(&self) -> &[u64] {
+    fn as_slice(&self) -> &[Entry] {
         match self {
             Entries::Empty => &[],
             Entries::One(e) => std::slice::from_ref(e),
@@ -49,9 +103,17 @@ impl Entries {
         }
     }
 
+    fn as_mut_slice(&mut self) -> &mut [Entry] {
+        match self {
+            Entries::Empty => &mut [],
+            Entries::One(e) => std::slice::from_mut(e),
+            Entries::Many(v) => v,
+        }
+    }
+
     /// Changes `self` in place, never through a moved-out state, so no
     /// point inside can leave the entries half gone.
-    fn push(&mut self, e: u64) {
+    fn push(&mut self, e: Entry) {
         match self {
             Entries::Empty => *self = Entries::One(e),
             Entries::One(first) => *self = Entries::Many(vec![*first, e]),
@@ -63,55 +125,97 @@ impl Entries {
 #[derive(Debug, Default)]
 pub struct StreamIndex {
     entries: Entries,
-    /// `checkpoints[k]` is the first seq of `entries[(k + 1) * CHECKPOINT_FRAMES]`;
-    /// the first block's checkpoint is `base_seq`, so a stream with at most
-    /// one block allocates none.
+    /// Entries before this position are trimmed away (not yet compacted).
+    head: usize,
+    /// `checkpoints[k]` is the first seq of `entries[(k + 1) * CHECKPOINT_FRAMES]`
+    /// (positions in the vector, head or not).
     checkpoints: Vec<u64>,
-    /// Seq of the first indexed record.
+    /// Seq of the first record of `entries[head]`.
     base_seq: u64,
     /// Seq after the last indexed record.
     end_seq: u64,
-}
-
-fn pack(segment: u64, offset: u64, count: u32) -> u64 {
-    assert!(
-        segment <= SEGMENT_INDEX_MAX,
-        "segment {segment} over index range"
-    );
-    assert!(
-        offset <= FRAME_OFFSET_MAX,
-        "offset {offset} over index range"
-    );
-    assert!((1..=1 << COUNT_BITS).contains(&count), "count {count}");
-    (segment << (OFFSET_BITS + COUNT_BITS)) | (offset << COUNT_BITS) | (count as u64 - 1)
-}
-
-fn unpack(e: u64) -> (u64, u64, u32) {
-    let count = (e & ((1 << COUNT_BITS) - 1)) as u32 + 1;
-    let offset = (e >> COUNT_BITS) & FRAME_OFFSET_MAX;
-    let segment = e >> (OFFSET_BITS + COUNT_BITS);
-    (segment, offset, count)
+    /// Sum of the frame lengths of the live entries.
+    bytes: u64,
 }
 
 impl StreamIndex {
+    fn live(&self) -> &[Entry] {
+        &self.entries.as_slice()[self.head..]
+    }
+
     /// Records a batch frame. Frames must arrive in seq order without gaps.
     ///
     /// Every check comes before the first change, so a push that panics
     /// leaves the index as it was: the writer's panic handling relies on
     /// that (readers keep using the index afterwards).
-    pub fn push(&mut self, first_seq: u64, segment: u64, offset: u64, count: u32) {
-        let len = self.entries.as_slice().len();
-        if len > 0 {
-            assert_eq!(first_seq, self.end_seq(), "index gap");
+    pub fn push(&mut self, first_seq: u64, segment: u64, offset: u64, count: u32, len: u32) {
+        let len_all = self.entries.as_slice().len();
+        if self.head < len_all {
+            assert_eq!(first_seq, self.end_seq, "index gap");
+        } else {
+            assert!(first_seq >= self.end_seq, "index goes back");
         }
-        let entry = pack(segment, offset, count);
-        if len == 0 {
+        let entry = pack(segment, offset, count, len);
+        if self.head == len_all {
+            // Empty (or everything trimmed): start afresh at this frame.
+            self.clear();
             self.base_seq = first_seq;
-        } else if len.is_multiple_of(CHECKPOINT_FRAMES) {
+        } else if len_all.is_multiple_of(CHECKPOINT_FRAMES) {
             self.checkpoints.push(first_seq);
         }
         self.entries.push(entry);
         self.end_seq = first_seq + count as u64;
+        self.bytes += len as u64;
+    }
+
+    /// Forgets every entry (a tombstone, or a trim past the end).
+    pub fn clear(&mut self) {
+        self.entries = Entries::Empty;
+        self.head = 0;
+        self.checkpoints = Vec::new();
+        self.bytes = 0;
+        self.base_seq = self.end_seq;
+    }
+
+    /// Drops every entry whose records all lie below `first_seq`; returns
+    /// the entries dropped (for live-byte accounting).
+    pub fn trim_to(&mut self, first_seq: u64) -> Vec<FrameLoc> {
+        let mut dropped = Vec::new();
+        while let Some((_, loc)) = self.first() {
+            if loc.end_seq() > first_seq {
+                break;
+            }
+            self.head += 1;
+            self.base_seq = loc.end_seq();
+            self.bytes -= loc.len as u64;
+            dropped.push(loc);
+        }
+        if self.live().is_empty() {
+            let end = self.end_seq;
+            self.clear();
+            self.end_seq = end;
+            self.base_seq = end;
+        } else if self.head >= CHECKPOINT_FRAMES && self.head * 2 >= self.entries.as_slice().len() {
+            self.compact();
+        }
+        dropped
+    }
+
+    /// Moves the live entries to the front and rebuilds the checkpoints.
+    fn compact(&mut self) {
+        let live: Vec<Entry> = self.live().to_vec();
+        let (base, end, bytes) = (self.base_seq, self.end_seq, self.bytes);
+        self.clear();
+        self.end_seq = base;
+        for e in live {
+            let (segment, offset, count, len) = unpack(e);
+            let first = self.end_seq;
+            self.push(first, segment, offset, count, len);
+        }
+        debug_assert_eq!((self.end_seq, self.bytes), (end, bytes));
+        if let Entries::Many(v) = &mut self.entries {
+            v.shrink_to_fit();
+        }
     }
 
     /// The seq after the last indexed record.
@@ -119,20 +223,55 @@ impl StreamIndex {
         self.end_seq
     }
 
+    /// The seq of the first indexed record.
+    pub fn base_seq(&self) -> u64 {
+        self.base_seq
+    }
+
+    /// Bytes of the indexed frames.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Indexed frames.
+    pub fn len(&self) -> usize {
+        self.live().len()
+    }
+
+    /// The first indexed frame.
+    pub fn first(&self) -> Option<(usize, FrameLoc)> {
+        let e = *self.live().first()?;
+        let (segment, offset, record_count, len) = unpack(e);
+        Some((
+            self.head,
+            FrameLoc {
+                segment,
+                offset,
+                first_seq: self.base_seq,
+                record_count,
+                len,
+            },
+        ))
+    }
+
     /// The frame holding `seq`, if indexed.
     pub fn find(&self, seq: u64) -> Option<(usize, FrameLoc)> {
         let entries = self.entries.as_slice();
-        if entries.is_empty() || seq >= self.end_seq || seq < self.base_seq {
+        if self.live().is_empty() || seq >= self.end_seq || seq < self.base_seq {
             return None;
         }
         let block = self.checkpoints.partition_point(|&s| s <= seq);
+        let mut start = block * CHECKPOINT_FRAMES;
         let mut first = match block {
             0 => self.base_seq,
             b => self.checkpoints[b - 1],
         };
-        let start = block * CHECKPOINT_FRAMES;
+        if start < self.head {
+            start = self.head;
+            first = self.base_seq;
+        }
         for (i, &e) in entries[start..].iter().enumerate() {
-            let (segment, offset, count) = unpack(e);
+            let (segment, offset, count, len) = unpack(e);
             if seq < first + count as u64 {
                 return Some((
                     start + i,
@@ -141,6 +280,7 @@ impl StreamIndex {
                         offset,
                         first_seq: first,
                         record_count: count,
+                        len,
                     },
                 ));
             }
@@ -152,26 +292,59 @@ impl StreamIndex {
     /// The frame after entry `i`, given the location of entry `i`.
     pub fn next_after(&self, i: usize, loc: &FrameLoc) -> Option<(usize, FrameLoc)> {
         let e = *self.entries.as_slice().get(i + 1)?;
-        let (segment, offset, count) = unpack(e);
+        let (segment, offset, count, len) = unpack(e);
         Some((
             i + 1,
             FrameLoc {
                 segment,
                 offset,
-                first_seq: loc.first_seq + loc.record_count as u64,
+                first_seq: loc.end_seq(),
                 record_count: count,
+                len,
             },
         ))
+    }
+
+    /// Points the frame starting at `first_seq` at a copy of it, if it
+    /// still points at (`old_segment`, `old_offset`). Returns whether it
+    /// did.
+    pub fn repoint(&mut self, first_seq: u64, old: (u64, u64), new: (u64, u64)) -> bool {
+        let Some((i, loc)) = self.find(first_seq) else {
+            return false;
+        };
+        if loc.first_seq != first_seq || (loc.segment, loc.offset) != old {
+            return false;
+        }
+        let entry = pack(new.0, new.1, loc.record_count, loc.len);
+        self.entries.as_mut_slice()[i] = entry;
+        true
+    }
+
+    /// Every indexed frame, in seq order.
+    pub fn iter(&self) -> impl Iterator<Item = FrameLoc> + '_ {
+        let mut first = self.base_seq;
+        self.live().iter().map(move |&e| {
+            let (segment, offset, record_count, len) = unpack(e);
+            let loc = FrameLoc {
+                segment,
+                offset,
+                first_seq: first,
+                record_count,
+                len,
+            };
+            first += record_count as u64;
+            loc
+        })
     }
 
     /// Heap bytes held, for memory accounting.
     #[cfg(test)]
     pub fn heap_bytes(&self) -> usize {
         let entries = match &self.entries {
-            Entries::Many(v) => v.capacity(),
+            Entries::Many(v) => v.capacity() * std::mem::size_of::<Entry>(),
             _ => 0,
         };
-        (entries + self.checkpoints.capacity()) * 8
+        entries + self.checkpoints.capacity() * 8
     }
 
     /// Gives back spare capacity after recovery has built the index.
@@ -184,112 +357,5 @@ impl StreamIndex {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pack_round_trip_at_the_edges() {
-        for &(s, o, c) in &[
-            (0, 0, 1),
-            (SEGMENT_INDEX_MAX, FRAME_OFFSET_MAX, 4096),
-            (3, 12345, 17),
-        ] {
-            assert_eq!(unpack(pack(s, o, c)), (s, o, c));
-        }
-    }
-
-    #[test]
-    fn finds_every_seq_across_many_checkpoints() {
-        let mut idx = StreamIndex::default();
-        let mut seq = 0;
-        let mut frames = Vec::new();
-        for i in 0..1000u64 {
-            let count = (i % 7 + 1) as u32;
-            idx.push(seq, i / 100, i * 1000, count);
-            frames.push((seq, count, i));
-            seq += count as u64;
-        }
-        assert_eq!(idx.end_seq(), seq);
-        for &(first, count, i) in &frames {
-            for s in first..first + count as u64 {
-                let (at, loc) = idx.find(s).unwrap();
-                assert_eq!(at as u64, i);
-                assert_eq!(
-                    loc,
-                    FrameLoc {
-                        segment: i / 100,
-                        offset: i * 1000,
-                        first_seq: first,
-                        record_count: count
-                    }
-                );
-            }
-        }
-        assert_eq!(idx.find(seq), None);
-        let (at, loc) = idx.find(0).unwrap();
-        let (at2, loc2) = idx.next_after(at, &loc).unwrap();
-        assert_eq!((at2, loc2.first_seq, loc2.record_count), (1, 1, 2));
-    }
-
-    #[test]
-    fn one_batch_allocates_nothing_and_checkpoints_start_after_a_block() {
-        let mut idx = StreamIndex::default();
-        assert_eq!(idx.find(0), None);
-        idx.push(0, 0, 40, 3);
-        assert_eq!(idx.heap_bytes(), 0);
-        assert_eq!(idx.find(2).unwrap().1.offset, 40);
-        for i in 1..64u64 {
-            idx.push(idx.end_seq(), 0, 40 + i, 1);
-        }
-        assert!(idx.checkpoints.is_empty());
-        idx.push(idx.end_seq(), 1, 7, 1);
-        assert_eq!(idx.checkpoints, vec![66]);
-        assert_eq!(
-            idx.find(66).unwrap().1,
-            FrameLoc {
-                segment: 1,
-                offset: 7,
-                first_seq: 66,
-                record_count: 1
-            }
-        );
-        assert_eq!(idx.find(65).unwrap().1.offset, 40 + 63);
-    }
-
-    #[test]
-    #[should_panic(expected = "index gap")]
-    fn gaps_are_refused() {
-        let mut idx = StreamIndex::default();
-        idx.push(0, 0, 0, 1);
-        idx.push(2, 0, 0, 1);
-    }
-
-    /// A push that panics changes nothing: readers go on using the index
-    /// after a writer panic (see `writer::Writer::commit_guarded`).
-    #[test]
-    fn a_refused_push_leaves_the_index_as_it_was() {
-        let mut idx = StreamIndex::default();
-        for i in 0..64u64 {
-            idx.push(i, 0, 40 + i, 1);
-        }
-        let refused = [
-            (65, 0, 0, 1),                     // gap
-            (64, SEGMENT_INDEX_MAX + 1, 0, 1), // segment out of range
-            (64, 0, FRAME_OFFSET_MAX + 1, 1),  // offset out of range
-            (64, 0, 0, 0),                     // no records
-        ];
-        for (first_seq, segment, offset, count) in refused {
-            let pushed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                idx.push(first_seq, segment, offset, count)
-            }));
-            assert!(pushed.is_err());
-            assert_eq!(idx.end_seq(), 64);
-            assert!(idx.checkpoints.is_empty());
-            assert_eq!(idx.find(64), None);
-            assert_eq!(idx.find(63).unwrap().1.offset, 40 + 63);
-        }
-        idx.push(64, 1, 7, 1);
-        assert_eq!(idx.checkpoints, vec![64]);
-        assert_eq!(idx.find(64).unwrap().1.segment, 1);
-    }
-}
+#[path = "index_tests.rs"]
+mod tests;

@@ -28,15 +28,13 @@
 #[macro_use]
 mod mutation;
 
-// The v2 kinds, MANIFEST and checkpoint are read and written by the
-// recovery and writer changes that follow; until then only the codec's
-// own tests use them. (Removed once they do.)
-#[allow(dead_code, unused_imports)]
+mod carried;
 mod codec;
 pub mod config;
 mod engine;
 mod error;
 mod fence;
+mod files;
 #[cfg(feature = "fuzz")]
 pub mod fuzz;
 mod index;
@@ -55,6 +53,8 @@ mod stream;
 pub mod testing;
 mod writer;
 
+pub use codec::checkpoint::{AppliedState, FenceBy, FenceEvent};
+pub use codec::{Retention, StreamConfig};
 pub use config::Config;
 pub use engine::Engine;
 pub use error::{Corruption, OpenError, ReadError, StorageFailure, WriteError};

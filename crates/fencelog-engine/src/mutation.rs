@@ -80,6 +80,19 @@ mod imp {
         /// engine must poison itself as on a storage failure, keep
         /// answering, and keep serving reads of that stream.
         PanicMidGroup,
+        /// The writer copies what compaction asks for even when the frame
+        /// was trimmed or deleted since (dead on arrival), and points the
+        /// index at the copy without checking it still pointed at the old
+        /// one.
+        RelocateDeadOnArrival,
+        /// Compaction copies frames without verifying their CRC, so a
+        /// frame damaged at rest is copied forward with a fresh CRC.
+        CompactWithoutCrc,
+        /// Reclamation deletes segments before the checkpoint that covers
+        /// them is durable (it writes the checkpoint after the deletion).
+        DeleteBeforeCheckpoint,
+        /// The checkpoint leaves tombstones out.
+        ForgetTombstoneAtCheckpoint,
     }
 
     thread_local! {

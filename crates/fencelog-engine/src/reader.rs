@@ -3,12 +3,20 @@
 //! a checksum verified again before anything is served. Readers only ever
 //! see published state, which the writer publishes after the sync, so
 //! nothing here can show a record before it is durable.
+//!
+//! A reader pairs each index entry with its segment while holding the
+//! segment list's read lock and the stream's lock: relocation repoints an
+//! entry under the stream's lock and deletion drops a segment under the
+//! list's write lock (only once no entry points into it), so a reader never
+//! pairs a new offset with an old file or an offset with a segment that is
+//! gone. The segment handles it keeps stay valid after a deletion.
 
-use crate::codec::{decode_frame, frame_bodies, peek_frame_len};
+use crate::codec::{decode_frame, frame_bodies, peek_frame_len, FrameKind};
 use crate::error::{Corruption, ReadError};
 use crate::index::FrameLoc;
 use crate::locks;
 use crate::name::validate_stream_name;
+use crate::segment::Segment;
 use crate::shared::Shared;
 use crate::stream::StreamShared;
 use bytes::Bytes;
@@ -34,6 +42,8 @@ pub struct ReadBatch {
     pub records: Vec<Record>,
     /// The stream's durable `next_seq` when the read started.
     pub next_seq: u64,
+    /// The stream is sealed: nothing will ever follow `next_seq`.
+    pub sealed: bool,
 }
 
 /// See [`crate::Engine::read`].
@@ -46,40 +56,32 @@ pub(crate) fn read(
 ) -> Result<ReadBatch, ReadError> {
     validate_stream_name(stream).map_err(ReadError::InvalidStreamName)?;
     let s = shared.stream(stream).ok_or(ReadError::NotFound)?;
-    let next_seq = s.next_seq();
-    if start_seq > next_seq {
-        return Err(ReadError::OutOfRange {
-            start_seq,
-            next_seq,
-        });
-    }
+    let View {
+        next_seq,
+        sealed,
+        locs,
+    } = collect(shared, &s, start_seq, max_records)?;
     let mut records = Vec::new();
-    if start_seq == next_seq || max_records == 0 {
-        return Ok(ReadBatch { records, next_seq });
-    }
-    let locs = frame_locs(&s, start_seq, next_seq, max_records);
     let mut bytes = 0usize;
-    'frames: for loc in locs {
-        let (buf, start, file, version) = frame_bytes(shared, &loc)?;
-        let frame = decode_frame(&buf[start..], version).map_err(|e| {
+    'frames: for (loc, seg) in locs {
+        let (buf, start) = frame_bytes(&seg, &loc)?;
+        let corrupt = |reason: String| {
             ReadError::Corrupt(Corruption {
-                file: file.clone(),
+                file: seg.name.clone(),
                 offset: loc.offset,
-                reason: e.to_string(),
+                reason,
             })
-        })?;
+        };
+        let frame = decode_frame(&buf[start..], seg.version).map_err(|e| corrupt(e.to_string()))?;
         if frame.name != stream
+            || frame.header.kind != FrameKind::Records
             || frame.header.first_seq != loc.first_seq
             || frame.header.record_count != loc.record_count
         {
-            return Err(ReadError::Corrupt(Corruption {
-                file,
-                offset: loc.offset,
-                reason: format!(
-                    "index points at a frame of {} seq {}, wanted {stream} seq {}",
-                    frame.name, frame.header.first_seq, loc.first_seq
-                ),
-            }));
+            return Err(corrupt(format!(
+                "index points at a frame of {} seq {}, wanted {stream} seq {}",
+                frame.name, frame.header.first_seq, loc.first_seq
+            )));
         }
         for (k, body) in frame_bodies(&buf, &frame, start).into_iter().enumerate() {
             let seq = loc.first_seq + k as u64;
@@ -101,40 +103,74 @@ pub(crate) fn read(
             });
         }
     }
-    Ok(ReadBatch { records, next_seq })
+    Ok(ReadBatch {
+        records,
+        next_seq,
+        sealed,
+    })
+}
+
+/// What a read saw of the stream: its tail, whether it is sealed, and the
+/// frames to read with their segments.
+struct View {
+    next_seq: u64,
+    sealed: bool,
+    locs: Vec<(FrameLoc, Segment)>,
 }
 
 /// The frames holding seqs `start_seq..` below `next_seq`, enough for
-/// `max_records`: collected under the index lock, read without it.
-fn frame_locs(
+/// `max_records`, each with its segment: collected under the segment
+/// list's and the stream's locks, read without them. The checks against
+/// the trim point and the tombstone are made under the same locks, so the
+/// frames collected are the ones the checks allowed.
+fn collect(
+    shared: &Shared,
     s: &StreamShared,
     start_seq: u64,
-    next_seq: u64,
     max_records: usize,
-) -> Vec<FrameLoc> {
-    let mut locs: Vec<FrameLoc> = Vec::new();
-    let idx = locks::lock(&s.index);
-    let mut cur = idx.find(start_seq);
+) -> Result<View, ReadError> {
+    let segments = locks::read(&shared.segments);
+    let inner = locks::lock(&s.inner);
+    let f = s.fence_state();
+    if f.deleted {
+        return Err(ReadError::NotFound);
+    }
+    if start_seq > f.next_seq || start_seq < f.first_seq {
+        return Err(ReadError::OutOfRange {
+            start_seq,
+            first_seq: f.first_seq,
+            next_seq: f.next_seq,
+        });
+    }
+    let mut view = View {
+        next_seq: f.next_seq,
+        sealed: f.sealed,
+        locs: Vec::new(),
+    };
+    if start_seq == f.next_seq || max_records == 0 {
+        return Ok(view);
+    }
+    let mut cur = inner.index.find(start_seq);
     let mut covered = 0usize;
     while let Some((i, loc)) = cur {
-        if loc.first_seq >= next_seq || covered >= max_records {
+        if loc.first_seq >= f.next_seq || covered >= max_records {
             break;
         }
-        covered += (loc.first_seq + loc.record_count as u64)
-            .saturating_sub(start_seq.max(loc.first_seq)) as usize;
-        locs.push(loc);
-        cur = idx.next_after(i, &loc);
+        covered += loc.end_seq().saturating_sub(start_seq.max(loc.first_seq)) as usize;
+        let seg = segments
+            .get(loc.segment)
+            .cloned()
+            .ok_or_else(|| ReadError::Io(format!("segment {} is not open", loc.segment)))?;
+        view.locs.push((loc, seg));
+        cur = inner.index.next_after(i, &loc);
     }
-    locs
+    Ok(view)
 }
 
-/// The bytes holding the frame at `loc`: a buffer, the frame's start in it,
-/// and the segment's name.
-fn frame_bytes(shared: &Shared, loc: &FrameLoc) -> Result<(Bytes, usize, String, u32), ReadError> {
-    let seg = locks::read(&shared.segments)
-        .get(loc.segment)
-        .cloned()
-        .ok_or_else(|| ReadError::Io(format!("segment {} is not open", loc.segment)))?;
+/// The bytes holding the frame at `loc` of `seg`: a buffer and the frame's
+/// start in it. The index knows the frame's length, so the active segment
+/// is read with one positional read.
+fn frame_bytes(seg: &Segment, loc: &FrameLoc) -> Result<(Bytes, usize), ReadError> {
     let corrupt = |reason: String| {
         ReadError::Corrupt(Corruption {
             file: seg.name.clone(),
@@ -147,16 +183,18 @@ fn frame_bytes(shared: &Shared, loc: &FrameLoc) -> Result<(Bytes, usize, String,
         if at >= map.len() {
             return Err(corrupt("offset past the end of the segment".into()));
         }
-        return Ok((map.clone(), at, seg.name.clone(), seg.version));
+        return Ok((map.clone(), at));
     }
-    let mut head = [0u8; 12];
-    seg.file
-        .read_exact_at(&mut head, loc.offset)
-        .map_err(|e| ReadError::Io(format!("reading {}: {e}", seg.name)))?;
-    let len = peek_frame_len(&head).map_err(|e| corrupt(e.to_string()))?;
-    let mut buf = vec![0u8; len];
+    let mut buf = vec![0u8; loc.len as usize];
     seg.file
         .read_exact_at(&mut buf, loc.offset)
         .map_err(|e| ReadError::Io(format!("reading {}: {e}", seg.name)))?;
-    Ok((Bytes::from(buf), 0, seg.name.clone(), seg.version))
+    let len = peek_frame_len(&buf).map_err(|e| corrupt(e.to_string()))?;
+    if len != buf.len() {
+        return Err(corrupt(format!(
+            "frame of {len} bytes, the index says {}",
+            buf.len()
+        )));
+    }
+    Ok((Bytes::from(buf), 0))
 }

@@ -34,12 +34,15 @@ pub struct Segment {
     pub file: Arc<dyn StorageFile>,
     /// The format version its header names: which frames it may hold.
     pub version: u32,
+    /// The id of the first group written to it (from its header).
+    pub first_group_id: u64,
     /// Set once the segment is sealed (no more appends): a memory map of the
     /// whole file. The active segment is read with positional reads.
     pub sealed: Option<Bytes>,
 }
 
-/// All segments, oldest first, indices contiguous.
+/// All segments, oldest first; indices ascend, with gaps where segments
+/// were deleted.
 #[derive(Clone, Default)]
 pub struct Segments {
     pub list: Vec<Segment>,
@@ -47,12 +50,23 @@ pub struct Segments {
 
 impl Segments {
     pub fn get(&self, index: u64) -> Option<&Segment> {
-        let first = self.list.first()?.index;
-        self.list.get(index.checked_sub(first)? as usize)
+        let i = self.list.binary_search_by_key(&index, |s| s.index).ok()?;
+        self.list.get(i)
     }
 
     pub fn active(&self) -> &Segment {
         self.list.last().expect("there is always an active segment")
+    }
+
+    /// The last group in the sealed segment at `pos`: the one before the
+    /// next segment's first.
+    pub fn last_group_of(&self, pos: usize) -> Option<u64> {
+        Some(self.list.get(pos + 1)?.first_group_id - 1)
+    }
+
+    /// The indices, for a MANIFEST.
+    pub fn indices(&self) -> impl Iterator<Item = u64> + '_ {
+        self.list.iter().map(|s| s.index)
     }
 }
 

@@ -1,49 +1,102 @@
-//! The state the engine handle, the writer thread and readers share.
+//! The state the engine handle, the writer thread, the reclaimer and
+//! readers share.
 
 use crate::config::Config;
 use crate::error::StorageFailure;
+use crate::files::ManifestFile;
 use crate::locks;
 use crate::metrics::Metrics;
 use crate::segment::Segments;
 use crate::storage::Storage;
 use crate::stream::{StreamMap, StreamShared};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
 use tokio::sync::Notify;
 
-/// State shared by the handle, the writer thread and readers.
+/// State shared by the handle, the writer thread, the reclaimer and readers.
 pub(crate) struct Shared {
     pub config: Config,
     pub storage: Arc<dyn Storage>,
     pub streams: RwLock<StreamMap>,
+    /// The segment list; readers pair index entries with segments under
+    /// its read lock, deletion takes the write lock.
     pub segments: RwLock<Segments>,
-    /// Set once, by the writer, on the first write or sync failure (or
-    /// writer panic).
+    pub manifest: ManifestFile,
+    /// The last group whose effects are published (a checkpoint covers at
+    /// least the groups up to it when it starts).
+    pub published_group: AtomicU64,
+    /// Bytes of the sealed segments' files.
+    sealed_bytes: AtomicU64,
+    /// Bytes of the active segment's file (data and preallocated zeros).
+    active_allocated: AtomicU64,
+    /// Bytes of the MANIFEST and the current checkpoint.
+    meta_bytes: AtomicU64,
+    /// Set once, by the writer or the reclaimer, on the first write or sync
+    /// failure (or writer panic).
     pub poisoned: OnceLock<Arc<StorageFailure>>,
     pub shutting_down: AtomicBool,
     /// Streams someone is waiting on; entries live only while waited on, so
     /// idle streams cost no memory here.
     pub waiters: Mutex<HashMap<Box<str>, Arc<Notify>>>,
+    /// Work for the reclaimer: set by the writer (trims, deletes, rolls),
+    /// [`crate::Engine::reclaim`] and shutdown.
+    pub reclaim_wanted: (Mutex<bool>, Condvar),
     pub metrics: Metrics,
+}
+
+/// What a freshly recovered log starts from.
+pub(crate) struct Start {
+    pub config: Config,
+    pub storage: Arc<dyn Storage>,
+    pub streams: StreamMap,
+    pub segments: Segments,
+    pub manifest: crate::codec::manifest::Manifest,
+    pub published_group: u64,
+    pub active_len: u64,
+    /// Bytes of the sealed segments.
+    pub sealed_bytes: u64,
+    pub meta_bytes: u64,
+}
+
+impl Start {
+    /// What `recovered` hands the engine.
+    pub(crate) fn recovered(
+        config: Config,
+        storage: Arc<dyn Storage>,
+        r: crate::recovery::Recovered,
+    ) -> Self {
+        Start {
+            config,
+            storage,
+            streams: r.streams,
+            segments: r.segments,
+            manifest: r.manifest,
+            published_group: r.next_group_id - 1,
+            active_len: r.active_len,
+            sealed_bytes: r.sealed_bytes,
+            meta_bytes: r.meta_bytes,
+        }
+    }
 }
 
 impl Shared {
     /// The state a freshly recovered log starts from.
-    pub(crate) fn new(
-        config: Config,
-        storage: Arc<dyn Storage>,
-        streams: StreamMap,
-        segments: Segments,
-    ) -> Self {
+    pub(crate) fn new(s: Start) -> Self {
         Shared {
-            config,
-            storage,
-            streams: RwLock::new(streams),
-            segments: RwLock::new(segments),
+            config: s.config,
+            storage: s.storage,
+            streams: RwLock::new(s.streams),
+            segments: RwLock::new(s.segments),
+            manifest: ManifestFile::new(s.manifest),
+            published_group: AtomicU64::new(s.published_group),
+            sealed_bytes: AtomicU64::new(s.sealed_bytes),
+            active_allocated: AtomicU64::new(s.active_len),
+            meta_bytes: AtomicU64::new(s.meta_bytes),
             poisoned: OnceLock::new(),
             shutting_down: AtomicBool::new(false),
             waiters: Mutex::new(HashMap::new()),
+            reclaim_wanted: (Mutex::new(false), Condvar::new()),
             metrics: Metrics::default(),
         }
     }
@@ -56,6 +109,51 @@ impl Shared {
     /// Whether writes are being accepted.
     pub(crate) fn is_healthy(&self) -> bool {
         self.poisoned.get().is_none() && !self.shutting_down.load(Ordering::Acquire)
+    }
+
+    /// Poisons the engine with `failure` (unless something already did),
+    /// logs it, and wakes everyone waiting. Returns `failure`.
+    pub(crate) fn poison(&self, failure: StorageFailure) -> Arc<StorageFailure> {
+        let failure = Arc::new(failure);
+        tracing::error!(error = %failure, "storage failure; engine poisoned, no further writes until reopened");
+        let _ = self.poisoned.set(failure.clone());
+        self.wake_all_waiters();
+        self.nudge_reclaimer();
+        failure
+    }
+
+    /// Bytes of the data directory's files, as the engine accounts them.
+    pub(crate) fn disk_bytes(&self) -> u64 {
+        self.disk_bytes_sealed() + self.active_allocated.load(Ordering::Acquire)
+    }
+
+    /// The same without the active segment.
+    pub(crate) fn disk_bytes_sealed(&self) -> u64 {
+        self.sealed_bytes.load(Ordering::Acquire) + self.meta_bytes.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_active_allocated(&self, bytes: u64) {
+        self.active_allocated.store(bytes, Ordering::Release);
+    }
+
+    /// A segment of `bytes` was sealed (`+`) or deleted (`-`).
+    pub(crate) fn add_sealed_bytes(&self, bytes: u64) {
+        self.sealed_bytes.fetch_add(bytes, Ordering::AcqRel);
+    }
+
+    pub(crate) fn sub_sealed_bytes(&self, bytes: u64) {
+        self.sealed_bytes.fetch_sub(bytes, Ordering::AcqRel);
+    }
+
+    pub(crate) fn set_meta_bytes(&self, bytes: u64) {
+        self.meta_bytes.store(bytes, Ordering::Release);
+    }
+
+    /// Asks the reclaimer to look for work now.
+    pub(crate) fn nudge_reclaimer(&self) {
+        let (wanted, cv) = &self.reclaim_wanted;
+        *locks::lock(wanted) = true;
+        cv.notify_all();
     }
 
     pub(crate) fn notify_streams<'a>(&self, names: impl Iterator<Item = &'a str>) {

@@ -24,6 +24,9 @@ pub trait Storage: Send + Sync + 'static {
     fn open(&self, name: &str) -> io::Result<Arc<dyn StorageFile>>;
     /// Removes a file. Durable only after [`Storage::sync_dir`].
     fn remove(&self, name: &str) -> io::Result<()>;
+    /// Renames `from` to `to`, atomically replacing `to` if it exists.
+    /// Durable only after [`Storage::sync_dir`].
+    fn rename(&self, from: &str, to: &str) -> io::Result<()>;
     /// Makes creations and removals durable (fsync of the directory).
     fn sync_dir(&self) -> io::Result<()>;
     /// Takes an exclusive lock so two processes never write one log.
@@ -117,6 +120,10 @@ impl Storage for DirStorage {
 
     fn remove(&self, name: &str) -> io::Result<()> {
         fs::remove_file(self.file_path(name))
+    }
+
+    fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        fs::rename(self.file_path(from), self.file_path(to))
     }
 
     fn sync_dir(&self) -> io::Result<()> {

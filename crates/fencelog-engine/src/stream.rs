@@ -1,15 +1,31 @@
 //! Durable per-stream state shared between the writer (sole mutator) and
 //! readers. Only the writer stores, and only after the group's fdatasync, so
 //! whatever a reader loads here is durable.
+//!
+//! The fields the rejection fast path and the writer's planning read on
+//! every append are atomics; the rest — the index, the fence history, the
+//! retention settings, issue 11's producers and cursors, and the group that
+//! last changed the stream — sit behind the stream's one lock, under which
+//! the writer publishes a stream's whole state at once, readers collect
+//! frame locations, and the checkpointer captures a consistent copy.
 
+use crate::carried::Carried;
+use crate::codec::checkpoint::{FenceBy, FenceEvent, FENCE_HISTORY_MAX};
+use crate::codec::StreamConfig;
+use crate::config::Config;
 use crate::fence::FenceState;
 use crate::index::StreamIndex;
+use crate::locks;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Every stream by name, ordered so listing by prefix is a range scan.
+/// Tombstones stay in it (they keep their token forever).
 pub type StreamMap = BTreeMap<Box<str>, Arc<StreamShared>>;
+
+const SEALED: u8 = 1;
+const DELETED: u8 = 1 << 1;
 
 /// A stream's durable state: what the writer published after a group's
 /// sync, or recovery after the scan.
@@ -20,11 +36,106 @@ pub struct StreamShared {
     /// grown, so a reader that loads it (Acquire) finds every seq below it
     /// in the index.
     next_seq: AtomicU64,
+    first_seq: AtomicU64,
     last_timestamp_ms: AtomicU64,
-    /// A mutex, not a read-write lock: both sides hold it only to push one
-    /// entry or to collect a read's frame locations, and it is 8 bytes
-    /// smaller on a struct there is one of per stream.
-    pub(crate) index: Mutex<StreamIndex>,
+    flags: AtomicU8,
+    /// A mutex, not a read-write lock: every holder holds it only to publish
+    /// one group's changes, to collect a read's frame locations, or to copy
+    /// the state out.
+    pub(crate) inner: Mutex<Inner>,
+}
+
+/// What sits behind the stream's lock.
+#[derive(Debug, Default)]
+pub(crate) struct Inner {
+    pub index: StreamIndex,
+    /// The last group that changed the stream (a checkpoint's `as_of_group`).
+    pub as_of_group: u64,
+    /// The newest fence history entry; its token is the highest token.
+    pub newest: Option<Newest>,
+    /// Everything most streams never have: a retention override, older
+    /// fence history, producers and cursors.
+    pub cold: Option<Box<Cold>>,
+}
+
+/// The newest fence history entry but its token (always the highest).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Newest {
+    pub first_seq: u64,
+    pub timestamp_ms: u64,
+    pub by: FenceBy,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Cold {
+    pub config: StreamConfig,
+    /// Fence history before the newest entry, oldest first.
+    pub older: Vec<FenceEvent>,
+    pub carried: Carried,
+}
+
+impl Inner {
+    /// The fence history, oldest first, given the highest token.
+    pub fn history(&self, highest_token: u64) -> Vec<FenceEvent> {
+        let mut out = self
+            .cold
+            .as_ref()
+            .map(|c| c.older.clone())
+            .unwrap_or_default();
+        if let Some(n) = self.newest {
+            out.push(FenceEvent {
+                token: highest_token,
+                first_seq: n.first_seq,
+                timestamp_ms: n.timestamp_ms,
+                by: n.by,
+            });
+        }
+        out
+    }
+
+    /// Records that `token` took effect (it is the stream's new highest):
+    /// the previous newest entry moves to the older ones, at most 63 kept.
+    pub fn push_event(&mut self, previous_highest: u64, event: FenceEvent) {
+        if let Some(n) = self.newest.take() {
+            let cold = self.cold_mut();
+            if cold.older.len() + 1 >= FENCE_HISTORY_MAX {
+                cold.older.remove(0);
+            }
+            cold.older.push(FenceEvent {
+                token: previous_highest,
+                first_seq: n.first_seq,
+                timestamp_ms: n.timestamp_ms,
+                by: n.by,
+            });
+        }
+        self.newest = Some(Newest {
+            first_seq: event.first_seq,
+            timestamp_ms: event.timestamp_ms,
+            by: event.by,
+        });
+    }
+
+    pub fn config(&self) -> StreamConfig {
+        self.cold.as_ref().map(|c| c.config).unwrap_or_default()
+    }
+
+    pub fn carried(&self) -> Option<&Carried> {
+        self.cold
+            .as_ref()
+            .map(|c| &c.carried)
+            .filter(|c| !c.is_empty())
+    }
+
+    pub fn cold_mut(&mut self) -> &mut Cold {
+        self.cold.get_or_insert_with(Box::default)
+    }
+
+    /// Drops the cold part once it holds nothing.
+    pub fn tidy(&mut self) {
+        if self.cold.as_deref().is_some_and(|c| *c == Cold::default()) {
+            self.cold = None;
+        }
+    }
 }
 
 /// A snapshot of a stream's durable state.
@@ -32,7 +143,7 @@ pub struct StreamShared {
 pub struct StreamState {
     /// The stream's name.
     pub stream: String,
-    /// 0 until trimming exists.
+    /// The first readable seq: records below it were trimmed.
     pub first_seq: u64,
     /// The seq the next record will get: every seq below it is durable.
     pub next_seq: u64,
@@ -40,24 +151,42 @@ pub struct StreamState {
     pub highest_token: u64,
     /// Timestamp of the last record; 0 when the stream has none.
     pub last_timestamp_ms: u64,
+    /// No more appends, fences or trims are accepted.
+    pub sealed: bool,
+    /// A tombstone: the records are gone; the token stays forever.
+    pub deleted: bool,
+    /// Retention by age in force (the stream's, or the server's default);
+    /// `None` is unlimited.
+    pub retention_age_s: Option<u64>,
+    /// Retention by size in force; `None` is unlimited.
+    pub retention_bytes: Option<u64>,
+    /// Retention never trims past a cursor (issue 11).
+    pub retention_respect_cursors: bool,
+    /// Bytes on disk of the stream's readable records (whole frames).
+    pub bytes: u64,
 }
 
 impl StreamShared {
-    /// A stream whose index recovery has built; nothing published yet.
-    pub(crate) fn with_index(index: StreamIndex) -> Self {
-        StreamShared {
-            index: Mutex::new(index),
+    /// A stream whose state recovery has rebuilt.
+    pub(crate) fn recovered(fence: FenceState, last_timestamp_ms: u64, inner: Inner) -> Self {
+        let s = StreamShared {
+            inner: Mutex::new(inner),
             ..Default::default()
-        }
+        };
+        s.store(fence, last_timestamp_ms);
+        s
     }
 
     /// The durable state the fencing rule looks at.
     pub(crate) fn fence_state(&self) -> FenceState {
+        let flags = self.flags.load(Ordering::Acquire);
         FenceState {
             exists: true,
             highest_token: self.highest_token.load(Ordering::Acquire),
             next_seq: self.next_seq.load(Ordering::Acquire),
-            ..FenceState::default()
+            first_seq: self.first_seq.load(Ordering::Acquire),
+            sealed: flags & SEALED != 0,
+            deleted: flags & DELETED != 0,
         }
     }
 
@@ -76,24 +205,48 @@ impl StreamShared {
         self.last_timestamp_ms.load(Ordering::Acquire)
     }
 
-    /// All of it at once, named `name`.
-    pub fn snapshot(&self, name: &str) -> StreamState {
+    /// Whether the stream is a tombstone.
+    pub fn is_deleted(&self) -> bool {
+        self.flags.load(Ordering::Acquire) & DELETED != 0
+    }
+
+    /// Whether the stream is sealed.
+    pub fn is_sealed(&self) -> bool {
+        self.flags.load(Ordering::Acquire) & SEALED != 0
+    }
+
+    /// All of it at once, named `name`, with `config`'s retention defaults.
+    pub fn snapshot(&self, name: &str, config: &Config) -> StreamState {
+        let inner = locks::lock(&self.inner);
+        let f = self.fence_state();
+        let c = inner.config();
         StreamState {
             stream: name.to_string(),
-            first_seq: 0,
-            next_seq: self.next_seq(),
-            highest_token: self.highest_token(),
+            first_seq: f.first_seq,
+            next_seq: f.next_seq,
+            highest_token: f.highest_token,
             last_timestamp_ms: self.last_timestamp_ms(),
+            sealed: f.sealed,
+            deleted: f.deleted,
+            retention_age_s: c.retention_age_s.effective(config.retention_age_s),
+            retention_bytes: c.retention_bytes.effective(config.retention_bytes),
+            retention_respect_cursors: c.respect_cursors,
+            bytes: inner.index.bytes(),
         }
     }
 
-    /// Publishes durable state. Writer thread (or recovery) only.
-    pub(crate) fn publish(&self, highest_token: u64, next_seq: u64, last_timestamp_ms: u64) {
-        debug_assert!(highest_token >= self.highest_token.load(Ordering::Relaxed));
-        debug_assert!(next_seq >= self.next_seq.load(Ordering::Relaxed));
-        self.highest_token.store(highest_token, Ordering::Release);
+    /// Publishes the durable state; the caller holds the stream's lock.
+    /// Writer thread (or recovery) only. `next_seq` is stored last.
+    pub(crate) fn store(&self, f: FenceState, last_timestamp_ms: u64) {
+        debug_assert!(f.highest_token >= self.highest_token.load(Ordering::Relaxed));
+        debug_assert!(f.next_seq >= self.next_seq.load(Ordering::Relaxed));
+        debug_assert!(f.first_seq >= self.first_seq.load(Ordering::Relaxed));
+        let flags = (f.sealed as u8 * SEALED) | (f.deleted as u8 * DELETED);
+        self.highest_token.store(f.highest_token, Ordering::Release);
+        self.first_seq.store(f.first_seq, Ordering::Release);
+        self.flags.store(flags, Ordering::Release);
         self.last_timestamp_ms
             .store(last_timestamp_ms, Ordering::Release);
-        self.next_seq.store(next_seq, Ordering::Release);
+        self.next_seq.store(f.next_seq, Ordering::Release);
     }
 }

@@ -71,9 +71,10 @@ impl IntoResponse for ApiError {
 pub fn write_error(stream: &str, err: WriteError) -> ApiError {
     let message = err.to_string();
     match err {
-        WriteError::InvalidStreamName(_) | WriteError::ZeroToken | WriteError::EmptyBatch => {
-            ApiError::bad_request(message)
-        }
+        WriteError::InvalidStreamName(_)
+        | WriteError::ZeroToken
+        | WriteError::EmptyBatch
+        | WriteError::BadConfig(_) => ApiError::bad_request(message),
         WriteError::TooLarge { limit, actual, .. } => ApiError::too_large(message)
             .with(Field::Limit, limit)
             .with(Field::Actual, actual),
@@ -100,6 +101,24 @@ pub fn write_error(stream: &str, err: WriteError) -> ApiError {
                 .with(Field::MatchSeqNum, expected)
                 .with(Field::NextSeq, next_seq)
         }
+        WriteError::StreamSealed(state) => ApiError::new(ErrorCode::StreamSealed, message)
+            .with(Field::Stream, stream)
+            .with(Field::FirstSeq, state.first_seq)
+            .with(Field::NextSeq, state.next_seq)
+            .with(Field::HighestToken, state.highest_token)
+            .with(Field::Sealed, true),
+        WriteError::NotFound => {
+            ApiError::new(ErrorCode::StreamNotFound, message).with(Field::Stream, stream)
+        }
+        WriteError::InsufficientStorage { limit, used } => {
+            // The budget, not the disk: definitely not applied, and the
+            // engine stays healthy.
+            ApiError::new(ErrorCode::InsufficientStorage, message)
+                .with(Field::Stream, stream)
+                .with(Field::Limit, limit)
+                .with(Field::Actual, used)
+                .with(Field::OutcomeUnknown, false)
+        }
         WriteError::StorageFailed(failure) => {
             // The client cannot know whether the torn write survives a
             // restart; saying so keeps it from assuming either way.
@@ -120,10 +139,12 @@ pub fn read_error(stream: &str, err: ReadError) -> ApiError {
         }
         ReadError::OutOfRange {
             start_seq,
+            first_seq,
             next_seq,
         } => ApiError::new(ErrorCode::OutOfRange, message)
             .with(Field::Stream, stream)
             .with(Field::StartSeq, start_seq)
+            .with(Field::FirstSeq, first_seq)
             .with(Field::NextSeq, next_seq),
         ReadError::Corrupt(c) => {
             tracing::error!(stream, file = %c.file, offset = c.offset, reason = %c.reason, "corrupt frame refused on read");

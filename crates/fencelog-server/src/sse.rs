@@ -58,6 +58,7 @@ pub fn tail(
             &stream,
             fencelog_engine::ReadError::OutOfRange {
                 start_seq,
+                first_seq: current.first_seq,
                 next_seq: current.next_seq,
             },
         ));

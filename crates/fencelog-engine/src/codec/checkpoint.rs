@@ -34,10 +34,15 @@ const RESPECT_CURSORS: u16 = 1 << 4;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum FenceBy {
+    /// An append that carried a higher token (or created the stream).
     Append = 1,
+    /// A fence.
     Fence = 2,
+    /// A trim.
     Trim = 3,
+    /// A seal.
     Seal = 4,
+    /// A delete (the tombstone).
     Delete = 5,
     /// A Config frame that carried a higher token (a refinement of the
     /// lead's list, recorded in format-v2.md).
@@ -57,6 +62,7 @@ impl FenceBy {
         })
     }
 
+    /// The name the HTTP API uses (`by`).
     pub fn as_str(self) -> &'static str {
         match self {
             FenceBy::Append => "append",
@@ -72,10 +78,13 @@ impl FenceBy {
 /// One token that took effect on a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FenceEvent {
+    /// The token that took effect.
     pub token: u64,
     /// The stream's `next_seq` when it took effect.
     pub first_seq: u64,
+    /// When (the writer's clock, Unix ms).
     pub timestamp_ms: u64,
+    /// What carried it.
     pub by: FenceBy,
 }
 
@@ -127,8 +136,11 @@ pub struct StreamEntry {
 /// The applied Raft position of a shard engine (issue 14).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AppliedState {
+    /// The Raft term of the LogId.
     pub term: u64,
+    /// The leader node id of the LogId.
     pub node_id: u64,
+    /// The Raft log index of the LogId.
     pub index: u64,
     /// The last membership that changed; empty if none was ever recorded.
     pub membership: Vec<u8>,
@@ -251,8 +263,8 @@ impl StreamEntry {
     /// What must hold of any state the writer could have published.
     fn check(&self) -> Result<(), DecodeError> {
         let fail = |why| Err(DecodeError::BadField(why));
-        if self.highest_token == 0 {
-            return fail("a stream without a token");
+        if self.highest_token == 0 || self.as_of_group == 0 {
+            return fail("a stream without a token or a group");
         }
         if self.first_seq > self.next_seq {
             return fail("first_seq above next_seq");

@@ -64,6 +64,7 @@ fn entries() -> Vec<StreamEntry> {
         StreamEntry {
             name: "c".into(),
             highest_token: 1,
+            as_of_group: 1,
             ..Default::default()
         },
     ]

@@ -1,39 +1,49 @@
 //! The last phase of recovery: make the last segment the active one,
-//! reseal it, and hand the rebuilt streams over.
+//! reseal it, upgrade a version-1 directory (a new version-2 segment to
+//! write to), write the MANIFEST if it must change, and hand the rebuilt
+//! streams over.
 
-use super::scan::{Scan, Working};
-use super::{Recovered, RecoveryReport, FIRST_GROUP_ID};
-use crate::codec::SEGMENT_HEADER_BYTES;
+use super::layout::Layout;
+use super::scan::Scan;
+use super::{build, Recovered, RecoveryReport};
+use crate::codec::manifest::Manifest;
+use crate::codec::{FORMAT_VERSION, SEGMENT_HEADER_BYTES};
 use crate::error::OpenError;
-use crate::index::StreamIndex;
+use crate::files::{replace_whole, MANIFEST_NAME, MANIFEST_TMP_NAME};
 use crate::segment::{create_segment, segment_name, Segment, Segments};
 use crate::storage::Storage;
-use crate::stream::{StreamMap, StreamShared};
-use std::collections::HashMap;
-use std::sync::Arc;
 
-/// The scan is over: `segments` are the kept segments, the last of them
-/// `active_len` bytes long with its last closed group at
-/// `last_group_start` (`None` if no segment was kept).
+/// What the scan left.
+pub(super) struct Scanned {
+    pub layout: Layout,
+    pub scan: Scan,
+    /// The kept segments; the last of them `active_len` bytes long with its
+    /// last closed group at `last_group_start` (`None` if none was kept).
+    pub segments: Segments,
+    pub active_len: u64,
+    pub last_group_start: Option<Option<u64>>,
+    pub checkpoint_bytes: u64,
+}
+
 pub(super) fn finish(
     storage: &dyn Storage,
-    scan: Scan,
-    mut segments: Segments,
-    mut active_len: u64,
-    last_group_start: Option<Option<u64>>,
+    s: Scanned,
     mut report: RecoveryReport,
 ) -> Result<Recovered, OpenError> {
+    let Scanned {
+        layout,
+        scan,
+        mut segments,
+        mut active_len,
+        last_group_start,
+        checkpoint_bytes,
+    } = s;
+    let next_group_id = scan.last_closed_group + 1;
+    let mut new_segment = false;
     if segments.list.is_empty() {
-        let file = create_segment(storage, 0, FIRST_GROUP_ID)
-            .map_err(|e| OpenError::io("creating the first segment", e))?;
-        segments.list.push(Segment {
-            index: 0,
-            name: segment_name(0),
-            file,
-            version: crate::codec::FORMAT_VERSION,
-            sealed: None,
-        });
+        segments.list.push(new_active(storage, 0, next_group_id)?);
         active_len = SEGMENT_HEADER_BYTES as u64;
+        new_segment = true;
     } else if report.removed_segment.is_some() {
         // The previous segment becomes the active one again.
         let last = segments.list.last_mut().expect("not empty");
@@ -43,34 +53,84 @@ pub(super) fn finish(
             .len()
             .map_err(|e| OpenError::io("reading a segment size", e))?;
     }
-    // A fresh segment 0 was just created and synced: nothing to reseal.
+    // A fresh segment was just created and synced: nothing to reseal.
     if let Some(last_group_start) = last_group_start {
         reseal(storage, segments.active(), last_group_start, active_len)?;
     }
-    let streams = publish_streams(scan.streams);
+    if segments.active().version != FORMAT_VERSION {
+        // The writer must not put version-2 frames in a version-1 segment:
+        // seal it as it is and write to a new one.
+        let old = segments.list.last_mut().expect("not empty");
+        old.sealed = Some(
+            old.file
+                .view(active_len)
+                .map_err(|e| OpenError::io(format!("mapping {}", old.name), e))?,
+        );
+        let index = old.index + 1;
+        segments
+            .list
+            .push(new_active(storage, index, next_group_id)?);
+        active_len = SEGMENT_HEADER_BYTES as u64;
+        new_segment = true;
+        report.upgraded_from_v1 = true;
+    }
+    let mut manifest = layout.manifest.clone().unwrap_or_default();
+    let ranges = Manifest::ranges_of(segments.indices());
+    let mut manifest_bytes = layout.manifest_bytes;
+    if layout.manifest.is_none() || new_segment || layout.pending_roll || manifest.ranges != ranges
+    {
+        manifest.generation += 1;
+        manifest.ranges = ranges;
+        let bytes = manifest.encode();
+        replace_whole(storage, MANIFEST_TMP_NAME, MANIFEST_NAME, &bytes)
+            .map_err(|e| OpenError::io("writing the MANIFEST", e))?;
+        manifest_bytes = bytes.len() as u64;
+    }
+    let active = segments.active().index;
+    let (streams, records) = build::build_streams(scan.streams, scan.last_closed_group, active)?;
+    let sealed_bytes = sealed_bytes(&segments)?;
     report.segments = segments.list.len();
     report.streams = streams.len();
-    report.records = scan.records;
+    report.records = records;
     report.frames = scan.frames;
     Ok(Recovered {
         segments,
         active_len,
         streams,
-        next_group_id: scan.last_closed_group + 1,
+        next_group_id,
+        manifest,
+        meta_bytes: manifest_bytes + checkpoint_bytes,
+        sealed_bytes,
+        applied: scan.applied,
         report,
     })
 }
 
-/// The streams as readers and the writer will see them.
-fn publish_streams(scanned: HashMap<Box<str>, (Working, StreamIndex)>) -> StreamMap {
-    let mut streams = StreamMap::new();
-    for (name, (w, mut index)) in scanned {
-        index.shrink_to_fit();
-        let shared = StreamShared::with_index(index);
-        shared.publish(w.fence.highest_token, w.fence.next_seq, w.last_timestamp_ms);
-        streams.insert(name, Arc::new(shared));
-    }
-    streams
+fn new_active(
+    storage: &dyn Storage,
+    index: u64,
+    first_group_id: u64,
+) -> Result<Segment, OpenError> {
+    let file = create_segment(storage, index, first_group_id)
+        .map_err(|e| OpenError::io(format!("creating {}", segment_name(index)), e))?;
+    Ok(Segment {
+        index,
+        name: segment_name(index),
+        file,
+        version: FORMAT_VERSION,
+        first_group_id,
+        sealed: None,
+    })
+}
+
+/// Bytes of the sealed segments (their views are their whole files).
+fn sealed_bytes(segments: &Segments) -> Result<u64, OpenError> {
+    Ok(segments
+        .list
+        .iter()
+        .filter_map(|s| s.sealed.as_ref())
+        .map(|v| v.len() as u64)
+        .sum())
 }
 
 /// Rewrites the active segment's header and its last group with the bytes

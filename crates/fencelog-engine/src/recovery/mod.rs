@@ -1,36 +1,51 @@
-//! Opening a data directory: verify every frame, rebuild every stream, and
-//! cut an unsynced tail — only at the end of the last segment.
+//! Opening a data directory: check it against its MANIFEST, load the
+//! checkpoint, verify every frame, rebuild every stream, and cut an
+//! unsynced tail — only at the end of the last segment. The rules are in
+//! docs/design.md ("Recovery"); in one place:
 //!
-//! Policy, in one place:
-//! - A frame that fails to decode in any segment but the last: refuse to open.
+//! - Every segment the MANIFEST lists must exist. An unlisted one right
+//!   after the last listed is a roll whose MANIFEST update did not become
+//!   durable; one below it a deletion that did not finish (removed).
+//!   Anything else is refused. Without a MANIFEST the directory is version 1
+//!   (or was never finished): segments from 0 without a gap.
+//! - A frame that fails to decode in any segment but the last: refuse.
 //! - A frame that fails to decode in the last segment: it is the unsynced
-//!   tail of the last group only if no complete later group follows it. Then
-//!   cut the file at the start of that group (its earlier frames were never
-//!   acknowledged either) and log it. Otherwise refuse.
-//! - A frame that decodes but contradicts the log (seq gap, token going
-//!   down, group ids out of order): refuse, wherever it is. Torn writes do
-//!   not produce valid checksums; our bugs or foreign files do.
+//!   tail of the last group only if no complete later group follows it.
+//!   Then cut the file at the start of that group and log it. Otherwise
+//!   refuse.
+//! - A frame that decodes but contradicts the log (a rule the writer would
+//!   have refused, group ids out of order, a gap the checkpoint does not
+//!   cover, a stream whose readable records have no frame): refuse,
+//!   wherever it is. Torn writes do not produce valid checksums; our bugs
+//!   or foreign files do.
 //! - A last segment whose header never became durable (shorter than a
-//!   header, or a bad header with no valid frame after it) is removed: the
-//!   writer syncs a new segment's header and directory entry before it puts
-//!   any group there, so such a file holds nothing acknowledged.
+//!   header, or a bad header with no valid frame after it) is removed, if
+//!   it is one the MANIFEST does not list yet: the writer syncs a new
+//!   segment's header and directory entry before it lists it, and lists it
+//!   before any group goes there.
 //!
 //! Every step is idempotent, so a crash in the middle of recovery and a
 //! second recovery end in the same state.
-
 //!
-//! The phases, each a function: [`list_segments`], [`scan_segment`] (which
-//! replays frames in [`scan`] and decides the tail in [`tail`]), and
-//! [`finish::finish`] (activate, reseal, hand over).
+//! The phases, each a module: [`layout`] (the directory against the
+//! MANIFEST), [`restore`] (the checkpoint), [`scan`] (replays frames through
+//! [`state`], and decides the tail in [`tail`]), [`build`] (indexes), and
+//! [`finish`] (activate, reseal, upgrade, write the MANIFEST, hand over).
 
+mod build;
 mod finish;
+mod layout;
+mod restore;
 mod scan;
+mod state;
 mod tail;
 
-use crate::codec::decode_segment_header;
+use crate::codec::checkpoint::AppliedState;
+use crate::codec::{decode_segment_header, FORMAT_VERSION};
+use crate::config::Config;
 use crate::error::{Corruption, OpenError};
-use crate::segment::{parse_segment_name, segment_name, Segment, Segments};
-use crate::storage::{Storage, LOCK_FILE_NAME};
+use crate::segment::{segment_name, Segment, Segments};
+use crate::storage::Storage;
 use crate::stream::StreamMap;
 use scan::Scan;
 
@@ -42,16 +57,24 @@ pub const FIRST_GROUP_ID: u64 = 1;
 pub struct RecoveryReport {
     /// Segment files in the log after recovery.
     pub segments: usize,
-    /// Streams rebuilt.
+    /// Streams rebuilt (tombstones included).
     pub streams: usize,
-    /// Records indexed.
+    /// Readable records indexed.
     pub records: u64,
-    /// Frames (batches and fences) replayed.
+    /// Frames replayed.
     pub frames: u64,
+    /// The checkpoint generation recovery started from, if any.
+    pub checkpoint: Option<u64>,
+    /// A version-1 directory was upgraded: a version-2 segment and the
+    /// first MANIFEST were written; the version-1 segments are untouched.
+    pub upgraded_from_v1: bool,
     /// The unsynced tail cut from the last segment, if there was one.
     pub truncated: Option<Truncation>,
     /// A last segment whose header never became durable and was removed.
     pub removed_segment: Option<String>,
+    /// Leftovers of interrupted steps that were removed: temp files,
+    /// checkpoints no MANIFEST names, segments whose deletion did not finish.
+    pub removed_files: Vec<String>,
     /// Zero-filled space after the last group that the writer had
     /// preallocated; cut at open (the writer allocates again) and not
     /// reported as a truncation, because it never held anything.
@@ -79,8 +102,38 @@ pub struct Recovered {
     /// Every stream's durable state and index.
     pub streams: StreamMap,
     pub(crate) next_group_id: u64,
+    pub(crate) manifest: crate::codec::manifest::Manifest,
+    /// Bytes of the MANIFEST and the checkpoint.
+    pub(crate) meta_bytes: u64,
+    /// Bytes of the sealed segments.
+    pub(crate) sealed_bytes: u64,
+    /// The last Applied marker's position (issue 14).
+    pub applied: Option<AppliedState>,
     /// What recovery found and did.
     pub report: RecoveryReport,
+}
+
+/// Opens `name` and maps it whole.
+fn open_view(
+    storage: &dyn Storage,
+    name: &str,
+) -> Result<
+    (
+        std::sync::Arc<dyn crate::storage::StorageFile>,
+        bytes::Bytes,
+    ),
+    OpenError,
+> {
+    let file = storage
+        .open(name)
+        .map_err(|e| OpenError::io(format!("opening {name}"), e))?;
+    let len = file
+        .len()
+        .map_err(|e| OpenError::io(format!("reading the size of {name}"), e))?;
+    let view = file
+        .view(len)
+        .map_err(|e| OpenError::io(format!("mapping {name}"), e))?;
+    Ok((file, view))
 }
 
 fn corrupt(file: &str, offset: u64, reason: impl Into<String>) -> OpenError {
@@ -93,67 +146,70 @@ fn corrupt(file: &str, offset: u64, reason: impl Into<String>) -> OpenError {
 
 /// Opens the log in `storage`: verifies, rebuilds, cuts an unsynced tail,
 /// reseals, or refuses (see the module comment for the policy).
-pub fn recover(storage: &dyn Storage) -> Result<Recovered, OpenError> {
-    let indices = list_segments(storage)?;
-    let mut scan = Scan::new();
-    let mut report = RecoveryReport::default();
+pub fn recover(storage: &dyn Storage, config: &Config) -> Result<Recovered, OpenError> {
+    let layout = layout::read(storage)?;
+    let covered = layout
+        .manifest
+        .as_ref()
+        .map_or(0, |m| m.checkpoint_covered_group);
+    let mut scan = Scan::new(covered, config.producers_per_stream_max);
+    let loaded = restore::load(storage, layout.manifest.as_ref(), &mut scan)?;
+    let mut report = RecoveryReport {
+        checkpoint: (loaded.generation != 0).then_some(loaded.generation),
+        removed_files: layout.removed.clone(),
+        ..Default::default()
+    };
     let mut segments = Segments::default();
     let mut active_len = 0;
     // Where the last closed group of the last kept segment starts: what the
     // reseal rewrites. `None` while no segment is kept.
     let mut last_group_start = None;
-    for (pos, &index) in indices.iter().enumerate() {
-        let is_last = pos + 1 == indices.len();
-        let Some(kept) = scan_segment(storage, &mut scan, index, is_last, &mut report)? else {
+    for (pos, &index) in layout.segments.iter().enumerate() {
+        let is_last = pos + 1 == layout.segments.len();
+        let removable = is_last && (layout.manifest.is_none() || layout.pending_roll);
+        let frames_before = scan.frames;
+        let Some(kept) =
+            scan_segment(storage, &mut scan, index, (is_last, removable), &mut report)?
+        else {
             break;
         };
+        if layout.manifest.is_none()
+            && kept.segment.version == FORMAT_VERSION
+            && (!is_last || scan.frames > frames_before)
+        {
+            return Err(corrupt(
+                &kept.segment.name,
+                0,
+                "a version-2 segment with frames and no MANIFEST: the MANIFEST was lost",
+            ));
+        }
         active_len = kept.len;
         last_group_start = Some(scan.last_closed_start);
         segments.list.push(kept.segment);
     }
+    if loaded.next_group_hint > scan.last_closed_group + 1 {
+        let last = segments
+            .list
+            .last()
+            .map_or(segment_name(0), |s| s.name.clone());
+        return Err(corrupt(&last, 0, format!(
+            "the log ends at group {}, but the checkpoint saw groups up to {}: segments are missing",
+            scan.last_closed_group,
+            loaded.next_group_hint - 1
+        )));
+    }
     finish::finish(
         storage,
-        scan,
-        segments,
-        active_len,
-        last_group_start,
+        finish::Scanned {
+            layout,
+            scan,
+            segments,
+            active_len,
+            last_group_start,
+            checkpoint_bytes: loaded.bytes,
+        },
         report,
     )
-}
-
-/// The segment indices in the directory, in order: refuses foreign files
-/// and gaps.
-fn list_segments(storage: &dyn Storage) -> Result<Vec<u64>, OpenError> {
-    let mut indices = Vec::new();
-    for name in storage
-        .list()
-        .map_err(|e| OpenError::io("listing the data directory", e))?
-    {
-        if name == LOCK_FILE_NAME || name == "lost+found/" {
-            continue;
-        }
-        match parse_segment_name(&name) {
-            Some(i) => indices.push(i),
-            None => {
-                return Err(corrupt(
-                    &name,
-                    0,
-                    "foreign file in the data directory; fencelog refuses to guess what it is",
-                ))
-            }
-        }
-    }
-    indices.sort_unstable();
-    for (pos, &i) in indices.iter().enumerate() {
-        if i != pos as u64 {
-            return Err(corrupt(
-                &segment_name(pos as u64),
-                0,
-                format!("segment {pos} is missing (next present is {i})"),
-            ));
-        }
-    }
-    Ok(indices)
 }
 
 /// A segment recovery keeps, and its data length.
@@ -163,28 +219,20 @@ struct Kept {
 }
 
 /// Scans segment `index`: its header, then its frames, then cuts its tail
-/// if that is where the scan stopped. `None` when it was the last segment
-/// and its header never became durable, so it was removed.
+/// if that is where the scan stopped. `None` when it was the last segment,
+/// `removable`, and its header never became durable, so it was removed.
 fn scan_segment(
     storage: &dyn Storage,
     scan: &mut Scan,
     index: u64,
-    is_last: bool,
+    (is_last, removable): (bool, bool),
     report: &mut RecoveryReport,
 ) -> Result<Option<Kept>, OpenError> {
     let name = segment_name(index);
-    let file = storage
-        .open(&name)
-        .map_err(|e| OpenError::io(format!("opening {name}"), e))?;
-    let len = file
-        .len()
-        .map_err(|e| OpenError::io(format!("reading the size of {name}"), e))?;
-    let view = file
-        .view(len)
-        .map_err(|e| OpenError::io(format!("mapping {name}"), e))?;
+    let (file, view) = open_view(storage, &name)?;
     let header = match decode_segment_header(&view) {
         Ok(h) => h,
-        Err(e) if tail::header_never_synced(&view, is_last) => {
+        Err(e) if removable && tail::header_never_synced(&view, is_last) => {
             drop(view);
             tail::remove_segment(storage, &name, &e.to_string())?;
             report.removed_segment = Some(name);
@@ -213,6 +261,7 @@ fn scan_segment(
         name,
         file,
         version: header.version,
+        first_group_id: header.first_group_id,
         sealed,
     };
     Ok(Some(Kept { segment, len }))

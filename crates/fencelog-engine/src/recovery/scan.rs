@@ -1,86 +1,96 @@
-//! Replaying the frames of a segment: group ids in order, and every frame
-//! through the fencing rule's replay check ([`crate::fence::check_replay`])
-//! on top of an overlay of the open group, applied to the streams only once
-//! the group's last frame is seen.
+//! Replaying the frames of a segment: group ids in order, every frame
+//! through its kind's replay rule ([`super::state::apply`]) on top of an
+//! overlay of the open group, applied to the streams only once the group's
+//! last frame is seen. A frame of a stream the checkpoint captured after
+//! the frame's group is not replayed as state (its effect is in the
+//! checkpoint), but a live records frame is still an index candidate.
 
+use super::state::{self, Core, Found, Misfit};
 use super::tail::{self, Cut};
 use super::{corrupt, FIRST_GROUP_ID};
-use crate::codec::{decode_frame, Frame, FrameKind, SegmentHeader, SEGMENT_HEADER_BYTES};
+use crate::codec::checkpoint::AppliedState;
+use crate::codec::{
+    decode_frame, Frame, FrameKind, Payload, SegmentHeader, FORMAT_VERSION, SEGMENT_HEADER_BYTES,
+};
 use crate::error::OpenError;
-use crate::fence::{self, Change, FenceState, ReplayViolation, Replayed};
-use crate::index::StreamIndex;
-use crate::segment::segment_name;
+use crate::fence::ReplayViolation;
 use std::collections::HashMap;
 
-/// A frame of the group being scanned, applied once its group closes.
-struct PendingFrame {
-    name: Box<str>,
-    kind: FrameKind,
-    segment: u64,
-    offset: u64,
-    first_seq: u64,
-    count: u32,
-    token: u64,
-    timestamp_ms: u64,
+/// A stream as the scan rebuilds it.
+#[derive(Debug, Default)]
+pub(crate) struct Building {
+    pub core: Core,
+    /// The checkpoint's `as_of_group` for it (0: not in the checkpoint).
+    pub as_of_group: u64,
+    /// Records frames, originals and copies, in log order.
+    pub found: Vec<Found>,
 }
 
-/// A stream's state as far as the scan got.
-#[derive(Default, Clone, Copy)]
-pub(super) struct Working {
-    pub fence: FenceState,
-    pub last_timestamp_ms: u64,
+/// A frame of the group being scanned, applied once its group closes.
+struct PendingFound {
+    name: Box<str>,
+    found: Found,
 }
 
 /// The scan of the whole log, segment after segment.
 pub(super) struct Scan {
-    /// The streams as of the last closed group.
-    pub streams: HashMap<Box<str>, (Working, StreamIndex)>,
+    pub streams: HashMap<Box<str>, Building>,
+    /// Every group up to this one is in the checkpoint (0: none).
+    pub covered: u64,
+    pub producers_max: usize,
     /// The open (not yet closed) group's frames, and its effect overlaid on
     /// `streams`.
-    open: Vec<PendingFrame>,
-    overlay: HashMap<Box<str>, Working>,
+    open: Vec<PendingFound>,
+    overlay: HashMap<Box<str>, Core>,
+    open_applied: Option<AppliedState>,
+    pub applied: Option<AppliedState>,
     pub open_group_start: Option<u64>,
     /// Where the last closed group of the segment being scanned starts.
     pub last_closed_start: Option<u64>,
     pub open_group_id: u64,
     pub last_closed_group: u64,
+    /// The index of the last segment scanned.
+    last_index: Option<u64>,
     pub records: u64,
     pub frames: u64,
     /// The format version of the segment being scanned.
     pub version: u32,
+    /// A version-2 segment has been seen (no version-1 one may follow).
+    pub seen_v2: bool,
 }
 
 impl Scan {
-    pub(super) fn new() -> Self {
+    pub(super) fn new(covered: u64, producers_max: usize) -> Self {
         Scan {
             streams: HashMap::new(),
+            covered,
+            producers_max,
             open: Vec::new(),
             overlay: HashMap::new(),
+            open_applied: None,
+            applied: None,
             open_group_start: None,
             last_closed_start: None,
             open_group_id: 0,
             last_closed_group: FIRST_GROUP_ID - 1,
+            last_index: None,
             records: 0,
             frames: 0,
-            version: crate::codec::FORMAT_VERSION,
+            version: FORMAT_VERSION,
+            seen_v2: false,
         }
     }
 
-    fn state(&self, name: &str) -> Working {
-        if let Some(w) = self.overlay.get(name) {
-            return *w;
-        }
-        self.streams.get(name).map(|s| s.0).unwrap_or_default()
-    }
-
-    /// Checks that segment `index`'s header continues the log.
+    /// Checks that segment `index`'s header continues the log: its index,
+    /// its version, and its first group — the next one inside a run of
+    /// segments; across a gap (deleted segments) a later one, with every
+    /// group in between covered by the checkpoint.
     pub(super) fn check_header(
         &mut self,
         name: &str,
         index: u64,
         header: &SegmentHeader,
     ) -> Result<(), OpenError> {
-        self.version = header.version;
         if header.segment_index != index {
             return Err(corrupt(
                 name,
@@ -88,24 +98,45 @@ impl Scan {
                 format!("header says segment {}", header.segment_index),
             ));
         }
-        if self.open_group_start.is_some() {
+        if self.seen_v2 && header.version != FORMAT_VERSION {
             return Err(corrupt(
-                &segment_name(index - 1),
+                name,
+                8,
+                "a version-1 segment after a version-2 one",
+            ));
+        }
+        self.version = header.version;
+        self.seen_v2 |= header.version == FORMAT_VERSION;
+        if self.open_group_start.is_some() {
+            let prev = self.last_index.map_or(index, |i| i);
+            return Err(corrupt(
+                &crate::segment::segment_name(prev),
                 0,
                 "segment ends inside a group",
             ));
         }
-        if header.first_group_id != self.last_closed_group + 1 {
-            return Err(corrupt(
-                name,
-                24,
+        let contiguous = self.last_index.map_or(index == 0, |i| i + 1 == index);
+        let first = header.first_group_id;
+        let next = self.last_closed_group + 1;
+        let ok = if contiguous {
+            first == next
+        } else {
+            first >= next && first - 1 <= self.covered
+        };
+        self.last_index = Some(index);
+        if !ok {
+            let why = if contiguous {
+                format!("header starts at group {first}, expected {next}")
+            } else {
                 format!(
-                    "header starts at group {}, expected {}",
-                    header.first_group_id,
-                    self.last_closed_group + 1
-                ),
-            ));
+                    "header starts at group {first} after a gap; groups {next}..{first} must be in the checkpoint, which covers up to {}",
+                    self.covered
+                )
+            };
+            return Err(corrupt(name, 24, why));
         }
+        // The groups of deleted segments are behind the checkpoint.
+        self.last_closed_group = first - 1;
         Ok(())
     }
 
@@ -164,8 +195,21 @@ impl Scan {
         }
     }
 
-    /// Checks the frame against its stream's state (the fencing rule) and
-    /// adds it to the open group.
+    /// The stream's state as of the open group, for change.
+    fn core_mut(&mut self, stream: &str) -> &mut Core {
+        if !self.overlay.contains_key(stream) {
+            let core = self
+                .streams
+                .get(stream)
+                .map(|b| b.core.clone())
+                .unwrap_or_default();
+            self.overlay.insert(stream.into(), core);
+        }
+        self.overlay.get_mut(stream).expect("inserted above")
+    }
+
+    /// Checks the frame against its stream's state and adds it to the open
+    /// group.
     fn replay(
         &mut self,
         name: &str,
@@ -174,54 +218,72 @@ impl Scan {
         frame: &Frame<'_>,
     ) -> Result<(), OpenError> {
         let h = frame.header;
-        let st = self.state(frame.name);
-        let change = match h.kind {
-            FrameKind::Records => Change::Append {
-                count: h.record_count,
-            },
-            _ => Change::Fence,
-        };
-        let replayed = Replayed {
-            change,
-            token: h.fencing_token,
-            first_seq: h.first_seq,
-        };
-        let fence = fence::check_replay(st.fence, replayed)
-            .map_err(|v| corrupt(name, at, violation(frame.name, v)))?;
-        let mut next = Working { fence, ..st };
-        if h.kind == FrameKind::Records {
-            next.last_timestamp_ms = h.timestamp_ms;
+        let g = h.group_id;
+        if let Payload::Applied(a) = frame.payload {
+            let membership = match a.membership {
+                [] => self
+                    .applied
+                    .as_ref()
+                    .map(|p| p.membership.clone())
+                    .unwrap_or_default(),
+                m => m.to_vec(),
+            };
+            self.open_applied = Some(AppliedState {
+                term: a.term,
+                node_id: a.node_id,
+                index: a.index,
+                membership,
+            });
+            self.frames += 1;
+            return Ok(());
         }
-        self.overlay.insert(frame.name.into(), next);
-        self.open.push(PendingFrame {
-            name: frame.name.into(),
-            kind: h.kind,
-            segment,
-            offset: at,
-            first_seq: h.first_seq,
-            count: h.record_count,
-            token: h.fencing_token,
-            timestamp_ms: h.timestamp_ms,
-        });
+        let as_of = self.streams.get(frame.name).map_or(0, |b| b.as_of_group);
+        if as_of == 0 && g <= self.covered && self.covered != 0 {
+            return Err(corrupt(name, at, format!(
+                "stream {} has a frame of group {g}, which the checkpoint covers, but the checkpoint does not hold it",
+                frame.name
+            )));
+        }
+        let known = g <= as_of || h.relocated();
+        let producers_max = self.producers_max;
+        let core = self.core_mut(frame.name);
+        let r = if known {
+            match h.kind {
+                FrameKind::Records => state::check_known(core, frame),
+                _ => Ok(()),
+            }
+        } else {
+            state::apply(core, frame, g, producers_max)
+        };
+        r.map_err(|m| corrupt(name, at, misfit(frame.name, m)))?;
+        if h.kind == FrameKind::Records {
+            let found = Found {
+                first_seq: h.first_seq,
+                count: h.record_count,
+                segment,
+                offset: at,
+                len: frame.frame_len as u32,
+                group: g,
+            };
+            self.open.push(PendingFound {
+                name: frame.name.into(),
+                found,
+            });
+        }
         Ok(())
     }
 
     fn close_group(&mut self) {
+        for (name, core) in self.overlay.drain() {
+            self.streams.entry(name).or_default().core = core;
+        }
         for f in self.open.drain(..) {
-            if f.kind == FrameKind::Fence && mutated!(FenceOnlyInMemory) {
-                continue;
-            }
-            let entry = self.streams.entry(f.name).or_default();
-            entry.0.fence.highest_token = f.token;
-            if f.kind == FrameKind::Records {
-                entry.1.push(f.first_seq, f.segment, f.offset, f.count);
-                entry.0.fence.next_seq = f.first_seq + f.count as u64;
-                entry.0.last_timestamp_ms = f.timestamp_ms;
-                self.records += f.count as u64;
-            }
+            self.streams.entry(f.name).or_default().found.push(f.found);
             self.frames += 1;
         }
-        self.overlay.clear();
+        if let Some(a) = self.open_applied.take() {
+            self.applied = Some(a);
+        }
         self.last_closed_group = self.open_group_id;
         self.last_closed_start = self.open_group_start;
         self.open_group_start = None;
@@ -231,7 +293,18 @@ impl Scan {
     pub(super) fn abandon_open_group(&mut self) {
         self.open.clear();
         self.overlay.clear();
+        self.open_applied = None;
         self.open_group_start = None;
+    }
+}
+
+fn misfit(stream: &str, m: Misfit) -> String {
+    match m {
+        Misfit::Rule(v) => violation(stream, v),
+        Misfit::Carried(why) => format!("stream {stream}: {why}"),
+        Misfit::Beyond { end, next_seq } => format!(
+            "stream {stream}: a frame of records up to seq {end} that its state (next_seq {next_seq}) never counted"
+        ),
     }
 }
 
@@ -241,10 +314,14 @@ fn violation(stream: &str, v: ReplayViolation) -> String {
             format!("stream {stream} token {token} below accepted {highest}")
         }
         ReplayViolation::ZeroToken => format!("stream {stream} token 0"),
-        ReplayViolation::SeqGap {
-            first_seq,
-            expected,
-        } => format!("stream {stream} frame starts at seq {first_seq}, expected {expected}"),
-        v => format!("stream {stream}: {v:?}"),
+        ReplayViolation::SeqGap { first_seq, expected } => {
+            format!("stream {stream} frame starts at seq {first_seq}, expected {expected}")
+        }
+        ReplayViolation::Sealed => format!("stream {stream}: a write to a sealed stream"),
+        ReplayViolation::NoStream => format!("stream {stream}: a write to a stream that does not exist"),
+        ReplayViolation::NoChange => format!("stream {stream}: a fence or seal that changes nothing"),
+        ReplayViolation::BadTrim { first_seq, current, next_seq } => format!(
+            "stream {stream}: a trim to {first_seq} with the trim point at {current} and next_seq {next_seq}"
+        ),
     }
 }

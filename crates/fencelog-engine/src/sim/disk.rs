@@ -145,11 +145,21 @@ enum PendingOp {
         name: String,
         file: u64,
     },
+    /// `from` (holding `file`) becomes `to`, replacing whatever `to` was:
+    /// one directory operation, all or nothing.
+    Rename {
+        from: String,
+        to: String,
+        file: u64,
+    },
 }
 
 impl PendingOp {
     fn is_dir_op(&self) -> bool {
-        matches!(self, PendingOp::Link { .. } | PendingOp::Unlink { .. })
+        matches!(
+            self,
+            PendingOp::Link { .. } | PendingOp::Unlink { .. } | PendingOp::Rename { .. }
+        )
     }
 }
 
@@ -338,6 +348,11 @@ impl State {
                         self.durable_dir.remove(&name);
                     }
                 }
+                PendingOp::Rename { from, to, file } => {
+                    if keep(k, &mut rng) {
+                        apply_rename(&mut self.durable_dir, &from, &to, file);
+                    }
+                }
                 other => content.push((k, other)),
             }
         }
@@ -389,6 +404,17 @@ impl State {
         self.faults.clear();
         self.locked_epoch = None;
     }
+}
+
+/// A rename landing in the durable directory: `to` names `file` now, and
+/// `from` is gone if it still named it. (If `from`'s own creation never
+/// became durable the file still arrives under `to`: the rename carries
+/// the inode, not the old name.)
+fn apply_rename(dir: &mut BTreeMap<String, u64>, from: &str, to: &str, file: u64) {
+    if dir.get(from) == Some(&file) {
+        dir.remove(from);
+    }
+    dir.insert(to.to_string(), file);
 }
 
 /// The fate of one unsynced write, chosen at random.
@@ -676,9 +702,31 @@ impl Storage for SimStorage {
                 PendingOp::Unlink { name, .. } => {
                     s.durable_dir.remove(&name);
                 }
+                PendingOp::Rename { from, to, file } => {
+                    apply_rename(&mut s.durable_dir, &from, &to, file)
+                }
                 _ => unreachable!(),
             }
         }
+        Ok(())
+    }
+
+    fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        let mut s = self.lock_state();
+        let epoch = s.epoch;
+        if let Some(k) = s.enter(epoch, OpKind::Mutate, "rename")? {
+            return Err(fault_error(k));
+        }
+        let id = s
+            .dir
+            .remove(from)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, from.to_string()))?;
+        s.dir.insert(to.to_string(), id);
+        s.pending.push(PendingOp::Rename {
+            from: from.to_string(),
+            to: to.to_string(),
+            file: id,
+        });
         Ok(())
     }
 

@@ -20,6 +20,8 @@ pub enum HookedCall {
     Create,
     /// [`Storage::remove`].
     Remove,
+    /// [`Storage::rename`].
+    Rename,
     /// [`Storage::sync_dir`].
     SyncDir,
 }
@@ -81,6 +83,10 @@ impl<S: Storage> Storage for HookedStorage<S> {
     fn remove(&self, name: &str) -> io::Result<()> {
         (self.hook)(HookedCall::Remove)?;
         self.inner.remove(name)
+    }
+    fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        (self.hook)(HookedCall::Rename)?;
+        self.inner.rename(from, to)
     }
     fn sync_dir(&self) -> io::Result<()> {
         (self.hook)(HookedCall::SyncDir)?;

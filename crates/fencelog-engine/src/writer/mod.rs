@@ -22,7 +22,7 @@ mod protocol;
 mod publish;
 
 pub use protocol::Ack;
-pub(crate) use protocol::{Msg, Op, Request};
+pub(crate) use protocol::{Msg, Op, Relocated, Relocation, Reply, Request};
 
 use crate::error::{StorageFailure, WriteError};
 use crate::locks;
@@ -30,7 +30,7 @@ use crate::shared::Shared;
 use crate::stream::StreamShared;
 use collect::{collect, GroupLimits, Linger};
 use persist::Tail;
-use plan::{Durable, Plan};
+use plan::{Budget, Context, Defaults, Durable, Lookup, Plan};
 use protocol::Answer;
 use std::any::Any;
 use std::collections::VecDeque;
@@ -80,13 +80,25 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// A stream's durable state, as the planner starts from it.
-fn lookup(shared: &Shared, name: &str) -> Option<Durable<Arc<StreamShared>>> {
-    locks::read(&shared.streams).get(name).map(|s| Durable {
-        fence: s.fence_state(),
-        last_timestamp_ms: s.last_timestamp_ms(),
-        handle: s.clone(),
-    })
+/// Durable state as the planner sees it.
+struct Published<'a>(&'a Shared);
+
+impl Lookup<Arc<StreamShared>> for Published<'_> {
+    fn stream(&mut self, name: &str) -> Option<Durable<Arc<StreamShared>>> {
+        locks::read(&self.0.streams).get(name).map(|s| Durable {
+            fence: s.fence_state(),
+            last_timestamp_ms: s.last_timestamp_ms(),
+            handle: s.clone(),
+        })
+    }
+
+    fn points_at(&mut self, name: &str, first_seq: u64, at: (u64, u64)) -> bool {
+        let Some(s) = self.0.stream(name) else {
+            return false;
+        };
+        let inner = locks::lock(&s.inner);
+        matches!(inner.index.find(first_seq), Some((_, loc)) if loc.first_seq == first_seq && (loc.segment, loc.offset) == at)
+    }
 }
 
 impl Writer {
@@ -208,19 +220,30 @@ impl Writer {
             .or_else(|| payload.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "a panic without a message".into());
         tracing::error!(panic = %message, "the writer panicked; engine poisoned, no further writes until reopened");
-        let failure = Arc::new(StorageFailure {
+        let failure = self.shared.poison(StorageFailure {
             op: "writer panic",
             file: String::new(),
             kind: std::io::ErrorKind::Other,
             message,
         });
-        let failure = self.shared.poisoned.get_or_init(|| failure).clone();
         let err = WriteError::StorageFailed(failure);
         for a in self.answers.drain(..) {
             a.fail(err.clone());
         }
         publish::refuse_all(&mut self.requests, &err);
-        self.shared.wake_all_waiters();
+    }
+
+    /// The disk budget as this group starts: what appends may still add.
+    fn budget(&self) -> Option<Budget> {
+        let limit = self.shared.config.data_bytes_max?;
+        let used = self.shared.disk_bytes();
+        // Preallocated zeros count as used, but appends may fill them.
+        let data = self.shared.disk_bytes_sealed() + self.tail.active_len();
+        Some(Budget {
+            limit,
+            used,
+            room: limit.saturating_sub(data),
+        })
     }
 
     /// One group, phase by phase.
@@ -229,6 +252,15 @@ impl Writer {
             return publish::refuse_all(&mut self.requests, &WriteError::Poisoned(f.clone()));
         }
         let shared = &*self.shared;
+        let ctx = Context {
+            group_id: self.next_group_id,
+            now_ms: now_ms(),
+            defaults: Defaults {
+                age_s: shared.config.retention_age_s,
+                bytes: shared.config.retention_bytes,
+            },
+            budget: self.budget(),
+        };
         let Plan {
             streams,
             frames,
@@ -237,14 +269,13 @@ impl Writer {
             &mut self.requests,
             &mut self.answers,
             &mut self.buf,
-            self.next_group_id,
-            now_ms(),
-            |name| lookup(shared, name),
+            ctx,
+            &mut Published(shared),
         );
         if frames.is_empty() {
             // Every decision was made against durable state: answer now.
             publish::count_refusals(&shared.metrics, &counts);
-            return publish::answer(&mut self.answers);
+            return publish::answer(shared, &mut self.answers);
         }
         let started = Instant::now();
         let placed = match self.tail.write_group(shared, &self.buf, self.next_group_id) {
@@ -255,15 +286,20 @@ impl Writer {
             .metrics
             .fsync_seconds
             .observe(started.elapsed().as_secs_f64());
+        let group_id = self.next_group_id;
         self.next_group_id += 1;
-        let touched = publish::publish(shared, streams, &frames, placed);
+        shared.set_active_allocated(self.tail.allocated_len());
+        let touched = publish::publish(shared, streams, &frames, placed, group_id);
         publish::count_committed(&shared.metrics, &counts, self.buf.len());
+        if counts.trims + counts.deletes + counts.retention_trims + counts.relocated > 0 {
+            shared.nudge_reclaimer();
+        }
         if mutated!(ServeUnsynced) {
             if let Err(f) = persist::sync_active(shared) {
                 return publish::fail_group(shared, f, &mut self.answers);
             }
         }
-        publish::answer(&mut self.answers);
+        publish::answer(shared, &mut self.answers);
         if mutated!(AckBeforeSync) {
             if let Err(f) = persist::sync_active(shared) {
                 let _ = shared.poisoned.set(Arc::new(f));
@@ -287,15 +323,12 @@ mod tests {
     /// A writer over a fresh simulated disk, driven on the test's thread.
     fn writer(config: Config, queue: usize) -> (Writer, mpsc::Sender<Msg>) {
         let storage: Arc<dyn Storage> = Arc::new(SimStorage::new());
-        let recovered = crate::recovery::recover(&*storage).unwrap();
-        let shared = Arc::new(Shared::new(
-            config,
-            storage,
-            recovered.streams,
-            recovered.segments,
-        ));
+        let recovered = crate::recovery::recover(&*storage, &config).unwrap();
+        let (next_group_id, active_len) = (recovered.next_group_id, recovered.active_len);
+        let start = crate::shared::Start::recovered(config, storage, recovered);
+        let shared = Arc::new(Shared::new(start));
         let (tx, rx) = mpsc::channel(queue);
-        let w = Writer::new(shared, rx, recovered.next_group_id, recovered.active_len);
+        let w = Writer::new(shared, rx, next_group_id, active_len);
         (w, tx)
     }
 
@@ -303,8 +336,8 @@ mod tests {
         let (reply, rx) = oneshot::channel();
         let msg = Msg::Write(Request {
             stream: stream.into(),
-            token: 1,
             op: Op::Append {
+                token: 1,
                 records: vec![Bytes::from(vec![b'x'; body])],
                 match_seq_num: None,
                 reply,

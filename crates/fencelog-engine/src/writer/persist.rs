@@ -4,6 +4,7 @@
 //! write-path `sync_data`; on failure it is never retried (see
 //! ARCHITECTURE.md, "Poisoned, never retried").
 
+use crate::codec::manifest::Manifest;
 use crate::codec::SEGMENT_HEADER_BYTES;
 use crate::error::StorageFailure;
 use crate::index::SEGMENT_INDEX_MAX;
@@ -61,15 +62,30 @@ impl Tail {
         Ok((seg.index, at))
     }
 
+    /// Bytes of the active segment's file (data and preallocated zeros).
+    pub(super) fn allocated_len(&self) -> u64 {
+        self.allocated_len
+    }
+
+    /// Bytes of the active segment's data.
+    pub(super) fn active_len(&self) -> u64 {
+        self.active_len
+    }
+
     /// Zero-fills the active segment ahead of the data, inside the same
     /// sync as the group that needed it. Real zeros, not `fallocate`: on
     /// ext4 an fallocated extent is "unwritten" and the first write into it
-    /// is again a metadata change the sync must commit.
+    /// is again a metadata change the sync must commit. Under a disk
+    /// budget the zeros count as used, so they stop at the budget.
     fn preallocate(&mut self, shared: &Shared, seg: &Segment) -> Result<(), StorageFailure> {
         /// Zeros written per call, so the buffer stays small.
         const ZEROS_BYTES: usize = 64 << 10;
         static ZEROS: [u8; ZEROS_BYTES] = [0; ZEROS_BYTES];
-        let cap = shared.config.segment_bytes_max.max(self.active_len);
+        let mut cap = shared.config.segment_bytes_max.max(self.active_len);
+        if let Some(max) = shared.config.data_bytes_max {
+            let others = shared.disk_bytes_sealed();
+            cap = cap.min(max.saturating_sub(others).max(self.active_len));
+        }
         let target = (self.active_len + shared.config.prealloc_bytes).min(cap);
         let mut at = self.active_len;
         while at < target {
@@ -109,6 +125,15 @@ impl Tail {
         let name = segment_name(index);
         let file = create_segment(&*shared.storage, index, next_group_id)
             .map_err(|e| StorageFailure::new("create segment", &name, &e))?;
+        // The MANIFEST lists it before any group goes there, so recovery
+        // can tell a missing segment from one never finished.
+        let indices: Vec<u64> = locks::read(&shared.segments)
+            .indices()
+            .chain([index])
+            .collect();
+        shared.manifest.rewrite(&*shared.storage, |m| {
+            m.ranges = Manifest::ranges_of(indices)
+        })?;
         // Sealing is for read speed only; if the map fails, readers keep
         // using positional reads.
         let sealed = old.file.view(self.active_len).ok();
@@ -123,9 +148,11 @@ impl Tail {
             name,
             file,
             version: crate::codec::FORMAT_VERSION,
+            first_group_id: next_group_id,
             sealed: None,
         });
         drop(segs);
+        shared.add_sealed_bytes(self.active_len);
         tracing::debug!(segment = index, "rolled to a new segment");
         self.active_len = SEGMENT_HEADER_BYTES as u64;
         self.allocated_len = self.active_len;

@@ -1,16 +1,22 @@
 //! The planning step, pure: a group of requests and the pending per-stream
-//! state become encoded frames in one buffer, the index entries to publish
+//! state become encoded frames in one buffer, the index changes to publish
 //! once they are durable, every request's answer, and counters. No locks,
-//! no I/O, no clock: the writer looks durable state up through `lookup` and
-//! passes the time in.
+//! no I/O, no clock: the writer looks durable state up through the
+//! [`Lookup`] and passes the time in.
 //!
 //! The fencing rule ([`crate::fence`]) is applied in arrival order against
 //! *pending* state: the durable state plus the frames planned so far in the
 //! group. So a lower token after an accepted higher one in the same group
-//! is refused, and `match_seq_num` sees the seqs planned before it.
+//! is refused, `match_seq_num` sees the seqs planned before it, and a copy
+//! compaction asked for is dead on arrival if a trim or delete planned
+//! before it in the group (or published before the group) killed it.
 
-use super::protocol::{refusal_error, Ack, Answer, Op, Request};
-use crate::codec::{encode_frame, set_last_in_group, FrameKind, FrameSpec};
+use super::protocol::{refusal_error, Ack, Answer, Op, Relocated, Relocation, Request};
+use crate::codec::checkpoint::{FenceBy, FenceEvent};
+use crate::codec::{
+    encode_frame, encode_frame_with, encode_relocated, set_last_in_group, FrameKind, FrameSpec,
+    PayloadSpec, StreamConfig, FLAG_RETENTION,
+};
 use crate::error::WriteError;
 use crate::fence::{self, Change, Effect, FenceState, Refusal};
 use crate::stream::StreamState;
@@ -25,42 +31,111 @@ pub(super) struct Durable<H> {
     pub handle: H,
 }
 
+/// What the planner may ask of durable state.
+pub(super) trait Lookup<H> {
+    /// The stream's durable state, if it exists.
+    fn stream(&mut self, name: &str) -> Option<Durable<H>>;
+    /// Whether the stream's durable index points its frame starting at
+    /// `first_seq` at (segment, offset).
+    fn points_at(&mut self, name: &str, first_seq: u64, at: (u64, u64)) -> bool;
+}
+
 /// A stream's state inside the group: durable state plus what is planned.
 pub(super) struct Pending<H> {
     pub fence: FenceState,
     pub last_timestamp_ms: u64,
     /// `None` for a stream that does not exist yet; publishing creates it.
     pub handle: Option<H>,
-    /// A frame for this stream is already planned in this group.
-    planned: bool,
+    /// Fence history entries the group adds, oldest first.
+    pub events: Vec<FenceEvent>,
+    /// The retention settings the group sets, if it sets any.
+    pub config: StreamConfig,
+    pub config_changed: bool,
 }
 
 impl<H> Pending<H> {
     fn start(durable: Option<Durable<H>>) -> Self {
-        match durable {
-            Some(d) => Pending {
-                fence: d.fence,
-                last_timestamp_ms: d.last_timestamp_ms,
-                handle: Some(d.handle),
-                planned: false,
-            },
-            None => Pending {
-                fence: FenceState::default(),
-                last_timestamp_ms: 0,
-                handle: None,
-                planned: false,
-            },
+        let (fence, last_timestamp_ms, handle) = match durable {
+            Some(d) => (d.fence, d.last_timestamp_ms, Some(d.handle)),
+            None => (FenceState::default(), 0, None),
+        };
+        Pending {
+            fence,
+            last_timestamp_ms,
+            handle,
+            events: Vec::new(),
+            config: StreamConfig::default(),
+            config_changed: false,
         }
     }
+
+    /// Applies an accepted change with `token` at `ts`, recording the
+    /// token in the fence history if it takes effect.
+    fn apply(&mut self, change: Change, token: u64, ts: u64, by: FenceBy) {
+        if fence::takes_effect(self.fence, token) {
+            self.events.push(FenceEvent {
+                token,
+                first_seq: self.fence.next_seq,
+                timestamp_ms: ts,
+                by,
+            });
+        }
+        self.fence = fence::advance(self.fence, change, token);
+    }
+
+    /// The answer of a state-changing request: the pending state. `bytes`
+    /// and the retention settings are filled in from the published stream
+    /// when the answer is sent (they are the group's end).
+    fn state(&self, stream: &str, defaults: &Defaults) -> StreamState {
+        StreamState {
+            stream: stream.to_string(),
+            first_seq: self.fence.first_seq,
+            next_seq: self.fence.next_seq,
+            highest_token: self.fence.highest_token,
+            last_timestamp_ms: self.last_timestamp_ms,
+            sealed: self.fence.sealed,
+            deleted: self.fence.deleted,
+            retention_age_s: self.config.retention_age_s.effective(defaults.age_s),
+            retention_bytes: self.config.retention_bytes.effective(defaults.bytes),
+            retention_respect_cursors: self.config.respect_cursors,
+            bytes: 0,
+        }
+    }
+}
+
+/// The server's retention defaults, for answers.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Defaults {
+    pub age_s: Option<u64>,
+    pub bytes: Option<u64>,
+}
+
+/// What a planned frame does to its stream's index when published.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum IndexChange {
+    /// A new records frame.
+    Push {
+        first_seq: u64,
+        count: u32,
+        len: u32,
+    },
+    /// A copy of the frame the index points at `from`.
+    Repoint {
+        first_seq: u64,
+        from: (u64, u64),
+    },
+    /// Frames wholly below `first_seq` go.
+    TrimTo(u64),
+    /// Every frame goes (a tombstone).
+    Clear,
+    None,
 }
 
 /// A frame of the group, to index once durable.
 pub(super) struct PlannedFrame {
     pub stream: Box<str>,
-    pub kind: FrameKind,
     pub offset_in_buf: usize,
-    pub first_seq: u64,
-    pub count: u32,
+    pub index: IndexChange,
 }
 
 /// What the group did, for the metrics.
@@ -68,8 +143,18 @@ pub(super) struct PlannedFrame {
 pub(super) struct Counts {
     pub stale: u64,
     pub mismatched: u64,
+    pub sealed: u64,
+    pub over_budget: u64,
     pub appends: u64,
     pub fences: u64,
+    pub trims: u64,
+    pub seals: u64,
+    pub deletes: u64,
+    pub configs: u64,
+    pub retention_trims: u64,
+    pub relocated: u64,
+    pub relocated_bytes: u64,
+    pub dead_on_arrival: u64,
     pub records: u64,
 }
 
@@ -83,27 +168,84 @@ pub(super) struct Plan<H> {
     pub counts: Counts,
 }
 
+/// The group's fixed inputs.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Context {
+    pub group_id: u64,
+    pub now_ms: u64,
+    pub defaults: Defaults,
+    /// The disk budget, if there is one.
+    pub budget: Option<Budget>,
+}
+
+/// The disk budget as the group starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Budget {
+    pub limit: u64,
+    pub used: u64,
+    /// Frame bytes appends may still add. State frames and compaction's
+    /// copies are not counted: they are tiny, or free space.
+    pub room: u64,
+}
+
 /// Where frames go while planning.
 struct Out<'a> {
     buf: &'a mut Vec<u8>,
     frames: &'a mut Vec<PlannedFrame>,
     counts: &'a mut Counts,
-    group_id: u64,
-    now_ms: u64,
+    ctx: Context,
 }
 
-/// Plans group `group_id`: takes every request off the front of `requests`
-/// (so a request is either still there or has its answer in `answers`),
-/// encodes the accepted ones into `buf` (cleared first), and answers each in
-/// arrival order. Timestamps are `now_ms`, but never below a stream's last
-/// one.
+impl Out<'_> {
+    fn spec<'n>(
+        &self,
+        kind: FrameKind,
+        flags: u8,
+        name: &'n str,
+        first_seq: u64,
+        token: u64,
+        ts: u64,
+    ) -> FrameSpec<'n> {
+        FrameSpec {
+            kind,
+            flags,
+            group_id: self.ctx.group_id,
+            first_seq,
+            fencing_token: token,
+            timestamp_ms: ts,
+            name,
+        }
+    }
+
+    fn push(&mut self, stream: &str, offset_in_buf: usize, index: IndexChange) {
+        self.frames.push(PlannedFrame {
+            stream: stream.into(),
+            offset_in_buf,
+            index,
+        });
+    }
+
+    fn count_refusal(&mut self, r: &Refusal) {
+        match r {
+            Refusal::Stale { .. } => self.counts.stale += 1,
+            Refusal::SeqMismatch { .. } => self.counts.mismatched += 1,
+            Refusal::Sealed => self.counts.sealed += 1,
+            _ => {}
+        }
+    }
+}
+
+/// Plans group `ctx.group_id`: takes every request off the front of
+/// `requests` (so a request is either still there or has its answer in
+/// `answers`), encodes the accepted ones into `buf` (cleared first), and
+/// answers each in arrival order. Timestamps are `ctx.now_ms`, but never
+/// below a stream's last one.
 pub(super) fn plan<H>(
     requests: &mut VecDeque<Request>,
     answers: &mut Vec<Answer>,
     buf: &mut Vec<u8>,
-    group_id: u64,
-    now_ms: u64,
-    mut lookup: impl FnMut(&str) -> Option<Durable<H>>,
+    ctx: Context,
+    lookup: &mut impl Lookup<H>,
 ) -> Plan<H> {
     buf.clear();
     let mut streams: HashMap<Box<str>, Pending<H>> = HashMap::new();
@@ -113,29 +255,20 @@ pub(super) fn plan<H>(
         buf,
         frames: &mut frames,
         counts: &mut counts,
-        group_id,
-        now_ms,
+        ctx,
     };
     while let Some(req) = requests.pop_front() {
-        if !streams.contains_key(&req.stream) {
-            let p = Pending::start(lookup(&req.stream));
-            streams.insert(req.stream.clone(), p);
-        }
-        let p = streams.get_mut(&req.stream).expect("inserted above");
-        answers.push(match req.op {
-            Op::Append {
-                records,
-                match_seq_num,
+        let answer = match req.op {
+            Op::Relocate { frames, reply } => Answer::Relocated(
                 reply,
-            } => {
-                let planned =
-                    plan_append(&mut out, p, req.stream, req.token, match_seq_num, &records);
-                Answer::Append(reply, planned)
+                Ok(plan_relocate(&mut out, &mut streams, lookup, frames)),
+            ),
+            op => {
+                let p = pending(&mut streams, lookup, &req.stream);
+                plan_one(&mut out, p, &req.stream, op)
             }
-            Op::Fence { reply } => {
-                Answer::Fence(reply, plan_fence(&mut out, p, &req.stream, req.token))
-            }
-        });
+        };
+        answers.push(answer);
     }
     if let Some(last) = frames.last() {
         set_last_in_group(&mut buf[last.offset_in_buf..], true);
@@ -147,48 +280,130 @@ pub(super) fn plan<H>(
     }
 }
 
+fn pending<'s, H>(
+    streams: &'s mut HashMap<Box<str>, Pending<H>>,
+    lookup: &mut impl Lookup<H>,
+    name: &str,
+) -> &'s mut Pending<H> {
+    if !streams.contains_key(name) {
+        let p = Pending::start(lookup.stream(name));
+        streams.insert(name.into(), p);
+    }
+    streams.get_mut(name).expect("inserted above")
+}
+
+/// One request for one stream.
+fn plan_one<H>(out: &mut Out<'_>, p: &mut Pending<H>, stream: &str, op: Op) -> Answer {
+    let state_answer = |out: &mut Out<'_>, p: &Pending<H>, r: Result<(), Refusal>| {
+        r.map(|()| p.state(stream, &out.ctx.defaults)).map_err(|r| {
+            out.count_refusal(&r);
+            refusal_error(r, &p.state(stream, &out.ctx.defaults))
+        })
+    };
+    match op {
+        Op::Append {
+            token,
+            records,
+            match_seq_num,
+            reply,
+        } => Answer::Append(
+            reply,
+            plan_append(out, p, stream, token, match_seq_num, &records),
+        ),
+        Op::Fence { token, reply } => {
+            let r = fence::check_fence(p.fence, token)
+                .map(|e| state_frame(out, p, stream, e, token, FenceBy::Fence));
+            Answer::State(reply, state_answer(out, p, r))
+        }
+        Op::Trim {
+            token,
+            trim_seq,
+            reply,
+        } => {
+            let r = fence::check_trim(p.fence, token, trim_seq)
+                .map(|e| state_frame(out, p, stream, e, token, FenceBy::Trim));
+            Answer::State(reply, state_answer(out, p, r))
+        }
+        Op::Seal { token, reply } => {
+            let r = fence::check_seal(p.fence, token)
+                .map(|e| state_frame(out, p, stream, e, token, FenceBy::Seal));
+            Answer::State(reply, state_answer(out, p, r))
+        }
+        Op::Delete { token, reply } => {
+            let r = fence::check_delete(p.fence, token)
+                .map(|e| state_frame(out, p, stream, e, token, FenceBy::Delete));
+            Answer::State(reply, state_answer(out, p, r))
+        }
+        Op::Config {
+            token,
+            config,
+            reply,
+        } => {
+            let r =
+                fence::check_config(p.fence, token).map(|t| plan_config(out, p, stream, t, config));
+            Answer::State(reply, state_answer(out, p, r))
+        }
+        Op::Retain { first_seq, reply } => {
+            let e = fence::check_retention(p.fence, first_seq);
+            let token = p.fence.highest_token;
+            state_frame(out, p, stream, e, token, FenceBy::Trim);
+            Answer::Unit(reply, Ok(()))
+        }
+        Op::Relocate { .. } => unreachable!("planned by plan_relocate"),
+    }
+}
+
 fn plan_append<H>(
     out: &mut Out<'_>,
     p: &mut Pending<H>,
-    stream: Box<str>,
+    stream: &str,
     token: u64,
     match_seq_num: Option<u64>,
     records: &[Bytes],
 ) -> Result<Ack, WriteError> {
     if let Err(r) = fence::check_append(p.fence, token, match_seq_num, None, None) {
-        match r {
-            Refusal::Stale { .. } => out.counts.stale += 1,
-            Refusal::SeqMismatch { .. } => out.counts.mismatched += 1,
-            _ => {}
-        }
-        return Err(refusal_error(r));
+        out.count_refusal(&r);
+        return Err(refusal_error(r, &p.state(stream, &out.ctx.defaults)));
     }
-    let timestamp_ms = out.now_ms.max(p.last_timestamp_ms);
+    let len = crate::codec::frame_len(stream, records) as u64;
+    if let Some(b) = out.ctx.budget.as_mut() {
+        if len > b.room {
+            out.counts.over_budget += 1;
+            return Err(WriteError::InsufficientStorage {
+                limit: b.limit,
+                used: b.used,
+            });
+        }
+        b.room -= len;
+    }
+    let timestamp_ms = out.ctx.now_ms.max(p.last_timestamp_ms);
     let first_seq = p.fence.next_seq;
     let count = records.len() as u32;
-    let offset_in_buf = encode_frame(
-        out.buf,
-        &FrameSpec {
-            kind: FrameKind::Records,
-            flags: 0,
-            group_id: out.group_id,
-            first_seq,
-            fencing_token: token,
-            timestamp_ms,
-            name: &stream,
-        },
-        records,
-    );
-    p.fence = fence::advance(p.fence, Change::Append { count }, token);
-    p.last_timestamp_ms = timestamp_ms;
-    p.planned = true;
-    out.frames.push(PlannedFrame {
+    let spec = out.spec(
+        FrameKind::Records,
+        0,
         stream,
-        kind: FrameKind::Records,
-        offset_in_buf,
         first_seq,
-        count,
-    });
+        token,
+        timestamp_ms,
+    );
+    let offset_in_buf = encode_frame(out.buf, &spec, records);
+    p.apply(
+        Change::Append { count },
+        token,
+        timestamp_ms,
+        FenceBy::Append,
+    );
+    p.last_timestamp_ms = timestamp_ms;
+    out.push(
+        stream,
+        offset_in_buf,
+        IndexChange::Push {
+            first_seq,
+            count,
+            len: len as u32,
+        },
+    );
     out.counts.appends += 1;
     out.counts.records += count as u64;
     Ok(Ack {
@@ -200,283 +415,116 @@ fn plan_append<H>(
     })
 }
 
-fn plan_fence<H>(
+/// Writes the frame of an accepted fence, trim, seal or delete (none when
+/// the rule says it changes nothing) and applies it.
+fn state_frame<H>(
+    out: &mut Out<'_>,
+    p: &mut Pending<H>,
+    stream: &str,
+    effect: Effect,
+    token: u64,
+    by: FenceBy,
+) {
+    let Effect::Frame(change) = effect else {
+        return;
+    };
+    let ts = out.ctx.now_ms.max(p.last_timestamp_ms);
+    let (kind, first_seq, flags, index) = match change {
+        Change::Fence => (FrameKind::Fence, p.fence.next_seq, 0, IndexChange::None),
+        Change::Trim {
+            first_seq,
+            retention,
+        } => {
+            let flags = if retention { FLAG_RETENTION } else { 0 };
+            (
+                FrameKind::Trim,
+                first_seq,
+                flags,
+                IndexChange::TrimTo(first_seq),
+            )
+        }
+        Change::Seal => (FrameKind::Seal, p.fence.next_seq, 0, IndexChange::None),
+        Change::Delete => (FrameKind::Delete, p.fence.next_seq, 0, IndexChange::Clear),
+        Change::Append { .. } | Change::Config => unreachable!("planned elsewhere"),
+    };
+    let spec = out.spec(kind, flags, stream, first_seq, token, ts);
+    let at = encode_frame::<&[u8]>(out.buf, &spec, &[]);
+    p.apply(change, token, ts, by);
+    if change == Change::Delete {
+        // A tombstone keeps only the token: no retention override either.
+        p.config = StreamConfig::default();
+        p.config_changed = true;
+    }
+    out.push(stream, at, index);
+    let c = &mut out.counts;
+    match change {
+        Change::Fence => c.fences += 1,
+        Change::Trim {
+            retention: true, ..
+        } => c.retention_trims += 1,
+        Change::Trim { .. } => c.trims += 1,
+        Change::Seal => c.seals += 1,
+        Change::Delete => c.deletes += 1,
+        _ => {}
+    }
+}
+
+fn plan_config<H>(
     out: &mut Out<'_>,
     p: &mut Pending<H>,
     stream: &str,
     token: u64,
-) -> Result<StreamState, WriteError> {
-    let effect = match fence::check_fence(p.fence, token) {
-        Ok(effect) => effect,
-        Err(r) => {
-            if matches!(r, Refusal::Stale { .. }) {
-                out.counts.stale += 1;
-            }
-            return Err(refusal_error(r));
+    config: StreamConfig,
+) {
+    let ts = out.ctx.now_ms.max(p.last_timestamp_ms);
+    let spec = out.spec(FrameKind::Config, 0, stream, p.fence.next_seq, token, ts);
+    let at = encode_frame_with(out.buf, &spec, &PayloadSpec::Config(config));
+    p.apply(Change::Config, token, ts, FenceBy::Config);
+    p.config = config;
+    p.config_changed = true;
+    out.push(stream, at, IndexChange::None);
+    out.counts.configs += 1;
+}
+
+/// Compaction's copies: each frame still live — its stream not deleted,
+/// not trimmed past it, and the durable index pointing at the copy the
+/// reclaimer read — is copied with flag RELOCATED and a new group id.
+fn plan_relocate<H>(
+    out: &mut Out<'_>,
+    streams: &mut HashMap<Box<str>, Pending<H>>,
+    lookup: &mut impl Lookup<H>,
+    frames: Vec<Relocation>,
+) -> Relocated {
+    let mut done = Relocated::default();
+    for f in frames {
+        let p = pending(streams, lookup, &f.stream);
+        let end = f.first_seq + f.count as u64;
+        let live = p.fence.exists
+            && !p.fence.deleted
+            && end > p.fence.first_seq
+            && lookup.points_at(&f.stream, f.first_seq, f.from);
+        if !live && !mutated!(RelocateDeadOnArrival) {
+            done.dead += 1;
+            out.counts.dead_on_arrival += 1;
+            continue;
         }
-    };
-    if effect == Effect::Frame(Change::Fence) {
-        let offset_in_buf = encode_frame::<&[u8]>(
-            out.buf,
-            &FrameSpec {
-                kind: FrameKind::Fence,
-                flags: 0,
-                group_id: out.group_id,
-                first_seq: p.fence.next_seq,
-                fencing_token: token,
-                timestamp_ms: out.now_ms.max(p.last_timestamp_ms),
-                name: stream,
+        let at = encode_relocated(out.buf, &f.bytes, out.ctx.group_id);
+        out.push(
+            &f.stream,
+            at,
+            IndexChange::Repoint {
+                first_seq: f.first_seq,
+                from: f.from,
             },
-            &[],
         );
-        p.fence = fence::advance(p.fence, Change::Fence, token);
-        p.planned = true;
-        out.frames.push(PlannedFrame {
-            stream: stream.into(),
-            kind: FrameKind::Fence,
-            offset_in_buf,
-            first_seq: p.fence.next_seq,
-            count: 0,
-        });
-        out.counts.fences += 1;
+        done.copied += 1;
+        done.bytes += f.bytes.len() as u64;
     }
-    Ok(StreamState {
-        stream: stream.to_string(),
-        first_seq: 0,
-        next_seq: p.fence.next_seq,
-        highest_token: p.fence.highest_token,
-        last_timestamp_ms: p.last_timestamp_ms,
-    })
+    out.counts.relocated += done.copied;
+    out.counts.relocated_bytes += done.bytes;
+    done
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::codec::decode_frame;
-    use tokio::sync::oneshot::{self, Receiver};
-
-    type AppendRx = Receiver<Result<Ack, WriteError>>;
-    type FenceRx = Receiver<Result<StreamState, WriteError>>;
-
-    const NOW_MS: u64 = 1_700_000_000_000;
-
-    fn append(stream: &str, token: u64, n: usize, m: Option<u64>) -> (Request, AppendRx) {
-        let (reply, rx) = oneshot::channel();
-        let records = (0..n)
-            .map(|i| Bytes::from(format!("{stream}{i}")))
-            .collect();
-        let op = Op::Append {
-            records,
-            match_seq_num: m,
-            reply,
-        };
-        (
-            Request {
-                stream: stream.into(),
-                token,
-                op,
-            },
-            rx,
-        )
-    }
-
-    fn fence(stream: &str, token: u64) -> (Request, FenceRx) {
-        let (reply, rx) = oneshot::channel();
-        let op = Op::Fence { reply };
-        (
-            Request {
-                stream: stream.into(),
-                token,
-                op,
-            },
-            rx,
-        )
-    }
-
-    /// Durable streams: name → (highest_token, next_seq, last_timestamp_ms).
-    type Disk = HashMap<&'static str, (u64, u64, u64)>;
-
-    /// Plans `requests` as group 7 against `disk`, sends the answers, and
-    /// returns the plan and the decoded frames (name, header) in buffer order.
-    fn run(
-        disk: &Disk,
-        requests: Vec<Request>,
-    ) -> (Plan<()>, Vec<(String, crate::codec::FrameHeader)>) {
-        let mut requests: VecDeque<Request> = requests.into();
-        let mut answers = Vec::new();
-        let mut buf = vec![0xAA; 3]; // stale bytes from a last group
-        let plan = plan(&mut requests, &mut answers, &mut buf, 7, NOW_MS, |name| {
-            disk.get(name)
-                .map(|&(highest_token, next_seq, ts)| Durable {
-                    fence: FenceState {
-                        exists: true,
-                        highest_token,
-                        next_seq,
-                        ..FenceState::default()
-                    },
-                    last_timestamp_ms: ts,
-                    handle: (),
-                })
-        });
-        assert!(requests.is_empty());
-        answers.into_iter().for_each(Answer::send);
-        let mut frames = Vec::new();
-        let mut at = 0;
-        while at < buf.len() {
-            let f = decode_frame(&buf[at..], crate::codec::FORMAT_VERSION).unwrap();
-            assert_eq!(f.header.group_id, 7);
-            assert_eq!(plan.frames[frames.len()].offset_in_buf, at);
-            frames.push((f.name.to_string(), f.header));
-            at += f.frame_len;
-        }
-        assert_eq!(frames.len(), plan.frames.len());
-        (plan, frames)
-    }
-
-    fn last_flags(frames: &[(String, crate::codec::FrameHeader)]) -> Vec<bool> {
-        frames.iter().map(|(_, h)| h.last_in_group()).collect()
-    }
-
-    #[test]
-    fn a_lower_token_after_an_accepted_higher_one_in_the_group_is_stale() {
-        let disk = Disk::from([("s", (1, 0, 0))]);
-        let (a, mut a_rx) = append("s", 5, 2, None);
-        let (b, mut b_rx) = append("s", 3, 1, None);
-        let (c, mut c_rx) = fence("s", 4);
-        let (d, mut d_rx) = append("s", 5, 1, None);
-        let (plan, frames) = run(&disk, vec![a, b, c, d]);
-        assert_eq!(a_rx.try_recv().unwrap().unwrap().first_seq, 0);
-        let stale = |presented| WriteError::StaleToken {
-            presented,
-            highest: 5,
-            next_seq: 2,
-        };
-        assert_eq!(b_rx.try_recv().unwrap(), Err(stale(3)));
-        assert_eq!(c_rx.try_recv().unwrap(), Err(stale(4)));
-        assert_eq!(d_rx.try_recv().unwrap().unwrap().first_seq, 2);
-        assert_eq!(frames.len(), 2);
-        assert_eq!(last_flags(&frames), vec![false, true]);
-        assert_eq!(
-            plan.counts,
-            Counts {
-                stale: 2,
-                mismatched: 0,
-                appends: 2,
-                fences: 0,
-                records: 3,
-            }
-        );
-        let s = &plan.streams["s"];
-        assert_eq!((s.fence.highest_token, s.fence.next_seq), (5, 3));
-    }
-
-    #[test]
-    fn a_fence_writes_a_frame_only_when_it_changes_something() {
-        let disk = Disk::from([("old", (5, 3, 9))]);
-        let (same, mut same_rx) = fence("old", 5);
-        let (new, mut new_rx) = fence("new", 1);
-        let (again, mut again_rx) = fence("new", 1);
-        let (higher, mut higher_rx) = fence("old", 6);
-        let (_, frames) = run(&disk, vec![same, new, again, higher]);
-        let state = |stream: &str, highest_token, next_seq, last_timestamp_ms| StreamState {
-            stream: stream.into(),
-            first_seq: 0,
-            next_seq,
-            highest_token,
-            last_timestamp_ms,
-        };
-        // Re-fencing an existing stream with its token: nothing to write.
-        assert_eq!(same_rx.try_recv().unwrap(), Ok(state("old", 5, 3, 9)));
-        // A fence creates a stream; once planned, the same token again is a
-        // re-fence of a stream that exists.
-        assert_eq!(new_rx.try_recv().unwrap(), Ok(state("new", 1, 0, 0)));
-        assert_eq!(again_rx.try_recv().unwrap(), Ok(state("new", 1, 0, 0)));
-        assert_eq!(higher_rx.try_recv().unwrap(), Ok(state("old", 6, 3, 9)));
-        let written: Vec<(&str, u64, u64, u32)> = frames
-            .iter()
-            .map(|(n, h)| (n.as_str(), h.fencing_token, h.first_seq, h.record_count))
-            .collect();
-        assert_eq!(written, vec![("new", 1, 0, 0), ("old", 6, 3, 0)]);
-        assert!(frames.iter().all(|(_, h)| h.kind == FrameKind::Fence));
-        assert_eq!(last_flags(&frames), vec![false, true]);
-    }
-
-    #[test]
-    fn a_group_of_refusals_and_refences_plans_no_frame() {
-        let disk = Disk::from([("s", (5, 3, 9))]);
-        let (a, mut a_rx) = append("s", 4, 1, None);
-        let (b, mut b_rx) = append("s", 5, 1, Some(2));
-        let (c, mut c_rx) = fence("s", 5);
-        let (plan, frames) = run(&disk, vec![a, b, c]);
-        assert!(frames.is_empty() && plan.frames.is_empty());
-        assert!(matches!(
-            a_rx.try_recv().unwrap(),
-            Err(WriteError::StaleToken { .. })
-        ));
-        assert!(matches!(
-            b_rx.try_recv().unwrap(),
-            Err(WriteError::SeqMismatch { .. })
-        ));
-        assert!(c_rx.try_recv().unwrap().is_ok());
-        assert_eq!((plan.counts.stale, plan.counts.mismatched), (1, 1));
-    }
-
-    #[test]
-    fn match_seq_num_sees_the_seqs_planned_before_it() {
-        let disk = Disk::from([("s", (2, 3, 0))]);
-        let (a, mut a_rx) = append("s", 2, 2, Some(3));
-        let (b, mut b_rx) = append("s", 2, 1, Some(3));
-        let (c, mut c_rx) = append("s", 2, 1, Some(5));
-        // The token is checked first: a stale writer learns it lost
-        // ownership, not that it raced.
-        let (d, mut d_rx) = append("s", 1, 1, Some(6));
-        let (plan, frames) = run(&disk, vec![a, b, c, d]);
-        assert_eq!(a_rx.try_recv().unwrap().unwrap().first_seq, 3);
-        assert_eq!(
-            b_rx.try_recv().unwrap(),
-            Err(WriteError::SeqMismatch {
-                expected: 3,
-                next_seq: 5
-            })
-        );
-        let c = c_rx.try_recv().unwrap().unwrap();
-        assert_eq!((c.first_seq, c.last_seq, c.next_seq), (5, 5, 6));
-        assert_eq!(
-            d_rx.try_recv().unwrap(),
-            Err(WriteError::StaleToken {
-                presented: 1,
-                highest: 2,
-                next_seq: 6
-            })
-        );
-        let firsts: Vec<u64> = frames.iter().map(|(_, h)| h.first_seq).collect();
-        assert_eq!(firsts, vec![3, 5]);
-        assert_eq!((plan.counts.mismatched, plan.counts.stale), (1, 1));
-    }
-
-    #[test]
-    fn timestamps_never_decrease_within_a_stream() {
-        // "ahead" last wrote at a time this clock has not reached yet (the
-        // clock stepped back); "fresh" has never written.
-        let ahead_ms = NOW_MS + 60_000;
-        let disk = Disk::from([("ahead", (1, 1, ahead_ms))]);
-        let (a, mut a_rx) = append("ahead", 1, 1, None);
-        let (f, mut f_rx) = fence("ahead", 2);
-        let (b, mut b_rx) = append("fresh", 1, 1, None);
-        let (_, frames) = run(&disk, vec![a, f, b]);
-        assert_eq!(a_rx.try_recv().unwrap().unwrap().timestamp_ms, ahead_ms);
-        assert_eq!(
-            f_rx.try_recv().unwrap().unwrap().last_timestamp_ms,
-            ahead_ms
-        );
-        assert_eq!(b_rx.try_recv().unwrap().unwrap().timestamp_ms, NOW_MS);
-        let stamps: Vec<(&str, u64)> = frames
-            .iter()
-            .map(|(n, h)| (n.as_str(), h.timestamp_ms))
-            .collect();
-        assert_eq!(
-            stamps,
-            vec![("ahead", ahead_ms), ("ahead", ahead_ms), ("fresh", NOW_MS)]
-        );
-    }
-}
+#[path = "plan_tests.rs"]
+mod tests;

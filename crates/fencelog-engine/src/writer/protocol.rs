@@ -1,6 +1,7 @@
-//! What the engine handle sends the writer, and how the writer answers.
+//! What the engine handle (and the reclaimer) send the writer, and how the
+//! writer answers.
 
-use crate::codec::frame_len;
+use crate::codec::{frame_len, StreamConfig, FRAME_HEADER_BYTES};
 use crate::error::WriteError;
 use crate::fence::Refusal;
 use crate::stream::StreamState;
@@ -29,31 +30,87 @@ pub(crate) enum Msg {
     Shutdown(oneshot::Sender<()>),
 }
 
-/// One append or fence, checked by the handle (name, limits, the fast path)
-/// and waiting for the writer.
+pub(crate) type Reply<T> = oneshot::Sender<Result<T, WriteError>>;
+
+/// One write, checked by the handle (name, limits, the fast path) or made
+/// by the reclaimer, waiting for the writer.
 pub(crate) struct Request {
+    /// The stream it changes (unused by [`Op::Relocate`], which names a
+    /// stream per frame).
     pub stream: Box<str>,
-    pub token: u64,
     pub op: Op,
 }
 
 pub(crate) enum Op {
     Append {
+        token: u64,
         records: Vec<Bytes>,
         match_seq_num: Option<u64>,
-        reply: oneshot::Sender<Result<Ack, WriteError>>,
+        reply: Reply<Ack>,
     },
     Fence {
-        reply: oneshot::Sender<Result<StreamState, WriteError>>,
+        token: u64,
+        reply: Reply<StreamState>,
+    },
+    Trim {
+        token: u64,
+        trim_seq: u64,
+        reply: Reply<StreamState>,
+    },
+    Seal {
+        token: u64,
+        reply: Reply<StreamState>,
+    },
+    Delete {
+        token: u64,
+        reply: Reply<StreamState>,
+    },
+    /// `token: None` is an operator's change (no fencing).
+    Config {
+        token: Option<u64>,
+        config: StreamConfig,
+        reply: Reply<StreamState>,
+    },
+    /// Retention's trim to `first_seq`, made by the reclaimer.
+    Retain { first_seq: u64, reply: Reply<()> },
+    /// Compaction's copies of live frames, made by the reclaimer.
+    Relocate {
+        frames: Vec<Relocation>,
+        reply: Reply<Relocated>,
     },
 }
 
+/// One records frame compaction wants copied forward.
+pub(crate) struct Relocation {
+    pub stream: Box<str>,
+    /// The whole frame, its CRC verified by the reclaimer.
+    pub bytes: Bytes,
+    pub first_seq: u64,
+    pub count: u32,
+    /// Where the copy the index points at now lives: (segment, offset).
+    pub from: (u64, u64),
+}
+
+/// What one relocation request did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Relocated {
+    /// Frames copied and repointed.
+    pub copied: u64,
+    /// Frame bytes copied.
+    pub bytes: u64,
+    /// Frames that were no longer live when the writer got to them (trimmed
+    /// or deleted since the reclaimer chose them): not copied.
+    pub dead: u64,
+}
+
 impl Request {
-    /// Bytes its frame will take in the group.
+    /// Bytes its frames will take in the group.
     pub(super) fn encoded_len(&self) -> usize {
         match &self.op {
             Op::Append { records, .. } => frame_len(&self.stream, records),
-            Op::Fence { .. } => frame_len::<&[u8]>(&self.stream, &[]),
+            Op::Relocate { frames, .. } => frames.iter().map(|f| f.bytes.len()).sum(),
+            Op::Config { .. } => FRAME_HEADER_BYTES + self.stream.len() + 24,
+            _ => FRAME_HEADER_BYTES + self.stream.len(),
         }
     }
 
@@ -61,26 +118,26 @@ impl Request {
     pub(super) fn refuse(self, err: WriteError) {
         // A caller that gave up (dropped its future) is not an error.
         match self.op {
-            Op::Append { reply, .. } => {
-                let _ = reply.send(Err(err));
-            }
-            Op::Fence { reply } => {
-                let _ = reply.send(Err(err));
-            }
+            Op::Append { reply, .. } => drop(reply.send(Err(err))),
+            Op::Fence { reply, .. }
+            | Op::Trim { reply, .. }
+            | Op::Seal { reply, .. }
+            | Op::Delete { reply, .. }
+            | Op::Config { reply, .. } => drop(reply.send(Err(err))),
+            Op::Retain { reply, .. } => drop(reply.send(Err(err))),
+            Op::Relocate { reply, .. } => drop(reply.send(Err(err))),
         }
     }
 }
 
 /// A request's answer, held until the group is durable.
 pub(super) enum Answer {
-    Append(
-        oneshot::Sender<Result<Ack, WriteError>>,
-        Result<Ack, WriteError>,
-    ),
-    Fence(
-        oneshot::Sender<Result<StreamState, WriteError>>,
-        Result<StreamState, WriteError>,
-    ),
+    Append(Reply<Ack>, Result<Ack, WriteError>),
+    /// A stream state; `bytes` is filled in from the published stream when
+    /// it is sent.
+    State(Reply<StreamState>, Result<StreamState, WriteError>),
+    Unit(Reply<()>, Result<(), WriteError>),
+    Relocated(Reply<Relocated>, Result<Relocated, WriteError>),
 }
 
 impl Answer {
@@ -88,30 +145,27 @@ impl Answer {
         // A caller that gave up (dropped its future) is not an error: the
         // write happened or not regardless of who listens.
         match self {
-            Answer::Append(tx, r) => {
-                let _ = tx.send(r);
-            }
-            Answer::Fence(tx, r) => {
-                let _ = tx.send(r);
-            }
+            Answer::Append(tx, r) => drop(tx.send(r)),
+            Answer::State(tx, r) => drop(tx.send(r)),
+            Answer::Unit(tx, r) => drop(tx.send(r)),
+            Answer::Relocated(tx, r) => drop(tx.send(r)),
         }
     }
 
     /// Sends `err` instead of the planned answer.
     pub(super) fn fail(self, err: WriteError) {
         match self {
-            Answer::Append(tx, _) => {
-                let _ = tx.send(Err(err));
-            }
-            Answer::Fence(tx, _) => {
-                let _ = tx.send(Err(err));
-            }
+            Answer::Append(tx, _) => drop(tx.send(Err(err))),
+            Answer::State(tx, _) => drop(tx.send(Err(err))),
+            Answer::Unit(tx, _) => drop(tx.send(Err(err))),
+            Answer::Relocated(tx, _) => drop(tx.send(Err(err))),
         }
     }
 }
 
-/// The error a refusal of the fencing rule is answered with.
-pub(super) fn refusal_error(r: Refusal) -> WriteError {
+/// The error a refusal of the fencing rule is answered with; `state` is
+/// the stream's pending state (for `stream_sealed`).
+pub(super) fn refusal_error(r: Refusal, state: &StreamState) -> WriteError {
     match r {
         Refusal::ZeroToken => WriteError::ZeroToken,
         Refusal::Stale {
@@ -126,6 +180,14 @@ pub(super) fn refusal_error(r: Refusal) -> WriteError {
         Refusal::SeqMismatch { expected, next_seq } => {
             WriteError::SeqMismatch { expected, next_seq }
         }
-        r => unreachable!("the writer plans no write that can be refused with {r:?}"),
+        Refusal::Sealed => WriteError::StreamSealed(Box::new(state.clone())),
+        Refusal::NotFound => WriteError::NotFound,
+        r @ (Refusal::ProducerFenced { .. }
+        | Refusal::ProducerSeqStale { .. }
+        | Refusal::ProducerSeqGap { .. }
+        | Refusal::DeadlineExceeded { .. }
+        | Refusal::CursorOutOfRange { .. }) => {
+            unreachable!("the writer plans no write that can be refused with {r:?} (issue 11)")
+        }
     }
 }

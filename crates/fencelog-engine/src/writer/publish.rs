@@ -1,98 +1,170 @@
-//! Publishing a group once it is durable (index entries, each stream's
+//! Publishing a group once it is durable (index changes, each stream's
 //! durable state, metrics, answers, wake-ups), and the two ways a group
 //! ends without publishing: refused on a poisoned engine, or failed by
 //! storage.
 
 use super::persist::Placed;
-use super::plan::{Counts, Pending, PlannedFrame};
+use super::plan::{Counts, IndexChange, Pending, PlannedFrame};
 use super::protocol::{Answer, Request};
-use crate::codec::FrameKind;
 use crate::error::{StorageFailure, WriteError};
 use crate::locks;
 use crate::metrics::Metrics;
 use crate::shared::Shared;
-use crate::stream::StreamShared;
+use crate::stream::{Inner, StreamShared};
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-/// Makes a durable group visible, in log order: a stream the group creates
-/// enters the stream map, each records frame its stream's index, then every
-/// stream the group looked at publishes its state (`next_seq` last, so a
-/// reader that sees it finds the index entries). Returns the streams to
-/// wake.
+/// Makes durable group `group_id` visible: a stream the group creates
+/// enters the stream map; then, stream by stream under the stream's lock,
+/// its index changes in log order, its fence history and settings, and
+/// its durable state (`next_seq` last, so a reader that sees it finds the
+/// index entries). The checkpointer captures a stream under the same lock,
+/// so it sees a group's changes to it all or not at all. Returns the
+/// streams to wake.
 ///
 /// A panic in here (see `Mutation::PanicMidGroup`) leaves every structure
-/// consistent: the stream map and the indexes are changed by single
-/// operations that check before they mutate, and a stream whose state is
-/// not published yet shows only what it showed before.
+/// usable: the stream map and the index are changed by single operations
+/// that check before they mutate, and a stream whose state is not stored
+/// yet shows readers only what it showed before (its new index entries lie
+/// past the `next_seq` they load).
 pub(super) fn publish(
     shared: &Shared,
     mut streams: HashMap<Box<str>, Pending<Arc<StreamShared>>>,
     frames: &[PlannedFrame],
     (segment, base): Placed,
+    group_id: u64,
 ) -> Vec<Box<str>> {
+    // Streams in the order of their first frame, so publishing follows
+    // the log (and a panic midway leaves a prefix of it published).
+    let mut order: Vec<(&str, Vec<&PlannedFrame>)> = Vec::new();
+    let mut at: HashMap<&str, usize> = HashMap::new();
     for f in frames {
+        let i = *at.entry(&f.stream).or_insert_with(|| {
+            order.push((&f.stream, Vec::new()));
+            order.len() - 1
+        });
+        order[i].1.push(f);
+    }
+    let mut touched = Vec::with_capacity(order.len());
+    for (name, changes) in order {
         let p = streams
-            .get_mut(&f.stream)
+            .get_mut(name)
             .expect("every planned frame's stream is in the plan");
         let s = p.handle.get_or_insert_with(|| {
             let s = Arc::new(StreamShared::default());
-            locks::write(&shared.streams).insert(f.stream.clone(), s.clone());
+            locks::write(&shared.streams).insert(name.into(), s.clone());
             s
         });
-        if f.kind == FrameKind::Records {
-            let mut index = locks::lock(&s.index);
-            if mutated!(PanicMidGroup) && index.end_seq() > 0 {
+        let durable_highest = s.highest_token();
+        let mut inner = locks::lock(&s.inner);
+        for f in changes {
+            apply_index(&mut inner, f, segment, base);
+        }
+        let mut previous = durable_highest;
+        for e in p.events.drain(..) {
+            inner.push_event(previous, e);
+            previous = e.token;
+        }
+        if p.config_changed {
+            inner.cold_mut().config = p.config;
+        }
+        if p.fence.deleted {
+            if let Some(c) = inner.cold.as_mut() {
+                c.carried = Default::default();
+            }
+        }
+        inner.tidy();
+        inner.as_of_group = group_id;
+        s.store(p.fence, p.last_timestamp_ms);
+        drop(inner);
+        touched.push(name.into());
+    }
+    shared.published_group.store(group_id, Ordering::Release);
+    touched
+}
+
+fn apply_index(inner: &mut Inner, f: &PlannedFrame, segment: u64, base: u64) {
+    let at = base + f.offset_in_buf as u64;
+    let index = &mut inner.index;
+    match f.index {
+        IndexChange::Push {
+            first_seq,
+            count,
+            len,
+        } => {
+            if mutated!(PanicMidGroup) && index.len() > 0 {
                 panic!(
                     "mutation PanicMidGroup: the writer panics publishing {}",
                     f.stream
                 );
             }
-            index.push(f.first_seq, segment, base + f.offset_in_buf as u64, f.count);
+            index.push(first_seq, segment, at, count, len);
         }
-    }
-    let mut touched = Vec::with_capacity(streams.len());
-    for (name, p) in streams {
-        if let Some(s) = &p.handle {
-            s.publish(p.fence.highest_token, p.fence.next_seq, p.last_timestamp_ms);
-            touched.push(name);
+        IndexChange::Repoint { first_seq, from } => {
+            // Live when planned; nothing but this writer changes the index,
+            // so it still points there.
+            let moved = index.repoint(first_seq, from, (segment, at));
+            debug_assert!(moved || mutated!(RelocateDeadOnArrival));
         }
+        IndexChange::TrimTo(first_seq) => {
+            index.trim_to(first_seq);
+        }
+        IndexChange::Clear => index.clear(),
+        IndexChange::None => {}
     }
-    touched
 }
 
 /// Counts a committed group of `bytes` frame bytes.
 pub(super) fn count_committed(m: &Metrics, counts: &Counts, bytes: usize) {
     m.appends_accepted.inc_by(counts.appends);
     m.fences_accepted.inc_by(counts.fences);
+    m.trims_accepted.inc_by(counts.trims);
+    m.seals_accepted.inc_by(counts.seals);
+    m.deletes_accepted.inc_by(counts.deletes);
+    m.configs_accepted.inc_by(counts.configs);
+    m.retention_trims.inc_by(counts.retention_trims);
     m.records_written.inc_by(counts.records);
     m.bytes_written.inc_by(bytes as u64);
+    m.compaction_frames_copied.inc_by(counts.relocated);
+    m.compaction_bytes_copied.inc_by(counts.relocated_bytes);
     count_refusals(m, counts);
     m.groups_committed.inc();
     m.group_records.observe(counts.records as f64);
 }
 
-/// Counts the refusals of a group.
+/// Counts a group's refusals (and copies found dead on arrival).
 pub(super) fn count_refusals(m: &Metrics, counts: &Counts) {
     m.stale_rejections.inc_by(counts.stale);
     m.seq_mismatches.inc_by(counts.mismatched);
+    m.sealed_rejections.inc_by(counts.sealed);
+    m.budget_rejections.inc_by(counts.over_budget);
+    m.compaction_dead_on_arrival.inc_by(counts.dead_on_arrival);
 }
 
-/// Sends every planned answer, in arrival order.
-pub(super) fn answer(answers: &mut Vec<Answer>) {
-    answers.drain(..).for_each(Answer::send);
+/// Sends every planned answer, in arrival order. A stream state answer
+/// gets its `bytes` from the published stream (the group's end).
+pub(super) fn answer(shared: &Shared, answers: &mut Vec<Answer>) {
+    for a in answers.drain(..) {
+        match a {
+            Answer::State(tx, Ok(mut state)) => {
+                if let Some(s) = shared.stream(&state.stream) {
+                    state.bytes = locks::lock(&s.inner).index.bytes();
+                }
+                let _ = tx.send(Ok(state));
+            }
+            a => a.send(),
+        }
+    }
 }
 
 /// The group in flight failed to become durable: poison the engine and
 /// tell every request in it that its outcome is unknown.
 pub(super) fn fail_group(shared: &Shared, failure: StorageFailure, answers: &mut Vec<Answer>) {
-    let failure = Arc::new(failure);
-    tracing::error!(error = %failure, "storage failure; engine poisoned, no further writes until reopened");
-    let _ = shared.poisoned.set(failure.clone());
+    let failure = shared.poison(failure);
     for a in answers.drain(..) {
         a.fail(WriteError::StorageFailed(failure.clone()));
     }
-    shared.wake_all_waiters();
 }
 
 /// Answers every request of a group with `err`, deciding nothing.

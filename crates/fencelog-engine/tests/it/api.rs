@@ -173,6 +173,7 @@ async fn reads_honour_record_and_byte_limits() {
         e.read("s", 11, 100, 1 << 20),
         Err(ReadError::OutOfRange {
             start_seq: 11,
+            first_seq: 0,
             next_seq: 10
         })
     );

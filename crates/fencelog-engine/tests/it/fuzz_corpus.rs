@@ -83,7 +83,7 @@ fn recovery_seed_rebuilds_its_streams() {
     let seed = std::fs::read(dir.join("whole_segment")).unwrap();
     let sim = SimStorage::new();
     sim.set_contents(&segment_name(0), &seed[1..]);
-    let r = recover(&sim).unwrap();
+    let r = recover(&sim, &Default::default()).unwrap();
     assert_eq!(r.report.streams, 2);
     assert_eq!(r.report.records, 3);
     assert_eq!(r.streams["orders"].next_seq(), 3);

@@ -15,6 +15,7 @@ mod faults_io;
 mod faults_restart_after_eio;
 mod fuzz_corpus;
 mod groups;
+mod lifecycle;
 #[cfg(feature = "mutations")]
 mod mutations;
 mod poison;

@@ -30,6 +30,12 @@ async fn restart_keeps_records_tokens_and_dataless_fences() {
                 next_seq: 3,
                 highest_token: 9,
                 last_timestamp_ms: st.last_timestamp_ms,
+                sealed: false,
+                deleted: false,
+                retention_age_s: None,
+                retention_bytes: None,
+                retention_respect_cursors: false,
+                bytes: st.bytes,
             }
         );
         // A fence that creates a stream with no records at all.

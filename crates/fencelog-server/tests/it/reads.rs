@@ -70,6 +70,7 @@ async fn read_returns_exact_records_and_honours_limits() {
                 "message": "start_seq 5 is past the stream's next_seq 4",
                 "stream": "r",
                 "start_seq": 5,
+                "first_seq": 0,
                 "next_seq": 4,
             })
         )

@@ -64,7 +64,11 @@ pub fn base_log(suite: &CorruptionSuite) -> Result<(SimStorage, Model, Vec<Strin
     rt.block_on(engine.shutdown());
     drop(engine);
     sim.crash(Resolution::DropAll);
-    let segs = sim.file_names();
+    let segs: Vec<String> = sim
+        .file_names()
+        .into_iter()
+        .filter(|n| n.ends_with(".seg"))
+        .collect();
     if segs.len() < 3 {
         return Err(format!("base log has only {} segments", segs.len()));
     }

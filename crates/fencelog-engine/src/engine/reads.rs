@@ -1,0 +1,120 @@
+//! Reads of published (durable) state: stream states, listing, records,
+//! the fence history, and waiting for a stream to grow.
+
+use super::{Engine, WaiterGuard};
+use crate::codec::checkpoint::FenceEvent;
+use crate::error::ReadError;
+use crate::locks;
+use crate::name::validate_stream_name;
+use crate::reader::{self, ReadBatch};
+use crate::stream::StreamState;
+use std::ops::Bound;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::Notify;
+
+impl Engine {
+    /// The stream's durable state. A tombstone is answered too (`deleted`
+    /// set, no records); a name nobody wrote is [`ReadError::NotFound`].
+    pub fn state(&self, stream: &str) -> Result<StreamState, ReadError> {
+        validate_stream_name(stream).map_err(ReadError::InvalidStreamName)?;
+        self.shared()
+            .stream(stream)
+            .map(|s| s.snapshot(stream, &self.shared().config))
+            .ok_or(ReadError::NotFound)
+    }
+
+    /// Streams whose names start with `prefix`, in name order, starting
+    /// after `start_after` (for pagination), at most `limit` of them.
+    /// Tombstones are not listed.
+    pub fn list_streams(
+        &self,
+        prefix: &str,
+        start_after: Option<&str>,
+        limit: usize,
+    ) -> Vec<StreamState> {
+        let streams = locks::read(&self.shared().streams);
+        let lower = match start_after {
+            Some(a) if a >= prefix => Bound::Excluded(a),
+            _ => Bound::Included(prefix),
+        };
+        streams
+            .range::<str, _>((lower, Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .filter(|(_, s)| !s.is_deleted())
+            .take(limit)
+            .map(|(k, s)| s.snapshot(k, &self.shared().config))
+            .collect()
+    }
+
+    /// Reads durable records from `start_seq`: at most `max_records`, and at
+    /// most `max_bytes` of bodies except that the first record is always
+    /// returned whole so a reader can make progress. Below the stream's
+    /// `first_seq` (trimmed) or past its `next_seq` is
+    /// [`ReadError::OutOfRange`]; a tombstone is [`ReadError::NotFound`].
+    pub fn read(
+        &self,
+        stream: &str,
+        start_seq: u64,
+        max_records: usize,
+        max_bytes: usize,
+    ) -> Result<ReadBatch, ReadError> {
+        reader::read(self.shared(), stream, start_seq, max_records, max_bytes)
+    }
+
+    /// The tokens that took effect on the stream, oldest first: up to the
+    /// last 64, each with the stream's `next_seq` when it did, its time and
+    /// what carried it. Kept across restarts and reclamation.
+    pub fn fence_history(&self, stream: &str) -> Result<Vec<FenceEvent>, ReadError> {
+        validate_stream_name(stream).map_err(ReadError::InvalidStreamName)?;
+        let s = self.shared().stream(stream).ok_or(ReadError::NotFound)?;
+        let inner = locks::lock(&s.inner);
+        Ok(inner.history(s.highest_token()))
+    }
+
+    /// Waits until the stream's durable `next_seq` passes `seq` (a record at
+    /// `seq` exists), the timeout elapses, the stream is sealed or deleted
+    /// (nothing more can come), or the engine stops accepting writes.
+    /// Returns the durable `next_seq` then. No polling: the writer wakes
+    /// waiters of the streams each group touched.
+    pub async fn wait_for(
+        &self,
+        stream: &str,
+        seq: u64,
+        timeout: Duration,
+    ) -> Result<u64, ReadError> {
+        validate_stream_name(stream).map_err(ReadError::InvalidStreamName)?;
+        let shared = self.shared();
+        let notify = locks::lock(&shared.waiters)
+            .entry(stream.into())
+            .or_insert_with(|| Arc::new(Notify::new()))
+            .clone();
+        let guard = WaiterGuard {
+            shared,
+            name: stream,
+            notify: Some(notify.clone()),
+        };
+        let deadline = tokio::time::Instant::now() + timeout;
+        let durable = || {
+            shared
+                .stream(stream)
+                .map(|s| (s.next_seq(), s.is_sealed() || s.is_deleted()))
+                .unwrap_or((0, false))
+        };
+        let next = loop {
+            let notified = notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let (next, ended) = durable();
+            if next > seq || ended || !self.is_healthy() {
+                break next;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                break durable().0;
+            }
+        };
+        drop(notify);
+        drop(guard);
+        Ok(next)
+    }
+}

@@ -1,0 +1,214 @@
+//! Writes: the checks that cost no writer time (names, limits, and the
+//! token against the stream's durable highest token — the rejection fast
+//! path), then the request to the writer, whose answer comes once it is
+//! durable.
+
+use super::Engine;
+use crate::codec::StreamConfig;
+use crate::error::WriteError;
+use crate::locks;
+use crate::name::validate_stream_name;
+use crate::stream::StreamState;
+use crate::writer::{Ack, Msg, Op, Reply, Request};
+use bytes::Bytes;
+use std::sync::atomic::Ordering;
+use tokio::sync::oneshot;
+
+impl Engine {
+    /// Checks that cost no writer time: the name, the engine's health, and
+    /// `token` (if the write carries one) against the stream's durable
+    /// highest token. A sealed stream is left to the writer, whose rule
+    /// answers `stream_sealed` before it looks at the token.
+    fn precheck(&self, stream: &str, token: Option<u64>) -> Result<(), WriteError> {
+        validate_stream_name(stream).map_err(WriteError::InvalidStreamName)?;
+        if token == Some(0) {
+            return Err(WriteError::ZeroToken);
+        }
+        let shared = self.shared();
+        if let Some(f) = shared.poisoned.get() {
+            return Err(WriteError::Poisoned(f.clone()));
+        }
+        if shared.shutting_down.load(Ordering::Acquire) {
+            return Err(WriteError::ShuttingDown);
+        }
+        let Some(token) = token else {
+            return Ok(());
+        };
+        let streams = locks::read(&shared.streams);
+        if let Some(s) = streams.get(stream) {
+            let highest = s.highest_token();
+            if token < highest && !s.is_sealed() {
+                let next_seq = s.next_seq();
+                drop(streams);
+                shared.metrics.stale_rejections.inc();
+                return Err(WriteError::StaleToken {
+                    presented: token,
+                    highest,
+                    next_seq,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn check_batch(&self, records: &[Bytes]) -> Result<(), WriteError> {
+        let c = &self.shared().config;
+        if records.is_empty() {
+            return Err(WriteError::EmptyBatch);
+        }
+        if records.len() > c.batch_records_max {
+            return Err(WriteError::TooLarge {
+                what: "records in the batch",
+                limit: c.batch_records_max as u64,
+                actual: records.len() as u64,
+            });
+        }
+        let bytes: usize = records.iter().map(|r| r.len()).sum();
+        if bytes > c.batch_bytes_max {
+            return Err(WriteError::TooLarge {
+                what: "bytes in the batch",
+                limit: c.batch_bytes_max as u64,
+                actual: bytes as u64,
+            });
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn submit(&self, req: Request) -> Result<(), WriteError> {
+        self.inner
+            .tx
+            .send(Msg::Write(req))
+            .await
+            .map_err(|_| WriteError::ShuttingDown)
+    }
+
+    /// Sends `op` (made with its reply channel) for `stream` and waits for
+    /// the answer.
+    async fn request<T>(
+        &self,
+        stream: &str,
+        op: impl FnOnce(Reply<T>) -> Op,
+    ) -> Result<T, WriteError> {
+        let (reply, rx) = oneshot::channel();
+        self.submit(Request {
+            stream: stream.into(),
+            op: op(reply),
+        })
+        .await?;
+        rx.await.map_err(|_| WriteError::ShuttingDown)?
+    }
+
+    /// Appends a batch atomically. Answers once the batch is durable, or
+    /// with the reason it was refused.
+    pub async fn append(
+        &self,
+        stream: &str,
+        fencing_token: u64,
+        records: Vec<Bytes>,
+        match_seq_num: Option<u64>,
+    ) -> Result<Ack, WriteError> {
+        self.precheck(stream, Some(fencing_token))?;
+        self.check_batch(&records)?;
+        self.request(stream, |reply| Op::Append {
+            token: fencing_token,
+            records,
+            match_seq_num,
+            reply,
+        })
+        .await
+    }
+
+    /// Raises the stream's highest token without writing a record, durably.
+    /// Creates the stream if it does not exist, or recreates it from its
+    /// tombstone with a token above the tombstone's.
+    pub async fn fence(&self, stream: &str, fencing_token: u64) -> Result<StreamState, WriteError> {
+        self.precheck(stream, Some(fencing_token))?;
+        self.request(stream, |reply| Op::Fence {
+            token: fencing_token,
+            reply,
+        })
+        .await
+    }
+
+    /// Makes the records below `trim_seq` unreadable: `first_seq` becomes
+    /// `min(trim_seq, next_seq)` and never moves back (a lower `trim_seq`
+    /// changes nothing but may raise the token). Fenced like an append; an
+    /// accepted trim raises the highest token to `fencing_token`. Their
+    /// space comes back once reclamation deletes or compacts the segments
+    /// that held them.
+    pub async fn trim(
+        &self,
+        stream: &str,
+        fencing_token: u64,
+        trim_seq: u64,
+    ) -> Result<StreamState, WriteError> {
+        self.precheck(stream, Some(fencing_token))?;
+        self.request(stream, |reply| Op::Trim {
+            token: fencing_token,
+            trim_seq,
+            reply,
+        })
+        .await
+    }
+
+    /// Seals the stream: from now on every append, fence and trim is
+    /// refused with [`WriteError::StreamSealed`], whatever its token; reads
+    /// keep working. Sealing a sealed stream again with an accepted token
+    /// changes nothing.
+    pub async fn seal(&self, stream: &str, fencing_token: u64) -> Result<StreamState, WriteError> {
+        self.precheck(stream, Some(fencing_token))?;
+        self.request(stream, |reply| Op::Seal {
+            token: fencing_token,
+            reply,
+        })
+        .await
+    }
+
+    /// Deletes the stream: its records become unreadable and their space is
+    /// reclaimed, but a tombstone keeps its highest token forever, so a
+    /// later append or fence with that token or a lower one is stale; a
+    /// higher one creates the stream afresh at its old `next_seq`.
+    pub async fn delete(
+        &self,
+        stream: &str,
+        fencing_token: u64,
+    ) -> Result<StreamState, WriteError> {
+        self.precheck(stream, Some(fencing_token))?;
+        self.request(stream, |reply| Op::Delete {
+            token: fencing_token,
+            reply,
+        })
+        .await
+    }
+
+    /// Replaces the stream's retention settings, durably. With a token the
+    /// change is fenced (and refused on a sealed stream); without one it is
+    /// an operator's and carries the stream's current token.
+    pub async fn set_config(
+        &self,
+        stream: &str,
+        fencing_token: Option<u64>,
+        config: StreamConfig,
+    ) -> Result<StreamState, WriteError> {
+        self.precheck(stream, fencing_token)?;
+        let limit = crate::config::RETENTION_AGE_S_LIMIT;
+        if let Some(age) = config.retention_age_s.effective(None) {
+            if age == 0 || age > limit {
+                return Err(WriteError::BadConfig(format!(
+                    "retention_age_s must be in 1..={limit}, got {age}"
+                )));
+            }
+        }
+        if config.retention_bytes.effective(None) == Some(0) {
+            return Err(WriteError::BadConfig(
+                "retention_bytes must be at least 1".into(),
+            ));
+        }
+        self.request(stream, |reply| Op::Config {
+            token: fencing_token,
+            config,
+            reply,
+        })
+        .await
+    }
+}

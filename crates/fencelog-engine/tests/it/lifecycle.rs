@@ -1,0 +1,282 @@
+//! Issue 10's contract at the engine: trim, seal, delete and config with
+//! their exact answers, fenced like every write, and all of it (and the
+//! fence history) still there after a restart.
+
+use crate::support::gate::{bodies, recs};
+use fencelog_engine::{
+    Config, Engine, FenceBy, ReadError, Retention, StreamConfig, StreamState, WriteError,
+};
+
+fn state(e: &Engine, s: &str) -> StreamState {
+    e.state(s).unwrap()
+}
+
+fn stale(presented: u64, highest: u64, next_seq: u64) -> WriteError {
+    WriteError::StaleToken {
+        presented,
+        highest,
+        next_seq,
+    }
+}
+
+#[tokio::test]
+async fn trim_moves_first_seq_forward_only_and_is_fenced() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Engine::open(dir.path()).unwrap();
+    e.append("s", 2, recs(&["a", "b", "c"]), None)
+        .await
+        .unwrap();
+    e.append("s", 2, recs(&["d", "e"]), None).await.unwrap();
+    let t = e.trim("s", 2, 2).await.unwrap();
+    assert_eq!((t.first_seq, t.next_seq, t.highest_token), (2, 5, 2));
+    // Reads below the trim point are out of range and say where it is.
+    assert_eq!(
+        e.read("s", 1, 10, 1 << 20),
+        Err(ReadError::OutOfRange {
+            start_seq: 1,
+            first_seq: 2,
+            next_seq: 5
+        })
+    );
+    let r = e.read("s", 2, 10, 1 << 20).unwrap();
+    assert_eq!(bodies(&r), recs(&["c", "d", "e"]));
+    // A lower trim_seq changes nothing; past the tail clamps to next_seq.
+    assert_eq!(e.trim("s", 2, 1).await.unwrap().first_seq, 2);
+    assert_eq!(e.trim("s", 2, 99).await.unwrap().first_seq, 5);
+    assert_eq!(e.read("s", 5, 10, 1 << 20).unwrap().records.len(), 0);
+    // Stale: refused, nothing changes. A higher token raises the highest.
+    assert_eq!(e.trim("s", 1, 5).await, Err(stale(1, 2, 5)));
+    assert_eq!(e.trim("s", 7, 0).await.unwrap().highest_token, 7);
+    assert_eq!(
+        e.append("s", 2, recs(&["x"]), None).await,
+        Err(stale(2, 7, 5))
+    );
+    assert_eq!(e.trim("nope", 1, 0).await, Err(WriteError::NotFound));
+    let a = e.append("s", 7, recs(&["f"]), None).await.unwrap();
+    assert_eq!(a.first_seq, 5);
+    e.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_sealed_stream_refuses_writes_whatever_the_token_and_keeps_serving_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Engine::open(dir.path()).unwrap();
+    e.append("s", 3, recs(&["a"]), None).await.unwrap();
+    assert_eq!(e.seal("s", 2).await, Err(stale(2, 3, 1)));
+    let s = e.seal("s", 3).await.unwrap();
+    assert!(s.sealed);
+    for token in [1, 3, 99] {
+        match e.append("s", token, recs(&["b"]), None).await {
+            Err(WriteError::StreamSealed(st)) => {
+                assert_eq!((st.sealed, st.next_seq, st.highest_token), (true, 1, 3))
+            }
+            other => panic!("append with {token} on a sealed stream: {other:?}"),
+        }
+        assert!(matches!(
+            e.fence("s", token).await,
+            Err(WriteError::StreamSealed(_))
+        ));
+        assert!(matches!(
+            e.trim("s", token, 1).await,
+            Err(WriteError::StreamSealed(_))
+        ));
+    }
+    // Sealing again with an accepted token is idempotent.
+    assert!(e.seal("s", 4).await.unwrap().sealed);
+    assert_eq!(state(&e, "s").highest_token, 3);
+    let r = e.read("s", 0, 10, 1 << 20).unwrap();
+    assert_eq!((bodies(&r), r.sealed), (recs(&["a"]), true));
+    // A long-poll at the tail of a sealed stream returns at once.
+    let next = e
+        .wait_for("s", 1, std::time::Duration::from_secs(3600))
+        .await
+        .unwrap();
+    assert_eq!(next, 1);
+    e.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_tombstone_keeps_the_token_forever_and_a_higher_one_recreates_the_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Engine::open(dir.path()).unwrap();
+    e.append("s", 5, recs(&["a", "b"]), None).await.unwrap();
+    assert_eq!(e.delete("s", 4).await, Err(stale(4, 5, 2)));
+    let t = e.delete("s", 5).await.unwrap();
+    assert_eq!(
+        (t.deleted, t.first_seq, t.next_seq, t.highest_token),
+        (true, 2, 2, 5)
+    );
+    assert_eq!(e.read("s", 0, 10, 1 << 20), Err(ReadError::NotFound));
+    assert!(e.list_streams("", None, 10).is_empty());
+    // The stale owner, with its old token, cannot bring the stream back.
+    assert_eq!(
+        e.append("s", 5, recs(&["zombie"]), None).await,
+        Err(stale(5, 5, 2))
+    );
+    assert_eq!(e.fence("s", 5).await, Err(stale(5, 5, 2)));
+    assert_eq!(e.delete("s", 5).await, Err(stale(5, 5, 2)));
+    assert_eq!(e.seal("s", 6).await, Err(WriteError::NotFound));
+    assert_eq!(e.delete("never", 1).await, Err(WriteError::NotFound));
+    // A higher token creates it afresh at its old next_seq.
+    let a = e.append("s", 6, recs(&["new"]), None).await.unwrap();
+    assert_eq!((a.first_seq, a.next_seq), (2, 3));
+    let s = state(&e, "s");
+    assert_eq!((s.deleted, s.first_seq, s.next_seq), (false, 2, 3));
+    assert_eq!(
+        bodies(&e.read("s", 2, 10, 1 << 20).unwrap()),
+        recs(&["new"])
+    );
+    e.shutdown().await;
+}
+
+#[tokio::test]
+async fn config_with_and_without_a_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = Config {
+        retention_age_s: Some(604_800),
+        ..Config::default()
+    };
+    let e = Engine::open_with(dir.path(), cfg).unwrap();
+    assert_eq!(
+        e.set_config("s", None, StreamConfig::default()).await,
+        Err(WriteError::NotFound)
+    );
+    e.fence("s", 4).await.unwrap();
+    let c = StreamConfig {
+        retention_age_s: Retention::Unlimited,
+        retention_bytes: Retention::Limit(1 << 20),
+        respect_cursors: true,
+    };
+    let s = e.set_config("s", None, c).await.unwrap();
+    assert_eq!(
+        (
+            s.retention_age_s,
+            s.retention_bytes,
+            s.retention_respect_cursors
+        ),
+        (None, Some(1 << 20), true)
+    );
+    assert_eq!(e.set_config("s", Some(3), c).await, Err(stale(3, 4, 0)));
+    assert_eq!(
+        e.set_config("s", Some(6), StreamConfig::default())
+            .await
+            .unwrap()
+            .highest_token,
+        6
+    );
+    // Back to the server's default.
+    assert_eq!(state(&e, "s").retention_age_s, Some(604_800));
+    let bad = StreamConfig {
+        retention_bytes: Retention::Limit(0),
+        ..StreamConfig::default()
+    };
+    assert!(matches!(
+        e.set_config("s", None, bad).await,
+        Err(WriteError::BadConfig(_))
+    ));
+    e.seal("s", 6).await.unwrap();
+    assert!(matches!(
+        e.set_config("s", Some(6), c).await,
+        Err(WriteError::StreamSealed(_))
+    ));
+    assert_eq!(
+        e.set_config("s", None, c).await.unwrap().retention_bytes,
+        Some(1 << 20)
+    );
+    e.shutdown().await;
+}
+
+#[tokio::test]
+async fn trims_seals_tombstones_configs_and_fence_history_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = StreamConfig {
+        retention_bytes: Retention::Limit(5000),
+        ..StreamConfig::default()
+    };
+    {
+        let e = Engine::open(dir.path()).unwrap();
+        e.append("t", 1, recs(&["a", "b", "c"]), None)
+            .await
+            .unwrap();
+        e.trim("t", 2, 2).await.unwrap();
+        e.fence("sealed", 3).await.unwrap();
+        e.seal("sealed", 4).await.unwrap();
+        e.append("gone", 8, recs(&["x"]), None).await.unwrap();
+        e.delete("gone", 9).await.unwrap();
+        e.fence("c", 1).await.unwrap();
+        e.set_config("c", Some(2), config).await.unwrap();
+        e.shutdown().await;
+    }
+    let e = Engine::open(dir.path()).unwrap();
+    let t = state(&e, "t");
+    assert_eq!((t.first_seq, t.next_seq, t.highest_token), (2, 3, 2));
+    assert_eq!(bodies(&e.read("t", 2, 10, 1 << 20).unwrap()), recs(&["c"]));
+    assert!(matches!(
+        e.read("t", 0, 10, 1 << 20),
+        Err(ReadError::OutOfRange { first_seq: 2, .. })
+    ));
+    assert!(matches!(
+        e.append("sealed", 5, recs(&["no"]), None).await,
+        Err(WriteError::StreamSealed(_))
+    ));
+    assert_eq!(
+        e.append("gone", 9, recs(&["zombie"]), None).await,
+        Err(stale(9, 9, 1))
+    );
+    assert_eq!(state(&e, "c").retention_bytes, Some(5000));
+    let h: Vec<(u64, u64, FenceBy)> = e
+        .fence_history("t")
+        .unwrap()
+        .iter()
+        .map(|f| (f.token, f.first_seq, f.by))
+        .collect();
+    assert_eq!(h, vec![(1, 0, FenceBy::Append), (2, 3, FenceBy::Trim)]);
+    let h: Vec<FenceBy> = e
+        .fence_history("gone")
+        .unwrap()
+        .iter()
+        .map(|f| f.by)
+        .collect();
+    assert_eq!(h, vec![FenceBy::Append, FenceBy::Delete]);
+    assert_eq!(e.recovery_report().streams, 4);
+    e.shutdown().await;
+}
+
+/// The MANIFEST lists every segment; one missing — the last included —
+/// refuses to open, naming it (issue 12's "last segment deleted while
+/// stopped").
+#[tokio::test]
+async fn a_segment_missing_from_the_manifest_refuses_to_open_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = Config {
+        segment_bytes_max: 4096,
+        ..Config::default()
+    };
+    {
+        let e = Engine::open_with(dir.path(), cfg.clone()).unwrap();
+        for i in 0..40 {
+            e.append("s", 1, recs(&[&format!("record {i:0>200}")]), None)
+                .await
+                .unwrap();
+        }
+        e.shutdown().await;
+    }
+    let mut segs: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".seg"))
+        .collect();
+    segs.sort();
+    assert!(segs.len() >= 3, "{segs:?}");
+    assert!(dir.path().join("MANIFEST").exists());
+    let last = segs.last().unwrap();
+    std::fs::remove_file(dir.path().join(last)).unwrap();
+    match Engine::open_with(dir.path(), cfg) {
+        Err(fencelog_engine::OpenError::Corrupt(c)) => {
+            assert_eq!(&c.file, last);
+            assert_eq!(c.reason, "segment listed in the MANIFEST is missing");
+        }
+        Err(e) => panic!("refused for another reason: {e}"),
+        Ok(_) => panic!("opened without its last segment"),
+    }
+}
