@@ -6,9 +6,9 @@
 use crate::codec::manifest::Manifest;
 use crate::error::StorageFailure;
 use crate::locks;
-use crate::storage::Storage;
+use crate::storage::{Storage, StorageFile};
 use std::io;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 pub const MANIFEST_NAME: &str = "MANIFEST";
 pub const MANIFEST_TMP_NAME: &str = "MANIFEST.tmp";
@@ -40,16 +40,21 @@ pub fn parse_checkpoint_name(name: &str) -> Option<(u64, bool)> {
     Some((digits.parse().ok()?, tmp))
 }
 
+/// Creates `name`, replacing a leftover of an earlier attempt.
+pub fn create_replacing(storage: &dyn Storage, name: &str) -> io::Result<Arc<dyn StorageFile>> {
+    match storage.create(name) {
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            storage.remove(name)?;
+            storage.create(name)
+        }
+        r => r,
+    }
+}
+
 /// Replaces `name` with `bytes`: written to `tmp` (replacing a leftover),
 /// synced, renamed over `name`, and the directory synced.
 pub fn replace_whole(storage: &dyn Storage, tmp: &str, name: &str, bytes: &[u8]) -> io::Result<()> {
-    let file = match storage.create(tmp) {
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            storage.remove(tmp)?;
-            storage.create(tmp)?
-        }
-        r => r?,
-    };
+    let file = create_replacing(storage, tmp)?;
     file.write_all_at(bytes, 0)?;
     file.sync_data()?;
     storage.rename(tmp, name)?;
@@ -70,19 +75,28 @@ pub fn read_whole(storage: &dyn Storage, name: &str) -> io::Result<Vec<u8>> {
 /// before a deletion.
 pub struct ManifestFile {
     current: Mutex<Manifest>,
+    /// Bytes of the file.
+    bytes: std::sync::atomic::AtomicU64,
 }
 
 impl ManifestFile {
     /// The MANIFEST recovery wrote or read.
     pub fn new(m: Manifest) -> Self {
+        let bytes = m.encode().len() as u64;
         ManifestFile {
             current: Mutex::new(m),
+            bytes: bytes.into(),
         }
     }
 
     /// A copy of what it says now.
     pub fn get(&self) -> Manifest {
         locks::lock(&self.current).clone()
+    }
+
+    /// Bytes of the file.
+    pub fn bytes(&self) -> u64 {
+        self.bytes.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// Rewrites the MANIFEST with `change` applied and the generation
@@ -97,9 +111,12 @@ impl ManifestFile {
         let mut next = current.clone();
         change(&mut next);
         next.generation += 1;
-        replace_whole(storage, MANIFEST_TMP_NAME, MANIFEST_NAME, &next.encode())
+        let bytes = next.encode();
+        replace_whole(storage, MANIFEST_TMP_NAME, MANIFEST_NAME, &bytes)
             .map_err(|e| StorageFailure::new("write MANIFEST", MANIFEST_NAME, &e))?;
         *current = next;
+        self.bytes
+            .store(bytes.len() as u64, std::sync::atomic::Ordering::Release);
         Ok(())
     }
 }

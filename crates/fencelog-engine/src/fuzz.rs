@@ -178,6 +178,7 @@ fn open_model_engine(sim: &SimStorage) -> Engine {
         Arc::new(sim.clone()),
         Config {
             segment_bytes_max: 4096,
+            reclaim_interval_ms: 0,
             ..Config::default()
         },
     )

@@ -11,7 +11,7 @@ use crate::storage::Storage;
 use crate::stream::{StreamMap, StreamShared};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use tokio::sync::Notify;
 
 /// State shared by the handle, the writer thread, the reclaimer and readers.
@@ -30,8 +30,8 @@ pub(crate) struct Shared {
     sealed_bytes: AtomicU64,
     /// Bytes of the active segment's file (data and preallocated zeros).
     active_allocated: AtomicU64,
-    /// Bytes of the MANIFEST and the current checkpoint.
-    meta_bytes: AtomicU64,
+    /// Bytes of the current checkpoint.
+    checkpoint_bytes: AtomicU64,
     /// Set once, by the writer or the reclaimer, on the first write or sync
     /// failure (or writer panic).
     pub poisoned: OnceLock<Arc<StorageFailure>>,
@@ -39,9 +39,11 @@ pub(crate) struct Shared {
     /// Streams someone is waiting on; entries live only while waited on, so
     /// idle streams cost no memory here.
     pub waiters: Mutex<HashMap<Box<str>, Arc<Notify>>>,
-    /// Work for the reclaimer: set by the writer (trims, deletes, rolls),
+    /// The last applied Raft position (issue 14), carried by checkpoints.
+    pub applied: Mutex<Option<crate::codec::checkpoint::AppliedState>>,
+    /// Wakes the reclaimer: the writer (trims, deletes, retention, copies),
     /// [`crate::Engine::reclaim`] and shutdown.
-    pub reclaim_wanted: (Mutex<bool>, Condvar),
+    pub reclaim: Arc<crate::reclaim::Signal>,
     pub metrics: Metrics,
 }
 
@@ -56,7 +58,9 @@ pub(crate) struct Start {
     pub active_len: u64,
     /// Bytes of the sealed segments.
     pub sealed_bytes: u64,
-    pub meta_bytes: u64,
+    /// Bytes of the current checkpoint.
+    pub checkpoint_bytes: u64,
+    pub applied: Option<crate::codec::checkpoint::AppliedState>,
 }
 
 impl Start {
@@ -75,7 +79,8 @@ impl Start {
             published_group: r.next_group_id - 1,
             active_len: r.active_len,
             sealed_bytes: r.sealed_bytes,
-            meta_bytes: r.meta_bytes,
+            checkpoint_bytes: r.checkpoint_bytes,
+            applied: r.applied,
         }
     }
 }
@@ -92,12 +97,41 @@ impl Shared {
             published_group: AtomicU64::new(s.published_group),
             sealed_bytes: AtomicU64::new(s.sealed_bytes),
             active_allocated: AtomicU64::new(s.active_len),
-            meta_bytes: AtomicU64::new(s.meta_bytes),
+            checkpoint_bytes: AtomicU64::new(s.checkpoint_bytes),
+            applied: Mutex::new(s.applied),
+            reclaim: Arc::new(crate::reclaim::Signal::default()),
             poisoned: OnceLock::new(),
             shutting_down: AtomicBool::new(false),
             waiters: Mutex::new(HashMap::new()),
-            reclaim_wanted: (Mutex::new(false), Condvar::new()),
             metrics: Metrics::default(),
+        }
+    }
+
+    /// Calls `f` on every stream in name order, taking the map's read lock
+    /// for a bounded chunk at a time, so a walk of many streams never
+    /// holds off the writer (which takes the write lock to create one).
+    pub(crate) fn each_stream(&self, mut f: impl FnMut(&str, &Arc<StreamShared>)) {
+        const CHUNK: usize = 1024;
+        let mut after: Option<Box<str>> = None;
+        loop {
+            let chunk: Vec<(Box<str>, Arc<StreamShared>)> = {
+                let map = locks::read(&self.streams);
+                let lower = match &after {
+                    Some(a) => std::ops::Bound::Excluded(&**a),
+                    None => std::ops::Bound::Unbounded,
+                };
+                map.range::<str, _>((lower, std::ops::Bound::Unbounded))
+                    .take(CHUNK)
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            };
+            for (name, s) in &chunk {
+                f(name, s);
+            }
+            if chunk.len() < CHUNK {
+                return;
+            }
+            after = chunk.into_iter().last().map(|(k, _)| k);
         }
     }
 
@@ -129,7 +163,9 @@ impl Shared {
 
     /// The same without the active segment.
     pub(crate) fn disk_bytes_sealed(&self) -> u64 {
-        self.sealed_bytes.load(Ordering::Acquire) + self.meta_bytes.load(Ordering::Acquire)
+        self.sealed_bytes.load(Ordering::Acquire)
+            + self.checkpoint_bytes.load(Ordering::Acquire)
+            + self.manifest.bytes()
     }
 
     pub(crate) fn set_active_allocated(&self, bytes: u64) {
@@ -145,15 +181,14 @@ impl Shared {
         self.sealed_bytes.fetch_sub(bytes, Ordering::AcqRel);
     }
 
-    pub(crate) fn set_meta_bytes(&self, bytes: u64) {
-        self.meta_bytes.store(bytes, Ordering::Release);
+    pub(crate) fn set_checkpoint_bytes(&self, bytes: u64) {
+        self.checkpoint_bytes.store(bytes, Ordering::Release);
     }
 
-    /// Asks the reclaimer to look for work now.
+    /// Asks the reclaimer to look for work now (it ignores nudges when it
+    /// runs only on request).
     pub(crate) fn nudge_reclaimer(&self) {
-        let (wanted, cv) = &self.reclaim_wanted;
-        *locks::lock(wanted) = true;
-        cv.notify_all();
+        self.reclaim.nudge();
     }
 
     pub(crate) fn notify_streams<'a>(&self, names: impl Iterator<Item = &'a str>) {

@@ -10,7 +10,7 @@
 //! frame locations, and the checkpointer captures a consistent copy.
 
 use crate::carried::Carried;
-use crate::codec::checkpoint::{FenceBy, FenceEvent, FENCE_HISTORY_MAX};
+use crate::codec::checkpoint::{FenceBy, FenceEvent, StreamEntry, FENCE_HISTORY_MAX};
 use crate::codec::StreamConfig;
 use crate::config::Config;
 use crate::fence::FenceState;
@@ -232,6 +232,33 @@ impl StreamShared {
             retention_bytes: c.retention_bytes.effective(config.retention_bytes),
             retention_respect_cursors: c.respect_cursors,
             bytes: inner.index.bytes(),
+        }
+    }
+
+    /// A consistent copy of everything a checkpoint keeps of the stream,
+    /// taken under its lock (the writer publishes a group's changes to a
+    /// stream under the same lock).
+    pub(crate) fn capture(&self, name: &str) -> StreamEntry {
+        let inner = locks::lock(&self.inner);
+        let f = self.fence_state();
+        let c = inner.config();
+        let carried = inner.carried().cloned().unwrap_or_default();
+        StreamEntry {
+            name: name.to_string(),
+            sealed: f.sealed,
+            deleted: f.deleted,
+            retention_age_s: c.retention_age_s,
+            retention_bytes: c.retention_bytes,
+            respect_cursors: c.respect_cursors,
+            as_of_group: inner.as_of_group,
+            highest_token: f.highest_token,
+            next_seq: f.next_seq,
+            first_seq: f.first_seq,
+            last_timestamp_ms: self.last_timestamp_ms(),
+            producer_token_floor: carried.producer_token_floor,
+            producers: carried.producers,
+            history: inner.history(f.highest_token),
+            cursors: carried.cursors,
         }
     }
 

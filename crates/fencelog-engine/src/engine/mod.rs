@@ -8,7 +8,7 @@ mod writes;
 
 use crate::codec::checkpoint::AppliedState;
 use crate::config::Config;
-use crate::error::{OpenError, StorageFailure};
+use crate::error::{OpenError, StorageFailure, WriteError};
 use crate::locks;
 use crate::metrics::Metrics;
 use crate::recovery::{self, RecoveryReport};
@@ -26,6 +26,14 @@ struct Inner {
     report: RecoveryReport,
     /// The last Applied marker recovery found (issue 14).
     applied: Option<AppliedState>,
+}
+
+impl Drop for Inner {
+    /// The last handle is gone: the writer stops when its queue closes,
+    /// and the reclaimer (which holds the engine only weakly) is told to.
+    fn drop(&mut self) {
+        self.shared.reclaim.stop(None);
+    }
 }
 
 /// A handle to an open log. Cheap to clone; all clones share one writer.
@@ -79,6 +87,8 @@ impl Engine {
         let shared = Arc::new(Shared::new(Start::recovered(config, storage, recovered)));
         writer::spawn(shared.clone(), rx, next_group_id, active_len)
             .map_err(|e| OpenError::io("starting the writer thread", e))?;
+        crate::reclaim::spawn(&shared, &tx)
+            .map_err(|e| OpenError::io("starting the reclaimer thread", e))?;
         Ok(Engine {
             inner: Arc::new(Inner {
                 shared,
@@ -138,9 +148,26 @@ impl Engine {
         self.shared().is_healthy()
     }
 
+    /// Runs a reclamation pass now (retention, compaction, checkpoint,
+    /// segment deletion) and answers what it did. The reclaimer also runs
+    /// on its own, every `Config::reclaim_interval_ms` and soon after trims
+    /// and deletes; with an interval of 0 it runs only when asked here.
+    pub async fn reclaim(&self) -> Result<crate::ReclaimReport, WriteError> {
+        if let Some(f) = self.shared().poisoned.get() {
+            return Err(WriteError::Poisoned(f.clone()));
+        }
+        let (tx, rx) = oneshot::channel();
+        self.shared().reclaim.request(tx);
+        rx.await.map_err(|_| WriteError::ShuttingDown)?
+    }
+
     /// Stops accepting writes, commits and syncs everything already queued,
     /// and stops the writer. Reads keep working.
     pub async fn shutdown(&self) {
+        // The reclaimer first: it writes through the writer.
+        let (done, stopped) = oneshot::channel();
+        self.shared().reclaim.stop(Some(done));
+        let _ = stopped.await;
         self.shared().shutting_down.store(true, Ordering::Release);
         let (tx, rx) = oneshot::channel();
         if self.inner.tx.send(Msg::Shutdown(tx)).await.is_ok() {

@@ -76,7 +76,6 @@ pub(super) fn finish(
     }
     let mut manifest = layout.manifest.clone().unwrap_or_default();
     let ranges = Manifest::ranges_of(segments.indices());
-    let mut manifest_bytes = layout.manifest_bytes;
     if layout.manifest.is_none() || new_segment || layout.pending_roll || manifest.ranges != ranges
     {
         manifest.generation += 1;
@@ -84,7 +83,6 @@ pub(super) fn finish(
         let bytes = manifest.encode();
         replace_whole(storage, MANIFEST_TMP_NAME, MANIFEST_NAME, &bytes)
             .map_err(|e| OpenError::io("writing the MANIFEST", e))?;
-        manifest_bytes = bytes.len() as u64;
     }
     let active = segments.active().index;
     let (streams, records) = build::build_streams(scan.streams, scan.last_closed_group, active)?;
@@ -99,7 +97,7 @@ pub(super) fn finish(
         streams,
         next_group_id,
         manifest,
-        meta_bytes: manifest_bytes + checkpoint_bytes,
+        checkpoint_bytes,
         sealed_bytes,
         applied: scan.applied,
         report,

@@ -17,8 +17,6 @@ use crate::storage::{Storage, LOCK_FILE_NAME};
 pub(super) struct Layout {
     /// The MANIFEST, if the directory has one (none: version 1, or new).
     pub manifest: Option<Manifest>,
-    /// Bytes of the MANIFEST file.
-    pub manifest_bytes: u64,
     /// Segment indices to scan, ascending.
     pub segments: Vec<u64>,
     /// The last of them is a roll whose MANIFEST update never became
@@ -87,7 +85,6 @@ pub(super) fn read(storage: &dyn Storage) -> Result<Layout, OpenError> {
             .map_err(|e| OpenError::io("reading the MANIFEST", e))?;
         let m = Manifest::decode(&bytes)
             .map_err(|(at, e)| corrupt(MANIFEST_NAME, at, e.to_string()))?;
-        layout.manifest_bytes = bytes.len() as u64;
         layout.segments = listed_segments(storage, &m, &l.segments, &mut layout)?;
         layout.manifest = Some(m);
     } else {

@@ -103,8 +103,8 @@ pub struct Recovered {
     pub streams: StreamMap,
     pub(crate) next_group_id: u64,
     pub(crate) manifest: crate::codec::manifest::Manifest,
-    /// Bytes of the MANIFEST and the checkpoint.
-    pub(crate) meta_bytes: u64,
+    /// Bytes of the checkpoint.
+    pub(crate) checkpoint_bytes: u64,
     /// Bytes of the sealed segments.
     pub(crate) sealed_bytes: u64,
     /// The last Applied marker's position (issue 14).

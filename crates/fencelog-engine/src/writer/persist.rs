@@ -126,13 +126,11 @@ impl Tail {
         let file = create_segment(&*shared.storage, index, next_group_id)
             .map_err(|e| StorageFailure::new("create segment", &name, &e))?;
         // The MANIFEST lists it before any group goes there, so recovery
-        // can tell a missing segment from one never finished.
-        let indices: Vec<u64> = locks::read(&shared.segments)
-            .indices()
-            .chain([index])
-            .collect();
+        // can tell a missing segment from one never finished. Relative to
+        // what the MANIFEST lists (not the segment list), so a deletion the
+        // reclaimer makes at the same time is kept.
         shared.manifest.rewrite(&*shared.storage, |m| {
-            m.ranges = Manifest::ranges_of(indices)
+            m.ranges = Manifest::ranges_of(m.indices().chain([index]))
         })?;
         // Sealing is for read speed only; if the map fails, readers keep
         // using positional reads.

@@ -280,3 +280,90 @@ async fn a_segment_missing_from_the_manifest_refuses_to_open_naming_it() {
         Ok(_) => panic!("opened without its last segment"),
     }
 }
+
+fn small(segment_bytes: u64) -> Config {
+    Config {
+        segment_bytes_max: segment_bytes,
+        reclaim_interval_ms: 0,
+        ..Config::default()
+    }
+}
+
+fn seg_files(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".seg"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Segments that hold only trimmed records, a tombstone's records, and the
+/// only frames carrying some fences go — after a checkpoint has the state —
+/// and a restart remembers every token, seal and tombstone.
+#[tokio::test]
+async fn reclaimed_segments_take_no_fence_with_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = small(4096);
+    let body = "x".repeat(300);
+    {
+        let e = Engine::open_with(dir.path(), cfg.clone()).unwrap();
+        // The only frames of these three are in the first segments.
+        e.fence("fenced-only", 77).await.unwrap();
+        e.append("tomb", 5, recs(&["t"]), None).await.unwrap();
+        e.delete("tomb", 6).await.unwrap();
+        e.append("sealed", 3, recs(&["s"]), None).await.unwrap();
+        e.seal("sealed", 4).await.unwrap();
+        for i in 0..60 {
+            e.append("bulk", 2, recs(&[&format!("{i}{body}")]), None)
+                .await
+                .unwrap();
+        }
+        let before = seg_files(dir.path());
+        let disk_before = e.disk_bytes();
+        // Nothing is trimmed yet, but the early segments hold live records
+        // of "sealed" and "bulk": nothing goes.
+        let r = e.reclaim().await.unwrap();
+        assert!(r.deleted.is_empty(), "{r:?}");
+        e.trim("bulk", 2, 55).await.unwrap();
+        e.trim("sealed", 4, 1).await.map(drop).unwrap_err(); // sealed: refused
+        e.delete("sealed", 4).await.unwrap();
+        let r = e.reclaim().await.unwrap();
+        assert!(r.checkpoint.is_some());
+        assert!(r.deleted.len() >= 3, "{r:?} of {before:?}");
+        let after = seg_files(dir.path());
+        assert!(after.len() < before.len());
+        assert!(e.disk_bytes() < disk_before);
+        assert_eq!(state(&e, "bulk").first_seq, 55);
+        assert_eq!(bodies(&e.read("bulk", 55, 10, 1 << 20).unwrap()).len(), 5);
+        e.shutdown().await;
+    }
+    let e = Engine::open_with(dir.path(), cfg).unwrap();
+    assert!(e.recovery_report().checkpoint.is_some());
+    assert_eq!(e.fence("fenced-only", 76).await, Err(stale(76, 77, 0)));
+    assert_eq!(
+        e.append("tomb", 6, recs(&["zombie"]), None).await,
+        Err(stale(6, 6, 1))
+    );
+    assert_eq!(
+        e.append("sealed", 4, recs(&["zombie"]), None).await,
+        Err(stale(4, 4, 1))
+    );
+    let b = state(&e, "bulk");
+    assert_eq!((b.first_seq, b.next_seq, b.highest_token), (55, 60, 2));
+    let r = e.read("bulk", 55, 10, 1 << 20).unwrap();
+    assert_eq!(
+        r.records.iter().map(|r| r.seq).collect::<Vec<_>>(),
+        vec![55, 56, 57, 58, 59]
+    );
+    assert!(e.read("bulk", 54, 1, 1 << 20).is_err());
+    let h: Vec<FenceBy> = e
+        .fence_history("tomb")
+        .unwrap()
+        .iter()
+        .map(|f| f.by)
+        .collect();
+    assert_eq!(h, vec![FenceBy::Append, FenceBy::Delete]);
+    e.shutdown().await;
+}

@@ -271,6 +271,7 @@ impl Sim {
             // Small segments so rolls (and their directory syncs) happen
             // inside the workload.
             segment_bytes_max: 4096 * rng.range(1, 3),
+            reclaim_interval_ms: 0,
             ..Config::default()
         };
         let disk = SimStorage::new();

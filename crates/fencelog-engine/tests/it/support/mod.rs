@@ -27,9 +27,12 @@ pub fn env_or(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
+/// The suites' engine: small segments, and a reclaimer that runs only
+/// when the script says so, so every run makes the same storage calls.
 pub fn config(segment_bytes: u64) -> Config {
     Config {
         segment_bytes_max: segment_bytes,
+        reclaim_interval_ms: 0,
         ..Config::default()
     }
 }
