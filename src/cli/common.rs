@@ -21,12 +21,14 @@ pub const EXIT_REJECTED: u8 = 4;
 
 /// Shown by `fencelog --help`.
 pub const EXIT_CODES_HELP: &str = "\
-Exit codes of the client commands (append, read, tail, fence, status):
+Exit codes of the client commands (append, read, tail, fence, status, trim,
+seal, delete, config):
   0  success
   1  failure: server unreachable or unavailable, or a write's outcome is unknown
   2  usage error (bad arguments)
   3  stale fencing token: a newer owner took over the stream; stop writing
-  4  other rejection: seq mismatch, stream not found, bad request, too large";
+  4  other rejection: stream sealed, seq mismatch, stream not found, bad
+     request, too large, out of range";
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServerArgs {
@@ -59,6 +61,7 @@ pub fn exit_code(err: &ClientError) -> u8 {
     match err {
         ClientError::StaleToken { .. } => EXIT_STALE,
         ClientError::SeqMismatch { .. }
+        | ClientError::StreamSealed { .. }
         | ClientError::NotFound
         | ClientError::OutOfRange { .. }
         | ClientError::TooLarge { .. }
@@ -91,10 +94,22 @@ pub fn error_json(err: &ClientError) -> Value {
         ClientError::SeqMismatch { expected, next_seq } => answer(ErrorCode::SeqMismatch)
             .with(Field::MatchSeqNum, expected)
             .with(Field::NextSeq, next_seq),
+        ClientError::StreamSealed {
+            first_seq,
+            next_seq,
+            highest_token,
+        } => answer(ErrorCode::StreamSealed)
+            .with(Field::FirstSeq, first_seq)
+            .with(Field::NextSeq, next_seq)
+            .with(Field::HighestToken, highest_token)
+            .with(Field::Sealed, true),
         ClientError::NotFound => answer(ErrorCode::StreamNotFound),
-        ClientError::OutOfRange { next_seq } => {
-            answer(ErrorCode::OutOfRange).with(Field::NextSeq, next_seq)
-        }
+        ClientError::OutOfRange {
+            first_seq,
+            next_seq,
+        } => answer(ErrorCode::OutOfRange)
+            .with(Field::FirstSeq, first_seq)
+            .with(Field::NextSeq, next_seq),
         ClientError::TooLarge { .. } => answer(ErrorCode::TooLarge),
         ClientError::BadRequest { .. } => answer(ErrorCode::BadRequest),
         ClientError::Unavailable {
@@ -158,8 +173,23 @@ pub fn info_json(s: &StreamInfo) -> Value {
 }
 
 pub fn info_line(s: &StreamInfo) -> String {
-    format!(
-        "{}\tnext_seq={}\thighest_token={}\tfirst_seq={}\tlast_timestamp_ms={}",
-        s.stream, s.next_seq, s.highest_token, s.first_seq, s.last_timestamp_ms
-    )
+    let limit = |v: Option<u64>| v.map_or("unlimited".to_string(), |v| v.to_string());
+    let mut line = format!(
+        "{}\tnext_seq={}\thighest_token={}\tfirst_seq={}\tlast_timestamp_ms={}\tbytes={}\tretention_age_s={}\tretention_bytes={}",
+        s.stream,
+        s.next_seq,
+        s.highest_token,
+        s.first_seq,
+        s.last_timestamp_ms,
+        s.bytes,
+        limit(s.retention_age_s),
+        limit(s.retention_bytes),
+    );
+    if s.sealed {
+        line.push_str("\tsealed");
+    }
+    if s.deleted {
+        line.push_str("\tdeleted");
+    }
+    line
 }

@@ -10,10 +10,12 @@ pub mod bench;
 pub mod common;
 pub mod demo_worker;
 pub mod fence;
+pub mod lifecycle;
 pub mod read;
 pub mod serve;
 pub mod status;
 pub mod tail;
+pub mod units;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -46,6 +48,18 @@ pub enum Command {
     /// Show one stream's state, or list every stream.
     #[command(after_help = common::EXIT_CODES_HELP)]
     Status(status::Args),
+    /// Make a stream's records below a seq unreadable (fenced like an append).
+    #[command(after_help = common::EXIT_CODES_HELP)]
+    Trim(lifecycle::TrimArgs),
+    /// Seal a stream: no more appends, fences or trims, whatever the token.
+    #[command(after_help = common::EXIT_CODES_HELP)]
+    Seal(lifecycle::TokenArgs),
+    /// Delete a stream's records; its tombstone keeps the token forever.
+    #[command(after_help = common::EXIT_CODES_HELP)]
+    Delete(lifecycle::TokenArgs),
+    /// Set a stream's retention (by age and by size).
+    #[command(after_help = common::EXIT_CODES_HELP)]
+    Config(lifecycle::ConfigArgs),
     /// The etcd-locked worker of the end-to-end test and example.
     #[command(hide = true)]
     DemoWorker(demo_worker::Args),
@@ -62,6 +76,10 @@ pub fn run() -> ExitCode {
         Command::Tail(args) => tail::run(args),
         Command::Fence(args) => fence::run(args),
         Command::Status(args) => status::run(args),
+        Command::Trim(args) => lifecycle::trim(args),
+        Command::Seal(args) => lifecycle::seal(args),
+        Command::Delete(args) => lifecycle::delete(args),
+        Command::Config(args) => lifecycle::config(args),
         Command::DemoWorker(args) => demo_worker::run(args),
         Command::Bench(args) => bench::run(args),
     }

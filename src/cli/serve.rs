@@ -51,6 +51,22 @@ pub struct Args {
     /// Time a client has to send a whole request body [default: 30000].
     #[arg(long, env = "FENCELOG_BODY_READ_TIMEOUT_MS")]
     pub body_read_timeout_ms: Option<u64>,
+    /// Trim records older than this from streams that set no retention of
+    /// their own: 7d, 12h, 90m, 30s, seconds, or `unlimited`
+    /// [default: unlimited].
+    #[arg(long, env = "FENCELOG_RETENTION_AGE")]
+    pub retention_age: Option<String>,
+    /// Trim the oldest records of a stream that sets no retention of its
+    /// own while it holds more than this: 10GiB, 500MB, bytes, or
+    /// `unlimited` [default: unlimited].
+    #[arg(long, env = "FENCELOG_RETENTION_BYTES")]
+    pub retention_bytes: Option<String>,
+    /// The disk budget: appends that would take the data directory past it
+    /// get 507 before the disk is full, while reads, fences, trims, seals
+    /// and deletes keep working; appends resume once space comes back.
+    /// 10GiB, bytes, or `unlimited` [default: unlimited].
+    #[arg(long, env = "FENCELOG_DATA_BYTES_MAX")]
+    pub data_bytes_max: Option<String>,
 }
 
 /// The config file: every setting optional, unknown keys refused so a typo
@@ -67,6 +83,9 @@ struct FileSettings {
     body_bytes_max: Option<usize>,
     header_read_timeout_ms: Option<u64>,
     body_read_timeout_ms: Option<u64>,
+    retention_age: Option<String>,
+    retention_bytes: Option<String>,
+    data_bytes_max: Option<String>,
 }
 
 /// What the server runs with, after file, environment and flags.
@@ -81,6 +100,32 @@ pub struct Settings {
     pub body_bytes_max: usize,
     pub header_read_timeout_ms: u64,
     pub body_read_timeout_ms: u64,
+    /// Seconds; "unlimited" when absent.
+    #[serde(serialize_with = "limit_or_unlimited")]
+    pub retention_age_s: Option<u64>,
+    #[serde(serialize_with = "limit_or_unlimited")]
+    pub retention_bytes: Option<u64>,
+    #[serde(serialize_with = "limit_or_unlimited")]
+    pub data_bytes_max: Option<u64>,
+}
+
+fn limit_or_unlimited<S: serde::Serializer>(v: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(n) => s.serialize_u64(*n),
+        None => s.serialize_str("unlimited"),
+    }
+}
+
+/// A limit setting: `unlimited`, or what `parse` reads.
+fn limit(
+    name: &str,
+    text: Option<&str>,
+    parse: fn(&str) -> Result<u64, String>,
+) -> Result<Option<u64>, String> {
+    match text {
+        None | Some("unlimited") => Ok(None),
+        Some(t) => parse(t).map(Some).map_err(|e| format!("{name}: {e}")),
+    }
 }
 
 impl Settings {
@@ -141,6 +186,27 @@ impl Settings {
                 .body_read_timeout_ms
                 .or(file.body_read_timeout_ms)
                 .unwrap_or(30_000),
+            retention_age_s: limit(
+                "retention_age",
+                args.retention_age
+                    .as_deref()
+                    .or(file.retention_age.as_deref()),
+                super::units::parse_duration_s,
+            )?,
+            retention_bytes: limit(
+                "retention_bytes",
+                args.retention_bytes
+                    .as_deref()
+                    .or(file.retention_bytes.as_deref()),
+                super::units::parse_bytes,
+            )?,
+            data_bytes_max: limit(
+                "data_bytes_max",
+                args.data_bytes_max
+                    .as_deref()
+                    .or(file.data_bytes_max.as_deref()),
+                super::units::parse_bytes,
+            )?,
         };
         Ok((settings, log_format))
     }
@@ -171,6 +237,9 @@ pub fn run(args: Args) -> ExitCode {
         segment_bytes_max: settings.segment_bytes,
         batch_records_max: settings.batch_records_max,
         batch_bytes_max: settings.batch_bytes_max,
+        retention_age_s: settings.retention_age_s,
+        retention_bytes: settings.retention_bytes,
+        data_bytes_max: settings.data_bytes_max,
         ..Config::default()
     };
     let mut limits = HttpLimits::for_config(&config);

@@ -95,7 +95,10 @@ async fn not_found_out_of_range_too_large_and_bad_request() {
     c.append("s", 1, ["x"]).await.unwrap();
     assert!(matches!(
         c.read("s", 5, &ReadOptions::default()).await,
-        Err(ClientError::OutOfRange { next_seq: 1 })
+        Err(ClientError::OutOfRange {
+            first_seq: 0,
+            next_seq: 1
+        })
     ));
     assert!(matches!(
         c.append("s", 1, ["a", "b", "c"]).await,

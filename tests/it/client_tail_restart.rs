@@ -39,6 +39,7 @@ async fn tail_resumes_across_a_sigkill_restart_without_gaps_or_repeats() {
                 assert_eq!(next_seq, 3);
                 break;
             }
+            TailEvent::Sealed { .. } => panic!("the stream is not sealed"),
         }
     }
     server.kill9();
@@ -77,6 +78,7 @@ async fn tail_resumes_across_a_sigkill_restart_without_gaps_or_repeats() {
                 assert_eq!((r.seq, &r.body[..]), (6, &b"marker"[..]), "repeat or gap");
                 break;
             }
+            TailEvent::Sealed { .. } => panic!("the stream is not sealed"),
         }
     }
     drop(server);

@@ -1,7 +1,7 @@
 //! The real `fencelog serve` binary: killed with SIGKILL it loses nothing it
 //! acknowledged (seed test 5); stopped with SIGTERM it drains and exits 0.
 
-use fencelog_testkit::http::{stale_body, state_body, Api};
+use fencelog_testkit::http::{batch_bytes, stale_body, state_body, Api};
 use serde_json::json;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -92,7 +92,7 @@ async fn sigkill_after_acks_loses_nothing_acknowledged() {
     assert!(last_ts >= b_ts);
     assert_eq!(
         api.fence("lease", 9).await,
-        (200, state_body("lease", 0, 9, 0))
+        (200, state_body("lease", 0, 9, 0, 0))
     );
 
     srv.child.kill().unwrap(); // SIGKILL to this child's own pid
@@ -102,11 +102,22 @@ async fn sigkill_after_acks_loses_nothing_acknowledged() {
     let api = &srv.api;
     assert_eq!(
         api.state("orders").await,
-        (200, state_body("orders", 4, 43, last_ts))
+        (
+            200,
+            state_body(
+                "orders",
+                4,
+                43,
+                last_ts,
+                batch_bytes("orders", &[b"A1", b"A2"])
+                    + batch_bytes("orders", &[b"B1"])
+                    + batch_bytes("orders", &[&[0u8, 159, 146, 150]])
+            )
+        )
     );
     assert_eq!(
         api.state("lease").await,
-        (200, state_body("lease", 0, 9, 0))
+        (200, state_body("lease", 0, 9, 0, 0))
     );
     let (status, read) = api.read("orders", "start_seq=0").await;
     assert_eq!(status, 200);

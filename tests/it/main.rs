@@ -5,8 +5,10 @@
 mod support;
 
 mod cli_commands;
+mod cli_lifecycle;
 mod cli_serve_config;
 mod client_errors;
+mod client_lifecycle;
 mod client_tail_restart;
 mod etcd_story;
 mod http_full_disk;

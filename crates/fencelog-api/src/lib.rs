@@ -23,4 +23,4 @@ pub use error::{ErrorBody, ErrorCode, Field};
 pub use read::ReadPage;
 pub use record::{BodyError, BodyJson, RecordJson};
 pub use sse::{SseEvent, SseParser};
-pub use stream::{FenceRequest, StreamInfo, StreamList};
+pub use stream::{ConfigRequest, FenceRequest, StreamInfo, StreamList, TrimRequest};

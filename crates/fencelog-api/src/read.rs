@@ -22,4 +22,8 @@ pub const WAIT_MS_CAP: u64 = 60_000;
 pub struct ReadPage<'a> {
     pub records: Vec<RecordJson<'a>>,
     pub next_seq: u64,
+    /// Present (and true) when the stream is sealed: nothing will follow
+    /// `next_seq`, so a long-poll at the tail returns at once.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sealed: bool,
 }

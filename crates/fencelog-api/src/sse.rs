@@ -10,6 +10,8 @@
 //! - `ping`: the tail has been idle for the ping interval; `data` is `{}`.
 //! - `error`: a read failed; `data` is the [`crate::ErrorBody`], then the
 //!   stream ends.
+//! - `sealed`: the stream is sealed and everything in it was sent; same
+//!   `id`, `data` is [`Sealed`], then the stream ends.
 
 use serde::{Deserialize, Serialize};
 
@@ -17,6 +19,7 @@ pub const RECORDS: &str = "records";
 pub const CAUGHT_UP: &str = "caught_up";
 pub const PING: &str = "ping";
 pub const ERROR: &str = "error";
+pub const SEALED: &str = "sealed";
 /// The type of an event that names none.
 pub const MESSAGE: &str = "message";
 
@@ -26,6 +29,12 @@ pub const PING_DATA: &str = "{}";
 /// The data of a `caught_up`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CaughtUp {
+    pub next_seq: u64,
+}
+
+/// The data of a `sealed`: the stream ends at `next_seq`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sealed {
     pub next_seq: u64,
 }
 

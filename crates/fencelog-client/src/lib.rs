@@ -27,11 +27,15 @@
 pub mod etcd;
 
 use bytes::Bytes;
-use fencelog_api::{header, sse, AppendRequest, BodyJson, ErrorBody, ErrorCode, FenceRequest};
+use fencelog_api::{
+    header, sse, AppendRequest, BodyJson, ConfigRequest, ErrorBody, ErrorCode, FenceRequest,
+    TrimRequest,
+};
 /// The wire types, under the names this crate has always used.
 pub use fencelog_api::{AppendAck, StreamInfo, StreamList};
 use fencelog_api::{ReadPage, RecordJson, SseEvent, SseParser};
 pub use fencelog_engine::Record;
+pub use fencelog_engine::{Retention, StreamConfig};
 use futures_util::{Stream, StreamExt};
 use serde::Deserialize;
 use std::fmt;
@@ -64,9 +68,18 @@ pub enum ClientError {
         expected: u64,
         next_seq: u64,
     },
+    /// The stream is sealed: no append, fence or trim is accepted, whatever
+    /// the token. Not a lost ownership: nobody can write any more.
+    StreamSealed {
+        first_seq: u64,
+        next_seq: u64,
+        highest_token: u64,
+    },
     NotFound,
-    /// A read started past the stream's tail.
+    /// A read started past the stream's tail, or below its `first_seq`
+    /// (those records were trimmed; read with `clamp` to start there).
     OutOfRange {
+        first_seq: u64,
         next_seq: u64,
     },
     TooLarge {
@@ -116,10 +129,22 @@ impl fmt::Display for ClientError {
             ClientError::SeqMismatch { expected, next_seq } => {
                 write!(f, "match_seq_num {expected} but next_seq is {next_seq}")
             }
+            ClientError::StreamSealed {
+                next_seq,
+                highest_token,
+                ..
+            } => write!(
+                f,
+                "the stream is sealed at next_seq {next_seq} (highest token {highest_token})"
+            ),
             ClientError::NotFound => write!(f, "stream not found"),
-            ClientError::OutOfRange { next_seq } => {
-                write!(f, "start_seq is past the stream's next_seq {next_seq}")
-            }
+            ClientError::OutOfRange {
+                first_seq,
+                next_seq,
+            } => write!(
+                f,
+                "start_seq is outside the stream's readable records {first_seq}..{next_seq}"
+            ),
             ClientError::TooLarge { message } => write!(f, "too large: {message}"),
             ClientError::BadRequest { message } => write!(f, "bad request: {message}"),
             ClientError::Unavailable {
@@ -148,6 +173,8 @@ impl std::error::Error for ClientError {}
 pub struct ReadResult {
     pub records: Vec<Record>,
     pub next_seq: u64,
+    /// The stream is sealed: nothing will follow `next_seq`.
+    pub sealed: bool,
 }
 
 /// Options of [`Client::read`]; `None` leaves the server's default.
@@ -157,6 +184,9 @@ pub struct ReadOptions {
     pub bytes: Option<u64>,
     /// Long-poll: wait up to this long for a record at `start_seq`.
     pub wait_ms: Option<u64>,
+    /// Start at the stream's `first_seq` when `start_seq` is below it
+    /// (trimmed) instead of failing with [`ClientError::OutOfRange`].
+    pub clamp: bool,
 }
 
 /// What a tail yields.
@@ -165,6 +195,11 @@ pub enum TailEvent {
     Record(Record),
     /// The consumer has read everything durable; `next_seq` is the tail.
     CaughtUp {
+        next_seq: u64,
+    },
+    /// The stream is sealed and everything in it was delivered; the tail
+    /// ends.
+    Sealed {
         next_seq: u64,
     },
 }
@@ -393,6 +428,72 @@ impl Client {
         self.send_once(req).await
     }
 
+    /// Makes the records below `trim_seq` unreadable (`first_seq` becomes
+    /// `min(trim_seq, next_seq)` and never moves back). Fenced like an
+    /// append; never retried.
+    pub async fn trim(
+        &self,
+        stream: &str,
+        fencing_token: u64,
+        trim_seq: u64,
+    ) -> Result<StreamInfo, ClientError> {
+        let req = self
+            .http
+            .post(self.stream_url(stream, "/trim"))
+            .timeout(self.timeout)
+            .json(&TrimRequest {
+                fencing_token,
+                trim_seq,
+            });
+        self.send_once(req).await
+    }
+
+    /// Seals the stream: every later append, fence and trim fails with
+    /// [`ClientError::StreamSealed`]. Sealing again is idempotent.
+    pub async fn seal(&self, stream: &str, fencing_token: u64) -> Result<StreamInfo, ClientError> {
+        let req = self
+            .http
+            .post(self.stream_url(stream, "/seal"))
+            .timeout(self.timeout)
+            .json(&FenceRequest { fencing_token });
+        self.send_once(req).await
+    }
+
+    /// Deletes the stream's records; its tombstone keeps the token, so a
+    /// stale owner can never write it again. Answers the tombstone.
+    pub async fn delete(
+        &self,
+        stream: &str,
+        fencing_token: u64,
+    ) -> Result<StreamInfo, ClientError> {
+        let req = self
+            .http
+            .delete(self.stream_url(stream, ""))
+            .timeout(self.timeout)
+            .json(&FenceRequest { fencing_token });
+        self.send_once(req).await
+    }
+
+    /// Replaces the stream's retention settings (a [`Retention::Default`]
+    /// setting goes back to the server's). With a token the change is
+    /// fenced.
+    pub async fn set_config(
+        &self,
+        stream: &str,
+        fencing_token: Option<u64>,
+        config: StreamConfig,
+    ) -> Result<StreamInfo, ClientError> {
+        let req = self
+            .http
+            .put(self.stream_url(stream, "/config"))
+            .timeout(self.timeout)
+            .json(&ConfigRequest {
+                fencing_token,
+                config,
+            });
+        self.send_once(req).await
+    }
+
     /// Reads durable records from `start_seq`.
     pub async fn read(
         &self,
@@ -400,15 +501,18 @@ impl Client {
         start_seq: u64,
         options: &ReadOptions,
     ) -> Result<ReadResult, ClientError> {
-        let mut query = vec![("start_seq", start_seq)];
-        if let Some(c) = options.count {
-            query.push(("count", c));
+        let mut query: Vec<(&str, String)> = vec![("start_seq", start_seq.to_string())];
+        for (key, value) in [
+            ("count", options.count),
+            ("bytes", options.bytes),
+            ("wait_ms", options.wait_ms),
+        ] {
+            if let Some(v) = value {
+                query.push((key, v.to_string()));
+            }
         }
-        if let Some(b) = options.bytes {
-            query.push(("bytes", b));
-        }
-        if let Some(w) = options.wait_ms {
-            query.push(("wait_ms", w));
+        if options.clamp {
+            query.push(("clamp", "true".into()));
         }
         let url = self.stream_url(stream, "/records");
         let wire: ReadPage = self
@@ -422,6 +526,7 @@ impl Client {
         Ok(ReadResult {
             records,
             next_seq: wire.next_seq,
+            sealed: wire.sealed,
         })
     }
 
@@ -474,7 +579,7 @@ impl Client {
             .filter_map(|e| async move {
                 match e {
                     Ok(TailEvent::Record(r)) => Some(Ok(r)),
-                    Ok(TailEvent::CaughtUp { .. }) => None,
+                    Ok(TailEvent::CaughtUp { .. } | TailEvent::Sealed { .. }) => None,
                     Err(e) => Some(Err(e)),
                 }
             })
@@ -609,7 +714,8 @@ struct TailOver;
 
 /// Hands one event to the tail's consumer: a `records` event's records,
 /// each seq once, moving `next_seq` past them; a `caught_up` as
-/// [`TailEvent::CaughtUp`]. Pings and event types newer than this client
+/// [`TailEvent::CaughtUp`]; a `sealed` ends the tail after
+/// [`TailEvent::Sealed`]. Pings and event types newer than this client
 /// only show the connection is alive.
 async fn deliver(ev: SseEvent, next_seq: &mut u64, tx: &TailSender) -> Result<(), TailOver> {
     match ev.event.as_str() {
@@ -647,6 +753,15 @@ async fn deliver(ev: SseEvent, next_seq: &mut u64, tx: &TailSender) -> Result<()
             tx.send(Ok(TailEvent::CaughtUp { next_seq: at }))
                 .await
                 .map_err(|_| TailOver)
+        }
+        sse::SEALED => {
+            // Everything was delivered and nothing more can come.
+            let _ = tx
+                .send(Ok(TailEvent::Sealed {
+                    next_seq: *next_seq,
+                }))
+                .await;
+            Err(TailOver)
         }
         _ => Ok(()),
     }
@@ -695,11 +810,17 @@ async fn error_from_response(resp: reqwest::Response) -> ClientError {
             expected: field(ErrorBody::match_seq_num),
             next_seq: field(ErrorBody::next_seq),
         },
+        (Some(ErrorCode::StreamSealed), _) => ClientError::StreamSealed {
+            first_seq: field(ErrorBody::first_seq),
+            next_seq: field(ErrorBody::next_seq),
+            highest_token: field(ErrorBody::highest_token),
+        },
         // By status alone from here on, so an answer without a code this
         // client knows (a proxy's, a newer server's) still lands in the
         // class its status says.
         (_, NOT_FOUND) => ClientError::NotFound,
         (_, OUT_OF_RANGE) => ClientError::OutOfRange {
+            first_seq: field(ErrorBody::first_seq),
             next_seq: field(ErrorBody::next_seq),
         },
         (_, TOO_LARGE) => ClientError::TooLarge { message: message() },

@@ -219,11 +219,13 @@ impl StreamIndex {
     }
 
     /// The seq after the last indexed record.
+    #[cfg(test)]
     pub fn end_seq(&self) -> u64 {
         self.end_seq
     }
 
     /// The seq of the first indexed record.
+    #[cfg(test)]
     pub fn base_seq(&self) -> u64 {
         self.base_seq
     }

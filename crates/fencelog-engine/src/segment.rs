@@ -58,12 +58,6 @@ impl Segments {
         self.list.last().expect("there is always an active segment")
     }
 
-    /// The last group in the sealed segment at `pos`: the one before the
-    /// next segment's first.
-    pub fn last_group_of(&self, pos: usize) -> Option<u64> {
-        Some(self.list.get(pos + 1)?.first_group_id - 1)
-    }
-
     /// The indices, for a MANIFEST.
     pub fn indices(&self) -> impl Iterator<Item = u64> + '_ {
         self.list.iter().map(|s| s.index)

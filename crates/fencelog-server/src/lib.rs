@@ -9,6 +9,8 @@
 //! - `GET  /v1/streams/{stream}/records` read, long-poll, or live tail ([`records`], [`sse`])
 //! - `POST /v1/streams/{stream}/fence` raise the highest token without writing ([`streams`])
 //! - `GET  /v1/streams/{stream}` stream state ([`streams`])
+//! - `POST /v1/streams/{stream}/trim`, `/seal`, `DELETE /v1/streams/{stream}`,
+//!   `PUT /v1/streams/{stream}/config`: the stream's lifecycle ([`lifecycle`])
 //! - `GET  /v1/streams` list streams in name order ([`streams`])
 //! - `GET  /healthz`, `GET /metrics` ([`ops`])
 //! - `GET  /v1/openapi.json` this list as an OpenAPI 3 document ([`openapi`])
@@ -32,6 +34,7 @@ mod fast_json;
 #[doc(hidden)]
 pub mod fuzz;
 mod json_append;
+pub mod lifecycle;
 pub mod openapi;
 pub mod ops;
 pub mod params;

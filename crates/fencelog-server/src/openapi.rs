@@ -4,8 +4,8 @@
 //! the server answers.
 
 use crate::state::AppState;
-use crate::{ops, records, streams};
-use axum::routing::{get, post, MethodRouter};
+use crate::{lifecycle, ops, records, streams};
+use axum::routing::{delete, get, post, put, MethodRouter};
 use axum::Json;
 use fencelog_api::ErrorCode;
 use serde_json::{json, Map, Value};
@@ -63,6 +63,14 @@ const UNAVAILABLE: Answer =
     Answer::Error(ErrorCode::Unavailable, "storage failed or shutting down");
 const FULL: Answer = Answer::Error(ErrorCode::InsufficientStorage, "disk full");
 const MISSING: Answer = Answer::Error(ErrorCode::StreamNotFound, "");
+const SEALED: Answer = Answer::Error(
+    ErrorCode::StreamSealed,
+    "the stream is sealed; carries first_seq, next_seq, highest_token",
+);
+const GONE: Answer = Answer::Error(
+    ErrorCode::StreamNotFound,
+    "no such stream, or it was deleted",
+);
 
 impl Param {
     pub const fn new(name: &'static str, description: &'static str, schema: Schema) -> Param {
@@ -94,7 +102,7 @@ pub const ROUTES: &[Route] = &[
             Answer::Error(ErrorCode::SeqMismatch, "match_seq_num is not the stream's next_seq"),
             Answer::Error(ErrorCode::TooLarge, "over the batch or body limits"),
             UNAVAILABLE,
-            FULL,
+            Answer::Error(ErrorCode::InsufficientStorage, "disk full, or the data directory is at its --data-bytes-max budget (then nothing was written and outcome_unknown is false)"),
         ],
     },
     Route {
@@ -109,14 +117,15 @@ pub const ROUTES: &[Route] = &[
             Param::new("bytes", "most body bytes (capped)", Schema::Integer),
             Param::new("wait_ms", "long-poll: wait this long for a record at start_seq (capped)", Schema::Integer),
             Param::new("follow", "true: live tail over Server-Sent Events", Schema::Boolean),
+            Param::new("clamp", "true: below first_seq (trimmed), start at first_seq instead of 416", Schema::Boolean),
         ],
         headers: &[Param::new("Last-Event-ID", "SSE resume: the next seq to read", Schema::Integer)],
         request_body: None,
         responses: &[
-            Answer::Ok(200, "records from start_seq (or an SSE stream of records, caught_up and ping events)", "ReadResult"),
+            Answer::Ok(200, "records from start_seq (or an SSE stream of records, caught_up, ping and sealed events)", "ReadResult"),
             BAD,
-            MISSING,
-            Answer::Error(ErrorCode::OutOfRange, "start_seq is past next_seq"),
+            GONE,
+            Answer::Error(ErrorCode::OutOfRange, "start_seq is past next_seq or below first_seq; carries both"),
         ],
     },
     Route {
@@ -132,6 +141,81 @@ pub const ROUTES: &[Route] = &[
             Answer::Ok(200, "fenced and durable", "StreamState"),
             BAD,
             STALE,
+            SEALED,
+            UNAVAILABLE,
+            FULL,
+        ],
+    },
+    Route {
+        method: "post",
+        path: "/v1/streams/{stream}/trim",
+        operation_id: "trim",
+        summary: "Make the records below trim_seq unreadable (first_seq = min(trim_seq, next_seq), never back); fenced like an append",
+        handler: || post(lifecycle::trim),
+        query: &[],
+        headers: &[],
+        request_body: Some(trim_body),
+        responses: &[
+            Answer::Ok(200, "trimmed and durable", "StreamState"),
+            BAD,
+            GONE,
+            STALE,
+            SEALED,
+            UNAVAILABLE,
+            FULL,
+        ],
+    },
+    Route {
+        method: "post",
+        path: "/v1/streams/{stream}/seal",
+        operation_id: "seal",
+        summary: "Refuse every later append, fence and trim, whatever its token; reads keep working",
+        handler: || post(lifecycle::seal),
+        query: &[],
+        headers: &[],
+        request_body: Some(fence_body),
+        responses: &[
+            Answer::Ok(200, "sealed and durable (sealing again is idempotent)", "StreamState"),
+            BAD,
+            GONE,
+            STALE,
+            UNAVAILABLE,
+            FULL,
+        ],
+    },
+    Route {
+        method: "delete",
+        path: "/v1/streams/{stream}",
+        operation_id: "delete",
+        summary: "Delete the stream's records; a tombstone keeps its highest token, so only a higher token creates it again",
+        handler: || delete(lifecycle::delete),
+        query: &[],
+        headers: &[Param::new("Fencing-Token", "the fencing token, when the body is empty", Schema::IntegerFrom(1))],
+        request_body: Some(delete_body),
+        responses: &[
+            Answer::Ok(200, "deleted and durable", "StreamState"),
+            BAD,
+            GONE,
+            STALE,
+            UNAVAILABLE,
+            FULL,
+        ],
+    },
+    Route {
+        method: "put",
+        path: "/v1/streams/{stream}/config",
+        operation_id: "config",
+        summary: "Replace the stream's retention settings (durable); fenced when a token is given",
+        handler: || put(lifecycle::config),
+        query: &[],
+        headers: &[],
+        request_body: Some(config_body),
+        responses: &[
+            Answer::Ok(200, "changed and durable", "StreamState"),
+            BAD,
+            GONE,
+            STALE,
+            SEALED,
             UNAVAILABLE,
             FULL,
         ],
@@ -145,7 +229,7 @@ pub const ROUTES: &[Route] = &[
         query: &[],
         headers: &[],
         request_body: None,
-        responses: &[Answer::Ok(200, "the state", "StreamState"), BAD, MISSING],
+        responses: &[Answer::Ok(200, "the state", "StreamState"), BAD, GONE],
     },
     Route {
         method: "get",
@@ -248,11 +332,27 @@ fn append_body() -> Value {
     })
 }
 
-fn fence_body() -> Value {
+fn json_body(schema: &str, required: bool) -> Value {
     json!({
-        "required": true,
-        "content": { fencelog_api::header::JSON: { "schema": schema_ref("FenceRequest") } },
+        "required": required,
+        "content": { fencelog_api::header::JSON: { "schema": schema_ref(schema) } },
     })
+}
+
+fn fence_body() -> Value {
+    json_body("FenceRequest", true)
+}
+
+fn trim_body() -> Value {
+    json_body("TrimRequest", true)
+}
+
+fn delete_body() -> Value {
+    json_body("FenceRequest", false)
+}
+
+fn config_body() -> Value {
+    json_body("ConfigRequest", true)
 }
 
 fn answer(a: &Answer) -> (u16, Value) {
@@ -271,6 +371,14 @@ fn answer(a: &Answer) -> (u16, Value) {
 fn components() -> Value {
     let token = json!({ "type": "integer", "format": "uint64", "minimum": 1 });
     let seq = json!({ "type": "integer", "format": "uint64", "minimum": 0 });
+    let retention = json!({
+        "description": "a positive number, \"unlimited\", or null (or left out) for the server's default",
+        "oneOf": [
+            { "type": "integer", "minimum": 1 },
+            { "type": "string", "enum": ["unlimited"] },
+        ],
+        "nullable": true,
+    });
     json!({
         "schemas": {
             "Error": {
@@ -283,7 +391,12 @@ fn components() -> Value {
                     "presented_token": token,
                     "highest_token": token,
                     "next_seq": seq,
+                    "first_seq": seq,
+                    "start_seq": seq,
+                    "sealed": { "type": "boolean" },
                     "match_seq_num": seq,
+                    "limit": { "type": "integer" },
+                    "actual": { "type": "integer" },
                     "outcome_unknown": { "type": "boolean" },
                 },
             },
@@ -322,12 +435,34 @@ fn components() -> Value {
             },
             "StreamState": {
                 "type": "object",
-                "required": ["stream", "first_seq", "next_seq", "highest_token", "last_timestamp_ms"],
+                "required": ["stream", "first_seq", "next_seq", "highest_token", "last_timestamp_ms",
+                             "sealed", "retention_age_s", "retention_bytes", "retention_respect_cursors", "bytes"],
                 "properties": {
                     "stream": { "type": "string" },
                     "first_seq": seq, "next_seq": seq,
                     "highest_token": seq,
                     "last_timestamp_ms": { "type": "integer" },
+                    "sealed": { "type": "boolean" },
+                    "deleted": { "type": "boolean", "description": "only in the answer to a delete" },
+                    "retention_age_s": { "type": "integer", "nullable": true, "description": "in force; null is unlimited" },
+                    "retention_bytes": { "type": "integer", "nullable": true, "description": "in force; null is unlimited" },
+                    "retention_respect_cursors": { "type": "boolean" },
+                    "bytes": { "type": "integer", "description": "bytes on disk of the readable records" },
+                },
+            },
+            "TrimRequest": {
+                "type": "object",
+                "required": ["fencing_token", "trim_seq"],
+                "properties": { "fencing_token": token, "trim_seq": seq },
+            },
+            "ConfigRequest": {
+                "type": "object",
+                "additionalProperties": false,
+                "properties": {
+                    "fencing_token": token,
+                    "retention_age_s": retention.clone(),
+                    "retention_bytes": retention,
+                    "retention_respect_cursors": { "type": "boolean" },
                 },
             },
             "StreamList": {
@@ -354,6 +489,7 @@ fn components() -> Value {
                 "properties": {
                     "records": { "type": "array", "items": schema_ref("Record") },
                     "next_seq": seq,
+                    "sealed": { "type": "boolean", "description": "present when the stream is sealed" },
                 },
             },
         },

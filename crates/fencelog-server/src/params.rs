@@ -12,7 +12,8 @@ use fencelog_api::header;
 use fencelog_api::read::{
     READ_BYTES_CAP, READ_BYTES_DEFAULT, READ_COUNT_CAP, READ_COUNT_DEFAULT, WAIT_MS_CAP,
 };
-use fencelog_engine::validate_stream_name;
+use fencelog_api::stream::RETENTION_UNLIMITED;
+use fencelog_engine::{validate_stream_name, Retention};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -52,6 +53,30 @@ pub fn seq_from_json(field: &str, value: Option<&Value>) -> Result<Option<u64>, 
         Some(Value::Number(n)) if n.as_u64().is_some() => Ok(n.as_u64()),
         Some(other) => Err(ApiError::bad_request(format!(
             "{field} must be a non-negative integer, got {other}"
+        ))),
+    }
+}
+
+/// A required sequence number from a JSON field.
+pub fn required_seq(field: &str, value: Option<&Value>) -> Result<u64, ApiError> {
+    seq_from_json(field, value)?
+        .ok_or_else(|| ApiError::bad_request(format!("{field} is required")))
+}
+
+/// A retention setting of a config request: a positive number, the string
+/// `"unlimited"`, or `null` / left out for the server's default.
+pub fn retention_from_json(field: &str, value: Option<&Value>) -> Result<Retention, ApiError> {
+    match value {
+        None | Some(Value::Null) => Ok(Retention::Default),
+        Some(Value::String(s)) if s == RETENTION_UNLIMITED => Ok(Retention::Unlimited),
+        Some(Value::Number(n)) => match n.as_u64() {
+            Some(v) if v >= 1 && v < u64::MAX => Ok(Retention::Limit(v)),
+            _ => Err(ApiError::bad_request(format!(
+                "{field} must be a positive integer, \"{RETENTION_UNLIMITED}\" or null, got {n}"
+            ))),
+        },
+        Some(other) => Err(ApiError::bad_request(format!(
+            "{field} must be a positive integer, \"{RETENTION_UNLIMITED}\" or null, got {other}"
         ))),
     }
 }
@@ -152,6 +177,9 @@ impl QueryParams {
 /// Read parameters shared by plain reads and live tails.
 pub struct ReadParams {
     pub start_seq: u64,
+    /// Start at the stream's `first_seq` when `start_seq` is below it,
+    /// instead of 416.
+    pub clamp: bool,
     pub count: usize,
     pub bytes: usize,
     pub wait: Duration,
@@ -162,6 +190,7 @@ impl ReadParams {
     pub fn parse(q: &QueryParams) -> Result<Self, ApiError> {
         Ok(ReadParams {
             start_seq: q.u64("start_seq")?.unwrap_or(0),
+            clamp: q.bool("clamp")?,
             count: q.positive_capped("count", READ_COUNT_DEFAULT, READ_COUNT_CAP)? as usize,
             bytes: q.positive_capped("bytes", READ_BYTES_DEFAULT, READ_BYTES_CAP)? as usize,
             wait: Duration::from_millis(q.u64("wait_ms")?.unwrap_or(0).min(WAIT_MS_CAP)),

@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bytes::Bytes;
 use fencelog_api::{batch, header as wire, AppendAck, ReadPage, RecordJson};
-use fencelog_engine::WriteError;
+use fencelog_engine::{Engine, ReadError, WriteError};
 use std::collections::HashMap;
 
 /// `POST /v1/streams/{stream}/records`. JSON when `Content-Type` is
@@ -92,7 +92,9 @@ fn wants_event_stream(headers: &HeaderMap) -> bool {
 
 /// `GET /v1/streams/{stream}/records?start_seq=N&count=M&bytes=B&wait_ms=W`
 ///
-/// - `start_seq`: first seq to return (default 0); past `next_seq` is 416.
+/// - `start_seq`: first seq to return (default 0); past `next_seq`, or
+///   below `first_seq` (trimmed), is 416 with both.
+/// - `clamp=true`: below `first_seq`, start at `first_seq` instead of 416.
 /// - `count`: most records (default 1000, clamped to 10000; 0 is 400).
 /// - `bytes`: most body bytes (default 1 MiB, clamped to 8 MiB; 0 is 400),
 ///   except that the first record always comes whole.
@@ -100,7 +102,8 @@ fn wants_event_stream(headers: &HeaderMap) -> bool {
 ///   record to arrive instead of answering empty (default 0, clamped to
 ///   60000). The wait ends as soon as the record is durable. A stream
 ///   that does not exist yet is 404 at once, waiting or not; a consumer
-///   that starts before any producer can create it with a fence.
+///   that starts before any producer can create it with a fence. A sealed
+///   stream answers at once, with `"sealed": true`.
 /// - `follow=true` or `Accept: text/event-stream`: live tail instead; see
 ///   [`crate::sse`].
 pub async fn read(
@@ -113,19 +116,27 @@ pub async fn read(
     let params = ReadParams::parse(&QueryParams::from_extractor(query)?)?;
     if params.follow || wants_event_stream(&headers) {
         let resume = seq_from_header(&headers, wire::LAST_EVENT_ID)?;
-        return sse::tail(state, stream, resume.unwrap_or(params.start_seq), &params);
+        let start = start_at(
+            &state.engine,
+            &stream,
+            resume.unwrap_or(params.start_seq),
+            params.clamp,
+        )?;
+        return sse::tail(state, stream, start, &params);
     }
     let engine = &state.engine;
+    let start_seq = start_at(engine, &stream, params.start_seq, params.clamp)?;
     let read_now = || {
         engine
-            .read(&stream, params.start_seq, params.count, params.bytes)
+            .read(&stream, start_seq, params.count, params.bytes)
             .map_err(|e| read_error(&stream, e))
     };
     let mut batch = read_now()?;
-    if batch.records.is_empty() && !params.wait.is_zero() && engine.is_healthy() {
+    // A sealed stream answers at once: nothing more can come.
+    if batch.records.is_empty() && !batch.sealed && !params.wait.is_zero() && engine.is_healthy() {
         let mut shutdown = state.shutdown.clone();
         tokio::select! {
-            waited = engine.wait_for(&stream, params.start_seq, params.wait) => {
+            waited = engine.wait_for(&stream, start_seq, params.wait) => {
                 waited.map_err(|e| read_error(&stream, e))?;
             }
             // A server that is draining answers long-polls now, empty or not.
@@ -136,6 +147,25 @@ pub async fn read(
     Ok(Json(ReadPage {
         records: RecordJson::all(&batch.records),
         next_seq: batch.next_seq,
+        sealed: batch.sealed,
     })
     .into_response())
+}
+
+/// Where a read starts: `start_seq`, or with `clamp=true` the stream's
+/// `first_seq` when `start_seq` is below it (trimmed).
+pub(crate) fn start_at(
+    engine: &Engine,
+    stream: &str,
+    start_seq: u64,
+    clamp: bool,
+) -> Result<u64, ApiError> {
+    if !clamp {
+        return Ok(start_seq);
+    }
+    match engine.state(stream) {
+        Ok(s) if !s.deleted => Ok(start_seq.max(s.first_seq)),
+        Ok(_) => Err(read_error(stream, ReadError::NotFound)),
+        Err(e) => Err(read_error(stream, e)),
+    }
 }

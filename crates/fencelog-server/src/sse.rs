@@ -8,6 +8,8 @@
 //! - `ping` after the ping interval (15 s) of silence, so proxies and
 //!   clients can tell a quiet stream from a dead connection.
 //! - `error` when a read fails, then the stream ends.
+//! - `sealed` once a sealed stream's last record was sent, then the stream
+//!   ends.
 //!
 //! Every event is read from storage when the connection is ready to take it,
 //! in batches bounded by `count` and `bytes`, so a slow consumer costs a
@@ -53,13 +55,16 @@ pub fn tail(
         .engine
         .state(&stream)
         .map_err(|e| read_error(&stream, e))?;
-    if start_seq > current.next_seq {
+    if start_seq > current.next_seq || start_seq < current.first_seq || current.deleted {
         return Err(read_error(
             &stream,
-            fencelog_engine::ReadError::OutOfRange {
-                start_seq,
-                first_seq: current.first_seq,
-                next_seq: current.next_seq,
+            match current.deleted {
+                true => fencelog_engine::ReadError::NotFound,
+                false => fencelog_engine::ReadError::OutOfRange {
+                    start_seq,
+                    first_seq: current.first_seq,
+                    next_seq: current.next_seq,
+                },
             },
         ));
     }
@@ -119,6 +124,19 @@ impl Tail {
                         .data(data),
                 );
             }
+            if batch.sealed {
+                self.done = true;
+                let data = serde_json::to_string(&events::Sealed {
+                    next_seq: self.cursor,
+                })
+                .expect("sealed serializes");
+                return Some(
+                    Event::default()
+                        .event(events::SEALED)
+                        .id(self.cursor.to_string())
+                        .data(data),
+                );
+            }
             if self.behind {
                 self.behind = false;
                 return Some(
@@ -140,7 +158,10 @@ impl Tail {
             let progressed = if self.engine.is_healthy() {
                 tokio::select! {
                     waited = self.engine.wait_for(&self.stream, self.cursor, self.ping_interval) => {
+                        // Sealed (or deleted) while waiting: the read says
+                        // so at once, no ping in between.
                         matches!(waited, Ok(next) if next > self.cursor)
+                            || self.engine.state(&self.stream).is_ok_and(|s| s.sealed || s.deleted)
                     }
                     _ = shutdown.wait() => return None,
                 }

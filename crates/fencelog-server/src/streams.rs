@@ -11,20 +11,22 @@ use axum::http::HeaderMap;
 use axum::Json;
 use fencelog_api::stream::{LIST_LIMIT_CAP, LIST_LIMIT_DEFAULT};
 use fencelog_api::{StreamInfo, StreamList};
+use fencelog_engine::ReadError;
 use serde_json::Value;
 use std::collections::HashMap;
 
-/// `GET /v1/streams/{stream}`: durable state, or 404 `stream_not_found`.
+/// `GET /v1/streams/{stream}`: durable state, or 404 `stream_not_found`
+/// (also for a deleted stream: its tombstone keeps only the token).
 pub async fn state(
     State(state): State<AppState>,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Json<StreamInfo>, ApiError> {
     let stream = stream_name(path)?;
-    state
-        .engine
-        .state(&stream)
-        .map(|s| Json(s.into()))
-        .map_err(|e| read_error(&stream, e))
+    match state.engine.state(&stream) {
+        Ok(s) if s.deleted => Err(read_error(&stream, ReadError::NotFound)),
+        Ok(s) => Ok(Json(s.into())),
+        Err(e) => Err(read_error(&stream, e)),
+    }
 }
 
 /// `GET /v1/streams?prefix=P&limit=L&start_after=NAME`: streams whose names

@@ -214,11 +214,15 @@ pub fn stale_body(stream: &str, presented: u64, highest: u64, next_seq: u64) -> 
     })
 }
 
+/// A stream's state, exactly as the API sends it, for a stream that was
+/// never trimmed, sealed or configured: `bytes` is what its batches take
+/// on disk ([`batch_bytes`]).
 pub fn state_body(
     stream: &str,
     next_seq: u64,
     highest_token: u64,
     last_timestamp_ms: u64,
+    bytes: u64,
 ) -> Value {
     json!({
         "stream": stream,
@@ -226,7 +230,18 @@ pub fn state_body(
         "next_seq": next_seq,
         "highest_token": highest_token,
         "last_timestamp_ms": last_timestamp_ms,
+        "sealed": false,
+        "retention_age_s": null,
+        "retention_bytes": null,
+        "retention_respect_cursors": false,
+        "bytes": bytes,
     })
+}
+
+/// Bytes one batch of `bodies` takes on disk in `stream`: the 56-byte
+/// frame header, the name, and a u32 length per record (docs/design.md).
+pub fn batch_bytes(stream: &str, bodies: &[&[u8]]) -> u64 {
+    (56 + stream.len() + bodies.iter().map(|b| 4 + b.len()).sum::<usize>()) as u64
 }
 
 /// Sends a hand-written request on a fresh connection and reads the answer;

@@ -177,6 +177,10 @@ impl<'a> Frame<'a> {
     }
 
     /// The producer trailer, if the frame has one.
+    // Encoded by the writers of issues 11 (producers, cursors), 14
+    // (applied markers) and 16 (headers); until they land, the codec's
+    // tests and the fuzz targets are its users.
+    #[cfg_attr(not(feature = "sim"), allow(dead_code))]
     pub fn producer(&self) -> Option<ProducerTrailer<'a>> {
         match self.payload {
             Payload::Records { producer, .. } => producer,
@@ -205,8 +209,12 @@ pub struct FrameSpec<'a> {
     pub name: &'a str,
 }
 
-/// A payload to encode with [`encode_frame_with`].
+/// A payload to encode with [`encode_frame_with`]. The writer encodes
+/// configs; the other payloads belong to the writers of issues 11, 14 and
+/// 16, and until those land the codec's tests and the fuzz targets encode
+/// them.
 #[derive(Debug, Clone, Copy)]
+#[cfg_attr(not(feature = "sim"), allow(dead_code))]
 pub enum PayloadSpec<'a> {
     /// Kind Records with a producer trailer or headers.
     Records {

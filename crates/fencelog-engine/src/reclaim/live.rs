@@ -25,8 +25,6 @@ pub(super) struct Live {
     pub sealed: Vec<Sealed>,
     /// Live bytes everywhere, the active segment included.
     pub total: u64,
-    /// Segment files.
-    pub segments: usize,
 }
 
 /// Walks every index. The segment list is read first: frames only ever
@@ -54,7 +52,6 @@ pub(super) fn walk(shared: &Shared) -> Live {
     Live {
         sealed,
         total: live.values().sum(),
-        segments: list.len(),
     }
 }
 

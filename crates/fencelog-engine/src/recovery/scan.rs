@@ -51,7 +51,6 @@ pub(super) struct Scan {
     pub last_closed_group: u64,
     /// The index of the last segment scanned.
     last_index: Option<u64>,
-    pub records: u64,
     pub frames: u64,
     /// The format version of the segment being scanned.
     pub version: u32,
@@ -74,7 +73,6 @@ impl Scan {
             open_group_id: 0,
             last_closed_group: FIRST_GROUP_ID - 1,
             last_index: None,
-            records: 0,
             frames: 0,
             version: FORMAT_VERSION,
             seen_v2: false,

@@ -22,7 +22,7 @@ mod protocol;
 mod publish;
 
 pub use protocol::Ack;
-pub(crate) use protocol::{Msg, Op, Relocated, Relocation, Reply, Request};
+pub(crate) use protocol::{Msg, Op, Relocation, Reply, Request};
 
 use crate::error::{StorageFailure, WriteError};
 use crate::locks;

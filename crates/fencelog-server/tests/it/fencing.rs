@@ -2,7 +2,7 @@
 //! on the state read back through the API.
 
 use fencelog_testkit::http::{
-    raw_exchange, read_response, records_json, stale_body, state_body, TestServer,
+    batch_bytes, raw_exchange, read_response, records_json, stale_body, state_body, TestServer,
 };
 use serde_json::json;
 use std::collections::BTreeSet;
@@ -48,7 +48,13 @@ async fn stale_owner_is_rejected_after_newer_owner_writes() {
         (status, state.clone()),
         (
             200,
-            state_body("orders", 2, 42, b["timestamp_ms"].as_u64().unwrap())
+            state_body(
+                "orders",
+                2,
+                42,
+                b["timestamp_ms"].as_u64().unwrap(),
+                batch_bytes("orders", &[b"A: order 1"]) + batch_bytes("orders", &[b"B: order 1"])
+            )
         )
     );
     api.assert_healthy().await;
@@ -103,7 +109,13 @@ async fn data_less_fence_locks_out_the_old_owner() {
     let ts = a["timestamp_ms"].as_u64().unwrap();
 
     let (status, fenced) = api.fence("leases", 42).await;
-    assert_eq!((status, fenced), (200, state_body("leases", 1, 42, ts)));
+    assert_eq!(
+        (status, fenced),
+        (
+            200,
+            state_body("leases", 1, 42, ts, batch_bytes("leases", &[b"A: before"]))
+        )
+    );
 
     assert_eq!(
         api.append("leases", 41, &["A: after"]).await,
@@ -116,14 +128,17 @@ async fn data_less_fence_locks_out_the_old_owner() {
 
     assert_eq!(
         api.state("leases").await,
-        (200, state_body("leases", 1, 42, ts))
+        (
+            200,
+            state_body("leases", 1, 42, ts, batch_bytes("leases", &[b"A: before"]))
+        )
     );
     assert_eq!(api.bodies("leases").await, ["A: before"]);
 
     // A fence alone creates the stream with no records.
     assert_eq!(
         api.fence("fresh", 7).await,
-        (200, state_body("fresh", 0, 7, 0))
+        (200, state_body("fresh", 0, 7, 0, 0))
     );
     assert_eq!(
         api.append("fresh", 6, &["x"]).await,

@@ -6,5 +6,6 @@ mod bad_input;
 mod binary_batch;
 mod fencing;
 mod fuzz_corpus;
+mod lifecycle;
 mod openapi_routes;
 mod reads;

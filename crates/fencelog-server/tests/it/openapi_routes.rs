@@ -66,9 +66,11 @@ async fn document_matches_the_router() {
             documented += 1;
             let req = match method.as_str() {
                 "get" => http.get(&url),
-                "post" => http
-                    .post(&url)
-                    .json(&json!({ "fencing_token": 2, "records": [{ "body": "y" }] })),
+                "post" | "put" | "delete" => {
+                    let m = reqwest::Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+                    http.request(m, &url)
+                        .json(&json!({ "fencing_token": 2, "records": [{ "body": "y" }] }))
+                }
                 other => panic!("unexpected method {other} in the document"),
             };
             let (status, fallback) = is_fallback(req.send().await.unwrap()).await;

@@ -335,7 +335,7 @@ async fn state_and_paginated_listing() {
     for name in ["b.2", "a", "b.1", "b.3", "c"] {
         assert_eq!(api.fence(name, 1).await.0, 200);
     }
-    assert_eq!(api.state("b.1").await, (200, state_body("b.1", 0, 1, 0)));
+    assert_eq!(api.state("b.1").await, (200, state_body("b.1", 0, 1, 0, 0)));
 
     let names = |v: &Value| -> Vec<String> {
         v["streams"]
@@ -349,7 +349,7 @@ async fn state_and_paginated_listing() {
     assert_eq!(status, 200);
     assert_eq!(names(&page), ["b.1", "b.2"]);
     assert_eq!(page["next_start_after"], json!("b.2"));
-    assert_eq!(page["streams"][0], state_body("b.1", 0, 1, 0));
+    assert_eq!(page["streams"][0], state_body("b.1", 0, 1, 0, 0));
     let (_, page) = api
         .get("/v1/streams?prefix=b.&limit=2&start_after=b.2")
         .await;

@@ -1,0 +1,168 @@
+//! A stream's lifecycle: trim, seal, delete and its retention settings.
+//! Each is fenced like an append (the engine's rule decides), answers the
+//! stream's state once durable, and refuses bad input with a 400 that
+//! changes nothing.
+
+use crate::body::read_capped;
+use crate::error::{write_error, ApiError};
+use crate::params::{
+    required_seq, retention_from_json, stream_name, token_from_header, token_from_json,
+};
+use crate::state::AppState;
+use axum::body::Body;
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::Json;
+use fencelog_api::{header, StreamInfo};
+use fencelog_engine::StreamConfig;
+use serde_json::{Map, Value};
+
+/// The body as a JSON object whose keys are all in `known` (a typo is a
+/// 400, not a silently ignored setting).
+pub async fn json_object(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+    known: &[&str],
+) -> Result<Map<String, Value>, ApiError> {
+    let bytes = read_capped(headers, body, &state.limits).await?;
+    let value: Value = serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::bad_request(format!("malformed JSON: {e}")))?;
+    let Value::Object(obj) = value else {
+        return Err(ApiError::bad_request("the body must be a JSON object"));
+    };
+    if let Some(k) = obj.keys().find(|k| !known.contains(&k.as_str())) {
+        return Err(ApiError::bad_request(format!(
+            "unknown field {k:?}; known fields are {}",
+            known.join(", ")
+        )));
+    }
+    Ok(obj)
+}
+
+/// `POST /v1/streams/{stream}/trim` with `{"fencing_token": T,
+/// "trim_seq": N}`: records below `min(N, next_seq)` become unreadable;
+/// the trim point never moves back. Answers the stream's state.
+pub async fn trim(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Json<StreamInfo>, ApiError> {
+    let stream = stream_name(path)?;
+    let obj = json_object(&state, &headers, body, &["fencing_token", "trim_seq"]).await?;
+    let token = token_from_json(obj.get("fencing_token"))?;
+    let trim_seq = required_seq("trim_seq", obj.get("trim_seq"))?;
+    match state.engine.trim(&stream, token, trim_seq).await {
+        Ok(s) => Ok(Json(s.into())),
+        Err(e) => Err(write_error(&stream, e)),
+    }
+}
+
+/// `POST /v1/streams/{stream}/seal` with `{"fencing_token": T}`: no more
+/// appends, fences or trims, ever; reads keep working.
+pub async fn seal(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Json<StreamInfo>, ApiError> {
+    let stream = stream_name(path)?;
+    let obj = json_object(&state, &headers, body, &["fencing_token"]).await?;
+    let token = token_from_json(obj.get("fencing_token"))?;
+    match state.engine.seal(&stream, token).await {
+        Ok(s) => Ok(Json(s.into())),
+        Err(e) => Err(write_error(&stream, e)),
+    }
+}
+
+/// `DELETE /v1/streams/{stream}` with `{"fencing_token": T}` or the
+/// `Fencing-Token` header: the records become unreadable and their space
+/// is reclaimed; a tombstone keeps the token, so only a higher one can
+/// create the stream again. Answers the tombstone (`"deleted": true`).
+pub async fn delete(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Json<StreamInfo>, ApiError> {
+    let stream = stream_name(path)?;
+    let bytes = read_capped(&headers, body, &state.limits).await?;
+    let from_header = headers.contains_key(header::FENCING_TOKEN);
+    let token = match (bytes.is_empty(), from_header) {
+        (true, true) => token_from_header(&headers)?,
+        (true, false) => {
+            return Err(ApiError::bad_request(
+                "a delete needs {\"fencing_token\": T} or the Fencing-Token header",
+            ))
+        }
+        (false, true) => {
+            return Err(ApiError::bad_request(
+                "give the fencing token in the body or in the Fencing-Token header, not both",
+            ))
+        }
+        (false, false) => {
+            let value: Value = serde_json::from_slice(&bytes)
+                .map_err(|e| ApiError::bad_request(format!("malformed JSON: {e}")))?;
+            match value {
+                Value::Object(obj) if obj.keys().all(|k| k == "fencing_token") => {
+                    token_from_json(obj.get("fencing_token"))?
+                }
+                _ => {
+                    return Err(ApiError::bad_request(
+                        "the body must be {\"fencing_token\": T}",
+                    ))
+                }
+            }
+        }
+    };
+    match state.engine.delete(&stream, token).await {
+        Ok(s) => Ok(Json(s.into())),
+        Err(e) => Err(write_error(&stream, e)),
+    }
+}
+
+const CONFIG_FIELDS: [&str; 4] = [
+    "fencing_token",
+    "retention_age_s",
+    "retention_bytes",
+    "retention_respect_cursors",
+];
+
+/// `PUT /v1/streams/{stream}/config` with `{"retention_age_s"?,
+/// "retention_bytes"?, "retention_respect_cursors"?, "fencing_token"?}`:
+/// replaces the stream's retention settings durably (a setting left out,
+/// or `null`, is the server's default; `"unlimited"` has no limit). With a
+/// token the change is fenced.
+pub async fn config(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Json<StreamInfo>, ApiError> {
+    let stream = stream_name(path)?;
+    let obj = json_object(&state, &headers, body, &CONFIG_FIELDS).await?;
+    let token = match obj.get("fencing_token") {
+        None | Some(Value::Null) => None,
+        v => Some(token_from_json(v)?),
+    };
+    let respect_cursors = match obj.get("retention_respect_cursors") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "retention_respect_cursors must be true or false, got {other}"
+            )))
+        }
+    };
+    let config = StreamConfig {
+        retention_age_s: retention_from_json("retention_age_s", obj.get("retention_age_s"))?,
+        retention_bytes: retention_from_json("retention_bytes", obj.get("retention_bytes"))?,
+        respect_cursors,
+    };
+    match state.engine.set_config(&stream, token, config).await {
+        Ok(s) => Ok(Json(s.into())),
+        Err(e) => Err(write_error(&stream, e)),
+    }
+}
