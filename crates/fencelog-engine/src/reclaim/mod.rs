@@ -146,6 +146,20 @@ impl Signal {
         }
     }
 
+    /// Sleeps `d` or until stop; returns whether stopping.
+    fn sleep(&self, d: Duration) -> bool {
+        let s = locks::lock(&self.state);
+        let (s, _) = self
+            .cv
+            .wait_timeout_while(s, d, |s| !s.stop)
+            .unwrap_or_else(|e| e.into_inner());
+        s.stop
+    }
+
+    fn stopping(&self) -> bool {
+        locks::lock(&self.state).stop
+    }
+
     fn stopped(&self) {
         let mut s = locks::lock(&self.state);
         for w in s.waiters.drain(..) {
@@ -195,7 +209,7 @@ fn run(
             }
             return;
         };
-        let result = pass(&shared, &tx);
+        let result = pass(&shared, &tx, signal);
         if let Err(e) = &result {
             tracing::warn!(error = %e, "reclamation pass stopped");
         }
@@ -206,12 +220,24 @@ fn run(
     }
 }
 
-/// The writer's side of one request the reclaimer makes.
+/// The writer's side of one request the reclaimer makes, and the signal
+/// that says when to stop.
 pub(super) struct Writer<'a> {
     tx: &'a mpsc::Sender<Msg>,
+    signal: &'a Signal,
 }
 
 impl Writer<'_> {
+    /// Sleeps `d` (the copy rate limit), or less if the engine is stopping.
+    fn sleep(&self, d: Duration) {
+        self.signal.sleep(d);
+    }
+
+    /// The engine is stopping: finish the step, start no more.
+    fn stopping(&self) -> bool {
+        self.signal.stopping()
+    }
+
     /// Sends `op` for `stream` and waits for the writer's answer.
     fn request<T>(
         &self,
@@ -236,11 +262,15 @@ fn failed(shared: &Shared, f: StorageFailure) -> WriteError {
 }
 
 /// One pass (see the module comment).
-fn pass(shared: &Shared, tx: &mpsc::Sender<Msg>) -> Result<ReclaimReport, WriteError> {
+fn pass(
+    shared: &Shared,
+    tx: &mpsc::Sender<Msg>,
+    signal: &Signal,
+) -> Result<ReclaimReport, WriteError> {
     if let Some(f) = shared.poisoned.get() {
         return Err(WriteError::Poisoned(f.clone()));
     }
-    let writer = Writer { tx };
+    let writer = Writer { tx, signal };
     let mut report = ReclaimReport::default();
     retention::run(shared, &writer, &mut report)?;
     let live = live::walk(shared);

@@ -367,3 +367,67 @@ async fn reclaimed_segments_take_no_fence_with_them() {
     assert_eq!(h, vec![FenceBy::Append, FenceBy::Delete]);
     e.shutdown().await;
 }
+
+/// A slow stream's one record pins an old segment among dead ones:
+/// compaction copies it forward (the same seq, token, timestamp and bytes),
+/// the segment goes, and after a restart the record is read from its copy
+/// and its stale owner is still refused.
+#[tokio::test]
+async fn compaction_carries_a_slow_streams_record_forward() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = small(4096);
+    let body = "f".repeat(300);
+    let slow_ts;
+    {
+        let e = Engine::open_with(dir.path(), cfg.clone()).unwrap();
+        e.fence("slow", 3).await.unwrap();
+        slow_ts = e
+            .append("slow", 3, recs(&["the only record"]), None)
+            .await
+            .unwrap()
+            .timestamp_ms;
+        for i in 0..60 {
+            e.append("fast", 1, recs(&[&format!("{i}{body}")]), None)
+                .await
+                .unwrap();
+        }
+        e.trim("fast", 1, 58).await.unwrap();
+        let before = seg_files(dir.path());
+        let r = e.reclaim().await.unwrap();
+        assert!(r.compacted >= 1 && r.frames_copied >= 1, "{r:?}");
+        assert_eq!(r.dead_on_arrival, 0);
+        assert_eq!(r.corrupt_frames, 0);
+        let after = seg_files(dir.path());
+        assert!(after.len() + 2 < before.len(), "{before:?} -> {after:?}");
+        assert!(
+            !after.contains(&before[0]),
+            "the slow record's first segment is still there"
+        );
+        let got = e.read("slow", 0, 10, 1 << 20).unwrap();
+        assert_eq!(
+            (
+                bodies(&got),
+                got.records[0].timestamp_ms,
+                got.records[0].fencing_token
+            ),
+            (recs(&["the only record"]), slow_ts, 3)
+        );
+        assert!(e.metrics().compaction_bytes_copied.get() > 0);
+        e.shutdown().await;
+    }
+    let e = Engine::open_with(dir.path(), cfg).unwrap();
+    let got = e.read("slow", 0, 10, 1 << 20).unwrap();
+    assert_eq!(
+        (bodies(&got), got.records[0].timestamp_ms),
+        (recs(&["the only record"]), slow_ts)
+    );
+    assert_eq!(
+        e.append("slow", 2, recs(&["stale"]), None).await,
+        Err(stale(2, 3, 1))
+    );
+    assert_eq!(state(&e, "fast").first_seq, 58);
+    // A second pass finds nothing more to do.
+    let r = e.reclaim().await.unwrap();
+    assert_eq!((r.compacted, r.deleted.len()), (0, 0), "{r:?}");
+    e.shutdown().await;
+}
