@@ -447,7 +447,7 @@ export class TailState {
     return this.position;
   }
 
-  /** Answers worth reconnecting after: the server is up but not taking writes. */
+  /** Answers worth reconnecting after: 503 and 507 say the server is alive but refusing for now. */
   static retryable(err: unknown): boolean {
     return err instanceof UnavailableError || err instanceof InsufficientStorageError;
   }

@@ -380,8 +380,9 @@ class TailState:
 
     @staticmethod
     def retryable(err: FencelogError) -> bool:
-        """Answers worth reconnecting after: the server is up but not taking
-        writes, which does not stop reads for long. Everything else (no such
-        stream, past the tail, corrupt data) reconnecting cannot fix."""
+        """Answers worth reconnecting after: 503 and 507 say the server is
+        alive but refusing for now (shutting down, or waiting for an
+        operator), so a later connection may succeed. Everything else (no
+        such stream, past the tail, corrupt data) reconnecting cannot fix."""
         return isinstance(err, (Unavailable, InsufficientStorage))
 
