@@ -1,8 +1,6 @@
 //! Replays the checked-in corpus of the HTTP decoders' fuzz target
 //! (fuzz/corpus/http_append_body) through the body the fuzzer runs.
 
-use std::path::Path;
-
 fn replay(target: &str, run: fn(&[u8])) {
     let n = fencelog_engine::fuzz::replay_corpus(target, run);
     eprintln!("{target}: {n} corpus inputs replayed");
