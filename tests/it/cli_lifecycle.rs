@@ -1,7 +1,7 @@
 //! `fencelog trim`, `seal`, `delete` and `config` against the real server:
 //! what they print and how they exit (0, 3 stale, 4 rejected, 2 usage).
 
-use crate::support::{Server, BIN};
+use crate::support::{serve, BIN};
 use serde_json::{json, Value};
 use std::process::{Command, Output, Stdio};
 
@@ -22,8 +22,8 @@ fn json_of(bytes: &[u8]) -> Value {
 #[test]
 fn trim_seal_delete_and_config_from_the_command_line() {
     let tmp = tempfile::tempdir().unwrap();
-    let server = Server::start(&tmp.path().join("data"), "127.0.0.1:0", &[]);
-    let url = server.url.as_str();
+    let server = serve().data_dir(tmp.path().join("data")).start();
+    let url = server.url();
     for i in 0..3 {
         assert!(run(url, &["append", "s", "--token", "2", &format!("r{i}")])
             .status
