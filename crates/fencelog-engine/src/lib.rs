@@ -66,6 +66,6 @@ pub use name::{validate_stream_name, NameError};
 pub use reader::{ReadBatch, Record};
 pub use reclaim::ReclaimReport;
 pub use recovery::{RecoveryReport, Truncation};
-pub use storage::{DirStorage, Storage, StorageFile};
+pub use storage::{DirStorage, Storage, StorageFile, LOCK_FILE_NAME};
 pub use stream::StreamState;
-pub use writer::Ack;
+pub use writer::{Ack, Applied, ReplicatedOp};

@@ -4,9 +4,9 @@
 //! from published (durable) state ([`reads`]).
 
 mod reads;
+mod replicated;
 mod writes;
 
-use crate::codec::checkpoint::AppliedState;
 use crate::config::Config;
 use crate::error::{OpenError, StorageFailure, WriteError};
 use crate::locks;
@@ -24,8 +24,6 @@ struct Inner {
     shared: Arc<Shared>,
     tx: mpsc::Sender<Msg>,
     report: RecoveryReport,
-    /// The last Applied marker recovery found (issue 14).
-    applied: Option<AppliedState>,
 }
 
 impl Drop for Inner {
@@ -83,19 +81,14 @@ impl Engine {
         let recovered = recovery::recover(&*storage, &config)?;
         let (tx, rx) = mpsc::channel(config.queue_depth_max);
         let (next_group_id, active_len) = (recovered.next_group_id, recovered.active_len);
-        let (report, applied) = (recovered.report.clone(), recovered.applied.clone());
+        let report = recovered.report.clone();
         let shared = Arc::new(Shared::new(Start::recovered(config, storage, recovered)));
         writer::spawn(shared.clone(), rx, next_group_id, active_len)
             .map_err(|e| OpenError::io("starting the writer thread", e))?;
         crate::reclaim::spawn(&shared, &tx)
             .map_err(|e| OpenError::io("starting the reclaimer thread", e))?;
         Ok(Engine {
-            inner: Arc::new(Inner {
-                shared,
-                tx,
-                report,
-                applied,
-            }),
+            inner: Arc::new(Inner { shared, tx, report }),
         })
     }
 
@@ -106,13 +99,6 @@ impl Engine {
     /// What recovery found and did when this log was opened.
     pub fn recovery_report(&self) -> &RecoveryReport {
         &self.inner.report
-    }
-
-    /// The applied Raft position (LogId and last membership) the log holds,
-    /// from its last Applied marker or its checkpoint (issue 14; a local
-    /// engine has none).
-    pub fn applied(&self) -> Option<&AppliedState> {
-        self.inner.applied.as_ref()
     }
 
     /// Bytes of the data directory's files, as the disk budget counts them

@@ -15,14 +15,15 @@
 //! engine; the thread keeps running and answers every later request with
 //! [`WriteError::Poisoned`] until the engine is dropped.
 
+mod apply;
 mod collect;
 mod persist;
 mod plan;
 mod protocol;
 mod publish;
 
-pub use protocol::Ack;
-pub(crate) use protocol::{Msg, Op, Relocation, Reply, Request};
+pub use protocol::{Ack, Applied, ReplicatedOp};
+pub(crate) use protocol::{ApplyEntry, Msg, Op, Relocation, Reply, Request};
 
 use crate::error::{StorageFailure, WriteError};
 use crate::locks;
@@ -265,6 +266,7 @@ impl Writer {
             streams,
             frames,
             counts,
+            applied,
         } = plan::plan(
             &mut self.requests,
             &mut self.answers,
@@ -289,7 +291,7 @@ impl Writer {
         let group_id = self.next_group_id;
         self.next_group_id += 1;
         shared.set_active_allocated(self.tail.allocated_len());
-        let touched = publish::publish(shared, streams, &frames, placed, group_id);
+        let touched = publish::publish(shared, streams, &frames, placed, group_id, applied);
         publish::count_committed(&shared.metrics, &counts, self.buf.len());
         if counts.trims + counts.deletes + counts.retention_trims + counts.relocated > 0 {
             shared.nudge_reclaimer();

@@ -12,7 +12,7 @@
 //! before it in the group (or published before the group) killed it.
 
 use super::protocol::{refusal_error, Ack, Answer, Op, Relocated, Relocation, Request};
-use crate::codec::checkpoint::{FenceBy, FenceEvent};
+use crate::codec::checkpoint::{AppliedState, FenceBy, FenceEvent};
 use crate::codec::{
     encode_frame, encode_frame_with, encode_relocated, set_last_in_group, FrameKind, FrameSpec,
     PayloadSpec, StreamConfig, FLAG_RETENTION,
@@ -166,6 +166,9 @@ pub(super) struct Plan<H> {
     /// In log order.
     pub frames: Vec<PlannedFrame>,
     pub counts: Counts,
+    /// The last Applied marker the group writes (issue 14), as planned:
+    /// `membership` empty when unchanged.
+    pub applied: Option<AppliedState>,
 }
 
 /// The group's fixed inputs.
@@ -189,15 +192,15 @@ pub(super) struct Budget {
 }
 
 /// Where frames go while planning.
-struct Out<'a> {
-    buf: &'a mut Vec<u8>,
-    frames: &'a mut Vec<PlannedFrame>,
-    counts: &'a mut Counts,
-    ctx: Context,
+pub(super) struct Out<'a> {
+    pub(super) buf: &'a mut Vec<u8>,
+    pub(super) frames: &'a mut Vec<PlannedFrame>,
+    pub(super) counts: &'a mut Counts,
+    pub(super) ctx: Context,
 }
 
 impl Out<'_> {
-    fn spec<'n>(
+    pub(super) fn spec<'n>(
         &self,
         kind: FrameKind,
         flags: u8,
@@ -217,7 +220,7 @@ impl Out<'_> {
         }
     }
 
-    fn push(&mut self, stream: &str, offset_in_buf: usize, index: IndexChange) {
+    pub(super) fn push(&mut self, stream: &str, offset_in_buf: usize, index: IndexChange) {
         self.frames.push(PlannedFrame {
             stream: stream.into(),
             offset_in_buf,
@@ -251,6 +254,7 @@ pub(super) fn plan<H>(
     let mut streams: HashMap<Box<str>, Pending<H>> = HashMap::new();
     let mut frames = Vec::new();
     let mut counts = Counts::default();
+    let mut applied = None;
     let mut out = Out {
         buf,
         frames: &mut frames,
@@ -263,6 +267,11 @@ pub(super) fn plan<H>(
                 reply,
                 Ok(plan_relocate(&mut out, &mut streams, lookup, frames)),
             ),
+            Op::Apply { entry, reply } => {
+                let results = super::apply::plan_apply(&mut out, &mut streams, lookup, &entry);
+                applied = Some(entry.mark);
+                Answer::Applied(reply, Ok(results))
+            }
             op => {
                 let p = pending(&mut streams, lookup, &req.stream);
                 plan_one(&mut out, p, &req.stream, op)
@@ -277,10 +286,11 @@ pub(super) fn plan<H>(
         streams,
         frames,
         counts,
+        applied,
     }
 }
 
-fn pending<'s, H>(
+pub(super) fn pending<'s, H>(
     streams: &'s mut HashMap<Box<str>, Pending<H>>,
     lookup: &mut impl Lookup<H>,
     name: &str,
@@ -293,7 +303,7 @@ fn pending<'s, H>(
 }
 
 /// One request for one stream.
-fn plan_one<H>(out: &mut Out<'_>, p: &mut Pending<H>, stream: &str, op: Op) -> Answer {
+pub(super) fn plan_one<H>(out: &mut Out<'_>, p: &mut Pending<H>, stream: &str, op: Op) -> Answer {
     let state_answer = |out: &mut Out<'_>, p: &Pending<H>, r: Result<(), Refusal>| {
         r.map(|()| p.state(stream, &out.ctx.defaults)).map_err(|r| {
             out.count_refusal(&r);
@@ -350,6 +360,7 @@ fn plan_one<H>(out: &mut Out<'_>, p: &mut Pending<H>, stream: &str, op: Op) -> A
             Answer::Unit(reply, Ok(()))
         }
         Op::Relocate { .. } => unreachable!("planned by plan_relocate"),
+        Op::Apply { .. } => unreachable!("planned by plan_apply"),
     }
 }
 

@@ -1,7 +1,8 @@
 //! What the engine handle (and the reclaimer) send the writer, and how the
 //! writer answers.
 
-use crate::codec::{frame_len, StreamConfig, FRAME_HEADER_BYTES};
+use crate::codec::checkpoint::AppliedState;
+use crate::codec::{frame_len, StreamConfig, APPLIED_FIXED_BYTES, FRAME_HEADER_BYTES};
 use crate::error::WriteError;
 use crate::fence::Refusal;
 use crate::stream::StreamState;
@@ -78,6 +79,74 @@ pub(crate) enum Op {
         frames: Vec<Relocation>,
         reply: Reply<Relocated>,
     },
+    /// One committed Raft entry of a shard engine (issue 14): its ops, in
+    /// order, at the leader's timestamp, then its Applied marker, all in
+    /// the same group.
+    Apply {
+        entry: ApplyEntry,
+        reply: Reply<Vec<Result<Applied, WriteError>>>,
+    },
+}
+
+/// A committed Raft entry as the writer applies it.
+pub(crate) struct ApplyEntry {
+    /// The leader's clock when it proposed; apply never reads a clock.
+    pub ts_ms: u64,
+    pub ops: Vec<ReplicatedOp>,
+    /// The entry's LogId; `membership` empty when unchanged.
+    pub mark: AppliedState,
+}
+
+/// One operation of a replicated entry. The leader validated it before
+/// proposing; apply re-checks only the format's own caps (the same on
+/// every node) and the fencing rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReplicatedOp {
+    /// An append, like [`crate::Engine::append`].
+    Append {
+        /// The stream.
+        stream: String,
+        /// The writer's fencing token.
+        token: u64,
+        /// The records, 1..=4096.
+        records: Vec<Bytes>,
+        /// The seq the batch must start at, if given.
+        match_seq_num: Option<u64>,
+    },
+    /// A fence, like [`crate::Engine::fence`].
+    Fence {
+        /// The stream.
+        stream: String,
+        /// The new token.
+        token: u64,
+    },
+}
+
+impl ReplicatedOp {
+    /// The stream the op changes.
+    pub fn stream(&self) -> &str {
+        match self {
+            ReplicatedOp::Append { stream, .. } | ReplicatedOp::Fence { stream, .. } => stream,
+        }
+    }
+
+    fn encoded_len(&self) -> usize {
+        match self {
+            ReplicatedOp::Append {
+                stream, records, ..
+            } => frame_len(stream, records),
+            ReplicatedOp::Fence { stream, .. } => FRAME_HEADER_BYTES + stream.len(),
+        }
+    }
+}
+
+/// What an applied op did: an append's ack or a state change's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Applied {
+    /// An accepted append.
+    Appended(Ack),
+    /// An accepted fence: the stream's state after it.
+    State(StreamState),
 }
 
 /// One records frame compaction wants copied forward.
@@ -110,6 +179,15 @@ impl Request {
             Op::Append { records, .. } => frame_len(&self.stream, records),
             Op::Relocate { frames, .. } => frames.iter().map(|f| f.bytes.len()).sum(),
             Op::Config { .. } => FRAME_HEADER_BYTES + self.stream.len() + 24,
+            Op::Apply { entry, .. } => {
+                let marker = FRAME_HEADER_BYTES + APPLIED_FIXED_BYTES + entry.mark.membership.len();
+                entry
+                    .ops
+                    .iter()
+                    .map(ReplicatedOp::encoded_len)
+                    .sum::<usize>()
+                    + marker
+            }
             _ => FRAME_HEADER_BYTES + self.stream.len(),
         }
     }
@@ -126,6 +204,7 @@ impl Request {
             | Op::Config { reply, .. } => drop(reply.send(Err(err))),
             Op::Retain { reply, .. } => drop(reply.send(Err(err))),
             Op::Relocate { reply, .. } => drop(reply.send(Err(err))),
+            Op::Apply { reply, .. } => drop(reply.send(Err(err))),
         }
     }
 }
@@ -138,6 +217,10 @@ pub(super) enum Answer {
     State(Reply<StreamState>, Result<StreamState, WriteError>),
     Unit(Reply<()>, Result<(), WriteError>),
     Relocated(Reply<Relocated>, Result<Relocated, WriteError>),
+    Applied(
+        Reply<Vec<Result<Applied, WriteError>>>,
+        Result<Vec<Result<Applied, WriteError>>, WriteError>,
+    ),
 }
 
 impl Answer {
@@ -149,6 +232,7 @@ impl Answer {
             Answer::State(tx, r) => drop(tx.send(r)),
             Answer::Unit(tx, r) => drop(tx.send(r)),
             Answer::Relocated(tx, r) => drop(tx.send(r)),
+            Answer::Applied(tx, r) => drop(tx.send(r)),
         }
     }
 
@@ -159,6 +243,7 @@ impl Answer {
             Answer::State(tx, _) => drop(tx.send(Err(err))),
             Answer::Unit(tx, _) => drop(tx.send(Err(err))),
             Answer::Relocated(tx, _) => drop(tx.send(Err(err))),
+            Answer::Applied(tx, _) => drop(tx.send(Err(err))),
         }
     }
 }

@@ -6,6 +6,7 @@
 use super::persist::Placed;
 use super::plan::{Counts, IndexChange, Pending, PlannedFrame};
 use super::protocol::{Answer, Request};
+use crate::codec::checkpoint::AppliedState;
 use crate::error::{StorageFailure, WriteError};
 use crate::locks;
 use crate::metrics::Metrics;
@@ -34,12 +35,14 @@ pub(super) fn publish(
     frames: &[PlannedFrame],
     (segment, base): Placed,
     group_id: u64,
+    applied: Option<AppliedState>,
 ) -> Vec<Box<str>> {
     // Streams in the order of their first frame, so publishing follows
     // the log (and a panic midway leaves a prefix of it published).
     let mut order: Vec<(&str, Vec<&PlannedFrame>)> = Vec::new();
     let mut at: HashMap<&str, usize> = HashMap::new();
-    for f in frames {
+    // An Applied marker names no stream.
+    for f in frames.iter().filter(|f| !f.stream.is_empty()) {
         let i = *at.entry(&f.stream).or_insert_with(|| {
             order.push((&f.stream, Vec::new()));
             order.len() - 1
@@ -80,8 +83,30 @@ pub(super) fn publish(
         drop(inner);
         touched.push(name.into());
     }
+    if let Some(a) = applied {
+        publish_applied(shared, a);
+    }
     shared.published_group.store(group_id, Ordering::Release);
     touched
+}
+
+/// The shard engine's applied position moves to the group's last marker,
+/// before the group counts as published: a checkpoint covering the group
+/// then carries a position at least this new (issue 14).
+fn publish_applied(shared: &Shared, mut a: AppliedState) {
+    let mut applied = locks::lock(&shared.applied);
+    if let Some(prev) = applied.as_ref() {
+        assert!(
+            a.index > prev.index,
+            "applied {} after {}",
+            a.index,
+            prev.index
+        );
+        if a.membership.is_empty() {
+            a.membership = prev.membership.clone();
+        }
+    }
+    *applied = Some(a);
 }
 
 fn apply_index(inner: &mut Inner, f: &PlannedFrame, segment: u64, base: u64) {

@@ -21,6 +21,7 @@ mod mutations;
 mod poison;
 mod protocol_sim;
 mod recovery;
+mod replicated;
 mod restart;
 #[cfg(feature = "mutations")]
 mod writer_panic;

@@ -1,0 +1,54 @@
+//! The shard engine of a cluster node (issue 14): committed Raft entries
+//! applied through the writer and the fencing rule, each with its Applied
+//! marker in the same group, and the applied position they leave.
+//!
+//! The engine stays in its local durability mode: every group, marker
+//! included, is synced before its answer, so the applied position a
+//! restart recovers is exactly the last entry whose effects it recovers —
+//! never one applied twice, never one skipped.
+
+use super::Engine;
+use crate::codec::checkpoint::AppliedState;
+use crate::error::WriteError;
+use crate::locks;
+use crate::writer::{Applied, ApplyEntry, Op, ReplicatedOp, Request};
+use tokio::sync::oneshot;
+
+impl Engine {
+    /// Applies one committed Raft entry: `ops` in order against pending
+    /// state at timestamp `ts_ms` (the leader's, clamped per stream so it
+    /// never decreases), then the marker `at` (`membership` empty when
+    /// unchanged), all in one durable group. Answers one result per op —
+    /// a refusal is a result, decided the same on every replica. `Err` is
+    /// the engine's own failure (poisoned, stopped): nothing is known
+    /// applied.
+    pub async fn apply_batch(
+        &self,
+        at: AppliedState,
+        ts_ms: u64,
+        ops: Vec<ReplicatedOp>,
+    ) -> Result<Vec<Result<Applied, WriteError>>, WriteError> {
+        if let Some(f) = self.shared().poisoned.get() {
+            return Err(WriteError::Poisoned(f.clone()));
+        }
+        let (reply, rx) = oneshot::channel();
+        let entry = ApplyEntry {
+            ts_ms,
+            ops,
+            mark: at,
+        };
+        self.submit(Request {
+            stream: "".into(),
+            op: Op::Apply { entry, reply },
+        })
+        .await?;
+        rx.await.map_err(|_| WriteError::ShuttingDown)?
+    }
+
+    /// The applied Raft position (LogId and last membership) this log
+    /// holds now: its last durable Applied marker, or its checkpoint's
+    /// (issue 14; a local engine has none).
+    pub fn applied(&self) -> Option<AppliedState> {
+        locks::lock(&self.shared().applied).clone()
+    }
+}

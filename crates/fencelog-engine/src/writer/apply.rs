@@ -1,0 +1,98 @@
+//! Planning a committed Raft entry of a shard engine (issue 14), pure like
+//! the rest of [`super::plan`]: each op goes through the same fencing rule
+//! and frame encoding as a local request, in order against pending state,
+//! at the leader's timestamp (never the clock), with no disk-budget
+//! refusal (the leader enforces local limits before proposing); then the
+//! entry's Applied marker follows in the same group, so a restart sees the
+//! entry's effects exactly when it sees its LogId.
+
+use super::plan::{pending, plan_one, IndexChange, Lookup, Out, Pending};
+use super::protocol::{Answer, Applied, ApplyEntry, Op, ReplicatedOp};
+use crate::codec::{encode_frame_with, AppliedMark, FrameKind, PayloadSpec, FRAME_RECORDS_MAX};
+use crate::error::WriteError;
+use crate::name::validate_stream_name;
+use std::collections::HashMap;
+use tokio::sync::oneshot;
+
+/// Plans `entry`'s ops and its marker; answers one result per op.
+pub(super) fn plan_apply<H>(
+    out: &mut Out<'_>,
+    streams: &mut HashMap<Box<str>, Pending<H>>,
+    lookup: &mut impl Lookup<H>,
+    entry: &ApplyEntry,
+) -> Vec<Result<Applied, WriteError>> {
+    let (now_ms, budget) = (out.ctx.now_ms, out.ctx.budget.take());
+    out.ctx.now_ms = entry.ts_ms;
+    let results = entry
+        .ops
+        .iter()
+        .map(|op| {
+            check_format(op)?;
+            let p = pending(streams, lookup, op.stream());
+            outcome(plan_one(out, p, op.stream(), to_op(op)))
+        })
+        .collect();
+    (out.ctx.now_ms, out.ctx.budget) = (now_ms, budget);
+    let m = &entry.mark;
+    let spec = out.spec(FrameKind::Applied, 0, "", 0, 0, 0);
+    let mark = AppliedMark {
+        term: m.term,
+        node_id: m.node_id,
+        index: m.index,
+        membership: &m.membership,
+    };
+    let at = encode_frame_with(out.buf, &spec, &PayloadSpec::Applied(mark));
+    out.push("", at, IndexChange::None);
+    results
+}
+
+/// The checks whose failure would otherwise be an encoder assertion: the
+/// format's caps, identical on every node, so refusing is deterministic.
+fn check_format(op: &ReplicatedOp) -> Result<(), WriteError> {
+    validate_stream_name(op.stream()).map_err(WriteError::InvalidStreamName)?;
+    if let ReplicatedOp::Append { records, .. } = op {
+        if records.is_empty() {
+            return Err(WriteError::EmptyBatch);
+        }
+        if records.len() > FRAME_RECORDS_MAX {
+            return Err(WriteError::TooLarge {
+                what: "records in the batch",
+                limit: FRAME_RECORDS_MAX as u64,
+                actual: records.len() as u64,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The local request an op plans as; its reply channel is never read (the
+/// planned answer is taken out of the [`Answer`] instead).
+fn to_op(op: &ReplicatedOp) -> Op {
+    match op {
+        ReplicatedOp::Append {
+            token,
+            records,
+            match_seq_num,
+            ..
+        } => Op::Append {
+            token: *token,
+            records: records.clone(),
+            match_seq_num: *match_seq_num,
+            reply: oneshot::channel().0,
+        },
+        ReplicatedOp::Fence { token, .. } => Op::Fence {
+            token: *token,
+            reply: oneshot::channel().0,
+        },
+    }
+}
+
+fn outcome(a: Answer) -> Result<Applied, WriteError> {
+    match a {
+        Answer::Append(_, r) => r.map(Applied::Appended),
+        Answer::State(_, r) => r.map(Applied::State),
+        Answer::Unit(..) | Answer::Relocated(..) | Answer::Applied(..) => {
+            unreachable!("an applied op answers an ack or a state")
+        }
+    }
+}
