@@ -1,0 +1,18 @@
+//! fencelog replicated (issue 14): streams map to S shards (FNV-1a of the
+//! name mod S); each shard is one openraft group over all nodes, whose
+//! state machine is a fencelog engine that runs the fencing rule in apply.
+//! One Raft WAL per node, shared by all its groups, group-commits their
+//! appends and votes. See ARCHITECTURE.md, "Cluster".
+
+#![warn(missing_docs)]
+
+pub mod log_store;
+pub mod network;
+pub mod node;
+pub mod proposer;
+pub mod router;
+pub mod shard;
+pub mod shard_dir;
+pub mod state_machine;
+pub mod types;
+pub mod wal;

@@ -1,0 +1,217 @@
+//! Raft RPCs between nodes. Every message is bytes on the wire — one
+//! version byte, then postcard — whether it crosses HTTP
+//! (`POST /_cluster/raft/{shard}/{kind}`) or the in-process router the
+//! tests use, so both exercise the same encoding. A [`Transport`] moves
+//! bytes to a peer; [`crate::node::Node::handle_rpc`] answers them.
+
+use crate::types::{NodeId, ShardId, ShardSnapshot, Snapshot, SnapshotMeta, TypeConfig, Vote};
+use openraft::error::{
+    Fatal, NetworkError, RPCError, RaftError, RemoteError, ReplicationClosed, StreamingError,
+    Unreachable,
+};
+use openraft::network::RPCOption;
+use openraft::raft::{
+    AppendEntriesRequest, AppendEntriesResponse, SnapshotResponse, VoteRequest, VoteResponse,
+};
+use openraft::{BasicNode, OptionalSend, RaftNetwork, RaftNetworkFactory};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+/// The wire format's version byte.
+pub const WIRE_VERSION: u8 = 1;
+
+/// What a peer RPC is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RpcKind {
+    /// AppendEntries.
+    Append,
+    /// RequestVote.
+    Vote,
+    /// A whole snapshot.
+    Snapshot,
+    /// A follower's write for the shard leader.
+    Forward,
+    /// A follower's read-index request.
+    ReadIndex,
+}
+
+impl RpcKind {
+    /// The path segment.
+    pub fn name(self) -> &'static str {
+        match self {
+            RpcKind::Append => "append",
+            RpcKind::Vote => "vote",
+            RpcKind::Snapshot => "snapshot",
+            RpcKind::Forward => "forward",
+            RpcKind::ReadIndex => "read_index",
+        }
+    }
+
+    /// The kind a path segment names.
+    pub fn parse(s: &str) -> Option<RpcKind> {
+        [
+            RpcKind::Append,
+            RpcKind::Vote,
+            RpcKind::Snapshot,
+            RpcKind::Forward,
+            RpcKind::ReadIndex,
+        ]
+        .into_iter()
+        .find(|k| k.name() == s)
+    }
+}
+
+/// Why bytes did not come back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TransportError {
+    /// Nothing was sent (connection refused, partitioned, node down).
+    Unreachable(String),
+    /// Sent, but no (valid) answer: the peer may have acted on it.
+    Lost(String),
+}
+
+impl std::fmt::Display for TransportError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TransportError::Unreachable(m) => write!(f, "unreachable: {m}"),
+            TransportError::Lost(m) => write!(f, "no answer: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for TransportError {}
+
+/// A boxed future of a transport answer.
+pub type RpcFuture = Pin<Box<dyn Future<Output = Result<Vec<u8>, TransportError>> + Send>>;
+
+/// Moves one RPC's bytes to `target` and its answer back.
+pub trait Transport: Send + Sync + 'static {
+    /// Sends `body` for `(shard, kind)` to node `target` at `addr`.
+    fn call(
+        &self,
+        target: NodeId,
+        addr: &str,
+        shard: ShardId,
+        kind: RpcKind,
+        body: Vec<u8>,
+        timeout: std::time::Duration,
+    ) -> RpcFuture;
+}
+
+/// Encodes a message with the version byte.
+pub fn encode<T: Serialize>(t: &T) -> Vec<u8> {
+    let out = vec![WIRE_VERSION];
+    postcard::to_extend(t, out).expect("RPC messages always encode")
+}
+
+/// Decodes a message, checking the version byte.
+pub fn decode<T: DeserializeOwned>(b: &[u8]) -> Result<T, String> {
+    match b.split_first() {
+        Some((&WIRE_VERSION, rest)) => postcard::from_bytes(rest).map_err(|e| e.to_string()),
+        Some((v, _)) => Err(format!("wire version {v}, expected {WIRE_VERSION}")),
+        None => Err("an empty message".into()),
+    }
+}
+
+/// openraft's network factory for one (node, shard).
+pub struct NetFactory {
+    /// The transport shared by all shards of the node.
+    pub transport: Arc<dyn Transport>,
+    /// The shard (openraft 0.9 has no group id of its own).
+    pub shard: ShardId,
+}
+
+/// A connection handle to one peer for one shard.
+pub struct Conn {
+    transport: Arc<dyn Transport>,
+    target: NodeId,
+    addr: String,
+    shard: ShardId,
+}
+
+impl RaftNetworkFactory<TypeConfig> for NetFactory {
+    type Network = Conn;
+
+    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> Self::Network {
+        Conn {
+            transport: self.transport.clone(),
+            target,
+            addr: node.addr.clone(),
+            shard: self.shard,
+        }
+    }
+}
+
+type RpcErr<E = openraft::error::Infallible> = RPCError<NodeId, BasicNode, RaftError<NodeId, E>>;
+
+impl Conn {
+    async fn call<Req: Serialize, Resp: DeserializeOwned>(
+        &self,
+        kind: RpcKind,
+        req: &Req,
+        timeout: std::time::Duration,
+    ) -> Result<Resp, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+        let body = encode(req);
+        let fut = self
+            .transport
+            .call(self.target, &self.addr, self.shard, kind, body, timeout);
+        match fut.await {
+            Ok(bytes) => decode(&bytes).map_err(|e| RPCError::Network(NetworkError::new(&err(e)))),
+            Err(TransportError::Unreachable(m)) => {
+                Err(RPCError::Unreachable(Unreachable::new(&err(m))))
+            }
+            Err(TransportError::Lost(m)) => Err(RPCError::Network(NetworkError::new(&err(m)))),
+        }
+    }
+}
+
+fn err(m: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::other(m.to_string())
+}
+
+impl RaftNetwork<TypeConfig> for Conn {
+    async fn append_entries(
+        &mut self,
+        rpc: AppendEntriesRequest<TypeConfig>,
+        option: RPCOption,
+    ) -> Result<AppendEntriesResponse<NodeId>, RpcErr> {
+        let r: Result<AppendEntriesResponse<NodeId>, RaftError<NodeId>> =
+            self.call(RpcKind::Append, &rpc, option.hard_ttl()).await?;
+        r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+    }
+
+    async fn vote(
+        &mut self,
+        rpc: VoteRequest<NodeId>,
+        option: RPCOption,
+    ) -> Result<VoteResponse<NodeId>, RpcErr> {
+        let r: Result<VoteResponse<NodeId>, RaftError<NodeId>> =
+            self.call(RpcKind::Vote, &rpc, option.hard_ttl()).await?;
+        r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
+    }
+
+    async fn full_snapshot(
+        &mut self,
+        vote: Vote,
+        snapshot: Snapshot,
+        _cancel: impl Future<Output = ReplicationClosed> + OptionalSend + 'static,
+        option: RPCOption,
+    ) -> Result<SnapshotResponse<NodeId>, StreamingError<TypeConfig, Fatal<NodeId>>> {
+        let req = (vote, snapshot.meta, *snapshot.snapshot);
+        let r: Result<SnapshotResponse<NodeId>, Fatal<NodeId>> = self
+            .call(RpcKind::Snapshot, &req, option.hard_ttl())
+            .await
+            .map_err(|e| match e {
+                RPCError::Unreachable(u) => StreamingError::Unreachable(u),
+                RPCError::Network(n) => StreamingError::Network(n),
+                other => StreamingError::Network(NetworkError::new(&err(other))),
+            })?;
+        r.map_err(|e| StreamingError::RemoteError(RemoteError::new(self.target, e)))
+    }
+}
+
+/// A snapshot as it crosses the wire.
+pub type SnapshotRpc = (Vote, SnapshotMeta, ShardSnapshot);

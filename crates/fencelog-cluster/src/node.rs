@@ -1,0 +1,376 @@
+//! A cluster node: S Raft groups (one per shard) over one WAL, each with
+//! its shard engine and proposer, and the write path every request takes:
+//! early rejection from applied state, propose on the leader, or forward
+//! to it.
+
+use crate::log_store::LogStore;
+use crate::network::{decode, encode, NetFactory, RpcKind, SnapshotRpc, Transport, TransportError};
+use crate::proposer::{leadership, Proposed, Proposer};
+use crate::shard::shard_of;
+use crate::state_machine::ShardSm;
+use crate::types::{ClusterOp, NodeId, OpResult, Raft, ShardId, Snapshot, TypeConfig};
+use crate::wal::Wal;
+use fencelog_engine::{DirStorage, Engine};
+use openraft::error::{InitializeError, RaftError};
+use openraft::raft::{AppendEntriesRequest, VoteRequest};
+use openraft::{BasicNode, SnapshotPolicy};
+use std::collections::BTreeMap;
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Raft timing and log retention.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    /// Leader heartbeat; in openraft 0.9 also the AppendEntries timeout.
+    pub heartbeat_ms: u64,
+    /// Election timeout range.
+    pub election_min_ms: u64,
+    /// Election timeout range.
+    pub election_max_ms: u64,
+    /// A snapshot every this many applied entries.
+    pub snapshot_logs: u64,
+    /// Entries kept behind a snapshot for lagging followers.
+    pub keep_logs: u64,
+}
+
+impl Timing {
+    /// Production defaults.
+    pub const DEFAULT: Timing = Timing {
+        heartbeat_ms: 100,
+        election_min_ms: 1000,
+        election_max_ms: 2000,
+        snapshot_logs: 20_000,
+        keep_logs: 1_000,
+    };
+    /// Tests: faster elections, still safe on two busy cores.
+    pub const TEST: Timing = Timing {
+        heartbeat_ms: 100,
+        election_min_ms: 500,
+        election_max_ms: 1000,
+        snapshot_logs: 20_000,
+        keep_logs: 1_000,
+    };
+
+    fn raft_config(&self) -> io::Result<openraft::Config> {
+        openraft::Config {
+            cluster_name: "fencelog".into(),
+            heartbeat_interval: self.heartbeat_ms,
+            election_timeout_min: self.election_min_ms,
+            election_timeout_max: self.election_max_ms,
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(self.snapshot_logs),
+            max_in_snapshot_log_to_keep: self.keep_logs,
+            purge_batch_size: 256,
+            ..Default::default()
+        }
+        .validate()
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e.to_string()))
+    }
+}
+
+/// How to start a node.
+#[derive(Debug, Clone)]
+pub struct NodeOptions {
+    /// This node.
+    pub id: NodeId,
+    /// Every initial member and its address (`host:port`).
+    pub members: BTreeMap<NodeId, String>,
+    /// Shards (fixed at cluster creation).
+    pub shards: u32,
+    /// The node's data directory.
+    pub data_dir: PathBuf,
+    /// Raft timing.
+    pub timing: Timing,
+    /// How long a proposal may take before its outcome is unknown.
+    pub write_timeout: Duration,
+}
+
+/// The outcome of a write at the node's door.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteOutcome {
+    /// Decided: applied (accepted or refused by the fencing rule), or
+    /// refused early from applied state.
+    Decided(OpResult),
+    /// Nothing was proposed (no leader, leader unreachable): 503
+    /// `unavailable`, safe to retry.
+    Unavailable(String),
+    /// Proposed, then lost sight of: 503 `outcome_unknown`.
+    Unknown(String),
+}
+
+struct Shard {
+    raft: Raft,
+    sm: ShardSm,
+    proposer: Proposer,
+}
+
+/// A running node.
+pub struct Node {
+    id: NodeId,
+    options: NodeOptions,
+    wal: Arc<Wal>,
+    shards: Vec<Shard>,
+    transport: Arc<dyn Transport>,
+}
+
+fn is_not_allowed(e: &RaftError<NodeId, InitializeError<NodeId, BasicNode>>) -> bool {
+    matches!(e, RaftError::APIError(InitializeError::NotAllowed(_)))
+}
+
+impl Node {
+    /// Opens the WAL and every shard, starts their Raft groups, and
+    /// initializes each group with `members` if it never was (the entry is
+    /// identical on every initial member, so any of them may do it).
+    pub async fn start(options: NodeOptions, transport: Arc<dyn Transport>) -> io::Result<Node> {
+        assert!(
+            options.members.contains_key(&options.id),
+            "a node is one of the members"
+        );
+        let config = Arc::new(options.timing.raft_config()?);
+        let wal = Wal::open(Arc::new(DirStorage::new(options.data_dir.join("raft"))?))?;
+        let nodes: BTreeMap<NodeId, BasicNode> = options
+            .members
+            .iter()
+            .map(|(id, addr)| (*id, BasicNode::new(addr)))
+            .collect();
+        let mut shards = Vec::new();
+        for k in 0..options.shards {
+            let root = options
+                .data_dir
+                .join("shards")
+                .join(format!("shard-{k:03}"));
+            let sm = ShardSm::open(&root)?;
+            let log = LogStore::new(wal.clone(), k);
+            let net = NetFactory {
+                transport: transport.clone(),
+                shard: k,
+            };
+            let raft = Raft::new(options.id, config.clone(), net, log, sm.clone())
+                .await
+                .map_err(|e| io::Error::other(e.to_string()))?;
+            if !raft.is_initialized().await.map_err(io::Error::other)? {
+                match raft.initialize(nodes.clone()).await {
+                    Err(e) if !is_not_allowed(&e) => return Err(io::Error::other(e.to_string())),
+                    _ => {}
+                }
+            }
+            let proposer = Proposer::spawn(raft.clone(), options.id, options.write_timeout);
+            shards.push(Shard { raft, sm, proposer });
+        }
+        Ok(Node {
+            id: options.id,
+            options,
+            wal,
+            shards,
+            transport,
+        })
+    }
+
+    /// This node's id.
+    pub fn id(&self) -> NodeId {
+        self.id
+    }
+
+    /// How many shards.
+    pub fn shard_count(&self) -> u32 {
+        self.options.shards
+    }
+
+    /// The shard of a stream.
+    pub fn shard_of(&self, stream: &str) -> ShardId {
+        shard_of(stream, self.options.shards)
+    }
+
+    /// Shard `k`'s Raft group.
+    pub fn raft(&self, k: ShardId) -> &Raft {
+        &self.shards[k as usize].raft
+    }
+
+    /// Shard `k`'s engine (its applied state).
+    pub fn engine(&self, k: ShardId) -> Engine {
+        self.shards[k as usize].sm.engine()
+    }
+
+    /// The node's WAL.
+    pub fn wal(&self) -> &Arc<Wal> {
+        &self.wal
+    }
+
+    /// Who leads shard `k`, as this node knows it.
+    pub fn leader_of(&self, k: ShardId) -> Option<NodeId> {
+        self.raft(k).metrics().borrow().current_leader
+    }
+
+    /// The address of a member, as shard `k`'s membership has it.
+    pub fn addr_of(&self, k: ShardId, node: NodeId) -> Option<String> {
+        let m = self.raft(k).metrics().borrow().membership_config.clone();
+        m.membership().get_node(&node).map(|n| n.addr.clone())
+    }
+
+    /// A refusal any replica may answer at once: its applied state already
+    /// holds a higher token (applied is committed, tokens never fall).
+    fn early_refusal(&self, k: ShardId, op: &ClusterOp) -> Option<OpResult> {
+        let token = match op {
+            ClusterOp::Append { token, .. } | ClusterOp::Fence { token, .. } => *token,
+        };
+        let s = self.engine(k).state(op.stream()).ok()?;
+        (token < s.highest_token && !s.sealed).then_some(OpResult::Stale {
+            presented: token,
+            highest: s.highest_token,
+            next_seq: s.next_seq,
+        })
+    }
+
+    /// One validated op, from any client, answered as the design says:
+    /// early refusal, the leader's own apply result, or forwarded.
+    pub async fn write(&self, op: ClusterOp) -> WriteOutcome {
+        let k = self.shard_of(op.stream());
+        if let Some(r) = self.early_refusal(k, &op) {
+            return WriteOutcome::Decided(r);
+        }
+        let leader = match leadership(self.raft(k), self.id) {
+            Ok(()) => match self.shards[k as usize].proposer.propose(op.clone()).await {
+                Proposed::NotLeader(hint) => hint,
+                p => return outcome_of(p),
+            },
+            Err(hint) => hint,
+        };
+        match leader {
+            Some(l) => self.forward(k, l, op).await,
+            None => WriteOutcome::Unavailable(format!("shard {k} has no leader")),
+        }
+    }
+
+    async fn forward(&self, k: ShardId, leader: NodeId, op: ClusterOp) -> WriteOutcome {
+        let Some(addr) = self.addr_of(k, leader) else {
+            return WriteOutcome::Unavailable(format!("no address for node {leader}"));
+        };
+        let timeout = self.options.write_timeout + Duration::from_secs(1);
+        let call = self
+            .transport
+            .call(leader, &addr, k, RpcKind::Forward, encode(&op), timeout);
+        match call.await {
+            Ok(bytes) => match decode::<Proposed>(&bytes) {
+                Ok(Proposed::NotLeader(_)) => {
+                    WriteOutcome::Unavailable(format!("node {leader} no longer leads shard {k}"))
+                }
+                Ok(p) => outcome_of(p),
+                Err(e) => WriteOutcome::Unknown(format!("forwarded to node {leader}: {e}")),
+            },
+            Err(TransportError::Unreachable(m)) => WriteOutcome::Unavailable(m),
+            Err(TransportError::Lost(m)) => {
+                WriteOutcome::Unknown(format!("forwarded to node {leader}: {m}"))
+            }
+        }
+    }
+
+    /// Waits until this node's shard `k` has applied everything committed
+    /// before the call (a read-index through the leader, never a lease).
+    pub async fn read_barrier(&self, k: ShardId) -> Result<(), String> {
+        let raft = self.raft(k);
+        if leadership(raft, self.id).is_ok() {
+            return raft
+                .ensure_linearizable()
+                .await
+                .map(drop)
+                .map_err(|e| e.to_string());
+        }
+        let leader = self
+            .leader_of(k)
+            .ok_or(format!("shard {k} has no leader"))?;
+        let addr = self.addr_of(k, leader).ok_or("no leader address")?;
+        let timeout = self.options.write_timeout;
+        let call = self
+            .transport
+            .call(leader, &addr, k, RpcKind::ReadIndex, encode(&()), timeout);
+        let bytes = call.await.map_err(|e| e.to_string())?;
+        let index: Result<Option<u64>, String> = decode(&bytes)?;
+        if let Some(i) = index? {
+            raft.wait(Some(timeout))
+                .applied_index_at_least(Some(i), "read barrier")
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+
+    /// Answers a peer's RPC for shard `k` (the bytes of [`crate::network`]).
+    pub async fn handle_rpc(
+        &self,
+        k: ShardId,
+        kind: RpcKind,
+        body: &[u8],
+    ) -> Result<Vec<u8>, String> {
+        if k >= self.options.shards {
+            return Err(format!("shard {k} out of range"));
+        }
+        let raft = self.raft(k);
+        Ok(match kind {
+            RpcKind::Append => {
+                let req: AppendEntriesRequest<TypeConfig> = decode(body)?;
+                encode(&raft.append_entries(req).await)
+            }
+            RpcKind::Vote => {
+                let req: VoteRequest<NodeId> = decode(body)?;
+                encode(&raft.vote(req).await)
+            }
+            RpcKind::Snapshot => {
+                let (vote, meta, data): SnapshotRpc = decode(body)?;
+                let snapshot = Snapshot {
+                    meta,
+                    snapshot: Box::new(data),
+                };
+                encode(&raft.install_full_snapshot(vote, snapshot).await)
+            }
+            RpcKind::Forward => encode(&self.handle_forward(k, decode(body)?).await),
+            RpcKind::ReadIndex => {
+                let r = match leadership(raft, self.id) {
+                    Ok(()) => raft
+                        .get_read_log_id()
+                        .await
+                        .map(|(read, _)| read.map(|l| l.index)),
+                    Err(_) => {
+                        return Ok(encode(&Err::<Option<u64>, _>("not the leader".to_string())))
+                    }
+                };
+                encode(&r.map_err(|e| e.to_string()))
+            }
+        })
+    }
+
+    async fn handle_forward(&self, k: ShardId, op: ClusterOp) -> Proposed {
+        if self.shard_of(op.stream()) != k {
+            return Proposed::Applied(OpResult::Invalid(format!(
+                "{} is not in shard {k}",
+                op.stream()
+            )));
+        }
+        if let Some(r) = self.early_refusal(k, &op) {
+            return Proposed::Applied(r);
+        }
+        match leadership(self.raft(k), self.id) {
+            Ok(()) => self.shards[k as usize].proposer.propose(op).await,
+            Err(hint) => Proposed::NotLeader(hint),
+        }
+    }
+
+    /// Stops every group, then every engine, then the WAL.
+    pub async fn shutdown(&self) {
+        for s in &self.shards {
+            let _ = s.raft.shutdown().await;
+        }
+        for s in &self.shards {
+            s.sm.engine().shutdown().await;
+        }
+        self.wal.close();
+    }
+}
+
+fn outcome_of(p: Proposed) -> WriteOutcome {
+    match p {
+        Proposed::Applied(r) => WriteOutcome::Decided(r),
+        Proposed::NotLeader(_) => WriteOutcome::Unavailable("not the leader".into()),
+        Proposed::Unknown(m) => WriteOutcome::Unknown(m),
+    }
+}

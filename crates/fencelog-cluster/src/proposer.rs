@@ -1,0 +1,126 @@
+//! Proposal batching for one shard on its leader. openraft 0.9 appends and
+//! fsyncs one `client_write` at a time, so this task takes every waiting
+//! op (up to the bounds below), proposes them as one entry, and hands each
+//! op its own apply result. One proposal is in flight per shard: bigger
+//! batches beat pipelining when RaftCore serialises anyway.
+//!
+//! Outcome rules (the 0.9 pitfall: `ForwardToLeader` may also mean
+//! "truncated after it was proposed"): leadership is checked *before*
+//! proposing, and a refusal then is definite (nothing proposed). Once
+//! `client_write` is called, `Ok` is the apply result and any error — or
+//! the timeout — is "outcome unknown", never retried here.
+
+use crate::types::{Batch, ClusterOp, NodeId, OpResult, Raft};
+use openraft::ServerState;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::sync::{mpsc, oneshot};
+
+/// Most ops in one entry (the engine's group bound).
+pub const BATCH_OPS_MAX: usize = 4096;
+/// Most record bytes in one entry.
+pub const BATCH_BYTES_MAX: usize = 8 << 20;
+/// Most ops waiting for the proposer.
+pub const QUEUE_OPS_MAX: usize = 16 * 1024;
+
+/// What became of a proposed op (also the answer to a forwarded op).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum Proposed {
+    /// Committed and applied: the leader's own apply result.
+    Applied(OpResult),
+    /// Not proposed: this node was not the leader (the hint, if known).
+    NotLeader(Option<NodeId>),
+    /// Proposed, then lost sight of: it may or may not commit.
+    Unknown(String),
+}
+
+struct Waiting {
+    op: ClusterOp,
+    reply: oneshot::Sender<Proposed>,
+}
+
+/// The handle to a shard's proposer task.
+#[derive(Clone)]
+pub struct Proposer {
+    tx: mpsc::Sender<Waiting>,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn op_bytes(op: &ClusterOp) -> usize {
+    match op {
+        ClusterOp::Append { records, .. } => records.iter().map(|r| r.len() + 4).sum(),
+        ClusterOp::Fence { .. } => 0,
+    }
+}
+
+impl Proposer {
+    /// Starts the task for `raft` (node `id`).
+    pub fn spawn(raft: Raft, id: NodeId, write_timeout: Duration) -> Proposer {
+        let (tx, rx) = mpsc::channel(QUEUE_OPS_MAX);
+        tokio::spawn(run(raft, id, rx, write_timeout));
+        Proposer { tx }
+    }
+
+    /// Proposes `op` (already validated) and waits for its outcome.
+    pub async fn propose(&self, op: ClusterOp) -> Proposed {
+        let (reply, rx) = oneshot::channel();
+        if self.tx.send(Waiting { op, reply }).await.is_err() {
+            return Proposed::NotLeader(None);
+        }
+        rx.await
+            .unwrap_or_else(|_| Proposed::Unknown("the proposer stopped".into()))
+    }
+}
+
+/// Whether `raft` is the leader now, and who is if it is not.
+pub fn leadership(raft: &Raft, id: NodeId) -> Result<(), Option<NodeId>> {
+    let m = raft.metrics().borrow().clone();
+    if m.state == ServerState::Leader && m.current_leader == Some(id) {
+        Ok(())
+    } else {
+        Err(m.current_leader.filter(|l| *l != id))
+    }
+}
+
+async fn run(raft: Raft, id: NodeId, mut rx: mpsc::Receiver<Waiting>, timeout: Duration) {
+    while let Some(first) = rx.recv().await {
+        let mut group = vec![first];
+        let mut bytes = op_bytes(&group[0].op);
+        while group.len() < BATCH_OPS_MAX && bytes < BATCH_BYTES_MAX {
+            let Ok(w) = rx.try_recv() else { break };
+            bytes += op_bytes(&w.op);
+            group.push(w);
+        }
+        if let Err(hint) = leadership(&raft, id) {
+            for w in group {
+                let _ = w.reply.send(Proposed::NotLeader(hint));
+            }
+            continue;
+        }
+        let (ops, replies): (Vec<_>, Vec<_>) = group.into_iter().map(|w| (w.op, w.reply)).unzip();
+        let n = ops.len();
+        let batch = Batch {
+            leader_ts_ms: now_ms(),
+            ops,
+        };
+        let outcome = tokio::time::timeout(timeout, raft.client_write(batch)).await;
+        let results: Vec<Proposed> = match outcome {
+            Ok(Ok(resp)) if resp.data.0.len() == n => {
+                resp.data.0.into_iter().map(Proposed::Applied).collect()
+            }
+            Ok(Ok(resp)) => {
+                vec![Proposed::Unknown(format!("{} results for {n} ops", resp.data.0.len())); n]
+            }
+            Ok(Err(e)) => vec![Proposed::Unknown(e.to_string()); n],
+            Err(_) => vec![Proposed::Unknown(format!("not committed within {timeout:?}")); n],
+        };
+        for (reply, r) in replies.into_iter().zip(results) {
+            let _ = reply.send(r);
+        }
+    }
+}

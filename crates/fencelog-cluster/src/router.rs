@@ -1,0 +1,112 @@
+//! The in-process transport for tests and `dev` use: nodes in one process
+//! call each other's [`Node::handle_rpc`] with the same bytes HTTP would
+//! carry. Links can be cut in both directions (a partition, or a paused
+//! process as its peers see it).
+
+use crate::network::{RpcFuture, RpcKind, Transport, TransportError};
+use crate::node::Node;
+use crate::types::{NodeId, ShardId};
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+/// The nodes of one process and the links between them.
+#[derive(Default)]
+pub struct Router {
+    nodes: RwLock<BTreeMap<NodeId, Arc<Node>>>,
+    /// Cut links, as (lower id, higher id).
+    cut: Mutex<BTreeSet<(NodeId, NodeId)>>,
+}
+
+fn link(a: NodeId, b: NodeId) -> (NodeId, NodeId) {
+    (a.min(b), a.max(b))
+}
+
+impl Router {
+    /// A new, empty router.
+    pub fn new() -> Arc<Router> {
+        Arc::new(Router::default())
+    }
+
+    /// The transport node `from` uses.
+    pub fn port(self: &Arc<Self>, from: NodeId) -> Arc<dyn Transport> {
+        Arc::new(Port {
+            router: self.clone(),
+            from,
+        })
+    }
+
+    /// Makes a started node reachable.
+    pub fn register(&self, node: Arc<Node>) {
+        self.nodes.write().unwrap().insert(node.id(), node);
+    }
+
+    /// Takes a node away (it is down); returns it.
+    pub fn unregister(&self, id: NodeId) -> Option<Arc<Node>> {
+        self.nodes.write().unwrap().remove(&id)
+    }
+
+    /// A registered node.
+    pub fn node(&self, id: NodeId) -> Option<Arc<Node>> {
+        self.nodes.read().unwrap().get(&id).cloned()
+    }
+
+    /// Cuts every link of `id`.
+    pub fn isolate(&self, id: NodeId, all: impl IntoIterator<Item = NodeId>) {
+        let mut cut = self.cut.lock().unwrap();
+        for other in all.into_iter().filter(|o| *o != id) {
+            cut.insert(link(id, other));
+        }
+    }
+
+    /// Restores every link.
+    pub fn heal(&self) {
+        self.cut.lock().unwrap().clear();
+    }
+
+    fn is_cut(&self, a: NodeId, b: NodeId) -> bool {
+        self.cut.lock().unwrap().contains(&link(a, b))
+    }
+}
+
+struct Port {
+    router: Arc<Router>,
+    from: NodeId,
+}
+
+impl Transport for Port {
+    fn call(
+        &self,
+        target: NodeId,
+        _addr: &str,
+        shard: ShardId,
+        kind: RpcKind,
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> RpcFuture {
+        let (router, from) = (self.router.clone(), self.from);
+        Box::pin(async move {
+            if router.is_cut(from, target) {
+                return Err(TransportError::Unreachable(format!(
+                    "link {from}-{target} is cut"
+                )));
+            }
+            let node = router
+                .node(target)
+                .ok_or_else(|| TransportError::Unreachable(format!("node {target} is down")))?;
+            let answer = tokio::time::timeout(timeout, node.handle_rpc(shard, kind, &body)).await;
+            if router.is_cut(from, target) {
+                return Err(TransportError::Lost(format!(
+                    "link {from}-{target} cut mid-call"
+                )));
+            }
+            match answer {
+                Ok(Ok(bytes)) => Ok(bytes),
+                Ok(Err(m)) => Err(TransportError::Lost(m)),
+                Err(_) => Err(TransportError::Lost(format!(
+                    "no answer within {timeout:?}"
+                ))),
+            }
+        })
+    }
+}

@@ -1,0 +1,242 @@
+//! `RaftStateMachine` for one shard over its fencelog engine. The fencing
+//! rule runs in `apply` — the engine's `apply_batch` plans every op through
+//! `fence.rs` against pending state, in log order, at the leader's
+//! timestamp — and each entry's Applied marker lands in the same durable
+//! group as its effects. So `applied_state()` after a restart is exactly
+//! the last entry whose effects survived: never applied twice, never
+//! skipped.
+//!
+//! Snapshots are physical: the engine directory's files, read while the
+//! apply gate is held (the engine runs without background reclamation, so
+//! nothing but apply changes its files), which makes them exactly the
+//! state at the snapshot's LogId.
+
+use crate::shard_dir::ShardDir;
+use crate::types::{
+    BatchResult, Entry, LogId, OpResult, ShardSnapshot, Snapshot, SnapshotMeta, StorageError,
+    StoredMembership, TypeConfig,
+};
+use fencelog_engine::{AppliedState, Config, Engine};
+use openraft::storage::RaftStateMachine;
+use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder, StorageIOError};
+use std::io;
+use std::path::Path;
+use std::sync::{Arc, Mutex, RwLock};
+
+/// The engine a shard currently runs on (replaced by snapshot installs);
+/// readers take a clone.
+pub type EngineSlot = Arc<RwLock<Engine>>;
+
+/// One shard's state machine. Clones share everything (one is the
+/// snapshot builder).
+#[derive(Clone)]
+pub struct ShardSm {
+    dir: Arc<Mutex<ShardDir>>,
+    engine: EngineSlot,
+    config: Config,
+    /// Held by each apply and by snapshot capture and install.
+    gate: Arc<tokio::sync::Mutex<()>>,
+    current: Arc<Mutex<Option<(SnapshotMeta, ShardSnapshot)>>>,
+    built: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// The engine configuration of a shard: no background reclamation, so its
+/// files change only through apply.
+pub fn shard_engine_config() -> Config {
+    Config {
+        reclaim_interval_ms: 0,
+        ..Config::default()
+    }
+}
+
+fn sm_err(e: impl std::fmt::Display) -> StorageError {
+    StorageIOError::write_state_machine(&io::Error::other(e.to_string())).into()
+}
+
+fn log_id_of(a: &AppliedState) -> LogId {
+    LogId::new(openraft::CommittedLeaderId::new(a.term, a.node_id), a.index)
+}
+
+impl ShardSm {
+    /// Opens the shard whose directory is `root`.
+    pub fn open(root: &Path) -> io::Result<ShardSm> {
+        let dir = ShardDir::open(root)?;
+        let config = shard_engine_config();
+        let engine = Engine::open_with(dir.engine_dir(), config.clone())
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        Ok(ShardSm {
+            dir: Arc::new(Mutex::new(dir)),
+            engine: Arc::new(RwLock::new(engine)),
+            config,
+            gate: Arc::new(tokio::sync::Mutex::new(())),
+            current: Arc::new(Mutex::new(None)),
+            built: Arc::new(0.into()),
+        })
+    }
+
+    /// The engine slot readers use.
+    pub fn engine_slot(&self) -> EngineSlot {
+        self.engine.clone()
+    }
+
+    /// The current engine.
+    pub fn engine(&self) -> Engine {
+        self.engine.read().unwrap().clone()
+    }
+
+    fn applied_now(&self) -> (Option<LogId>, StoredMembership) {
+        match self.engine().applied() {
+            None => (None, StoredMembership::default()),
+            Some(a) => {
+                let m = postcard::from_bytes(&a.membership).unwrap_or_default();
+                (Some(log_id_of(&a)), m)
+            }
+        }
+    }
+
+    async fn apply_one(&self, entry: Entry) -> Result<BatchResult, StorageError> {
+        let id = entry.log_id;
+        let mut at = AppliedState {
+            term: id.leader_id.term,
+            node_id: id.leader_id.node_id,
+            index: id.index,
+            membership: Vec::new(),
+        };
+        let (ts, ops) = match entry.payload {
+            EntryPayload::Blank => (0, Vec::new()),
+            EntryPayload::Normal(batch) => (batch.leader_ts_ms, batch.ops),
+            EntryPayload::Membership(m) => {
+                let stored = StoredMembership::new(Some(id), m);
+                at.membership = postcard::to_allocvec(&stored).map_err(sm_err)?;
+                (0, Vec::new())
+            }
+        };
+        let replicated = ops.iter().map(|o| o.to_replicated()).collect();
+        let results = self
+            .engine()
+            .apply_batch(at, ts, replicated)
+            .await
+            .map_err(sm_err)?;
+        let mut out = Vec::with_capacity(results.len());
+        for r in &results {
+            out.push(OpResult::of(r).ok_or_else(|| sm_err(format!("{r:?}")))?);
+        }
+        Ok(BatchResult(out))
+    }
+
+    /// The engine directory's files, as they are now.
+    fn read_files(&self) -> io::Result<Vec<(String, Vec<u8>)>> {
+        let dir = self.dir.lock().unwrap().engine_dir();
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(&dir)? {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name == fencelog_engine::LOCK_FILE_NAME || !entry.file_type()?.is_file() {
+                continue;
+            }
+            files.push((name, std::fs::read(entry.path())?));
+        }
+        files.sort();
+        Ok(files)
+    }
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for ShardSm {
+    async fn build_snapshot(&mut self) -> Result<Snapshot, StorageError> {
+        let gate = self.gate.lock().await;
+        let (last_log_id, last_membership) = self.applied_now();
+        let files = self.read_files().map_err(sm_err)?;
+        drop(gate);
+        let n = self
+            .built
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        let snapshot_id = match last_log_id {
+            Some(l) => format!(
+                "{}-{}-{}-{n}",
+                l.leader_id.term, l.leader_id.node_id, l.index
+            ),
+            None => format!("none-{n}"),
+        };
+        let meta = SnapshotMeta {
+            last_log_id,
+            last_membership,
+            snapshot_id,
+        };
+        let data = ShardSnapshot { files };
+        *self.current.lock().unwrap() = Some((meta.clone(), data.clone()));
+        Ok(Snapshot {
+            meta,
+            snapshot: Box::new(data),
+        })
+    }
+}
+
+impl RaftStateMachine<TypeConfig> for ShardSm {
+    type SnapshotBuilder = Self;
+
+    async fn applied_state(&mut self) -> Result<(Option<LogId>, StoredMembership), StorageError> {
+        Ok(self.applied_now())
+    }
+
+    async fn apply<I>(&mut self, entries: I) -> Result<Vec<BatchResult>, StorageError>
+    where
+        I: IntoIterator<Item = Entry> + OptionalSend,
+        I::IntoIter: OptionalSend,
+    {
+        let _gate = self.gate.lock().await;
+        let mut out = Vec::new();
+        for entry in entries {
+            out.push(self.apply_one(entry).await?);
+        }
+        Ok(out)
+    }
+
+    async fn get_snapshot_builder(&mut self) -> Self::SnapshotBuilder {
+        self.clone()
+    }
+
+    async fn begin_receiving_snapshot(&mut self) -> Result<Box<ShardSnapshot>, StorageError> {
+        Ok(Box::default())
+    }
+
+    async fn install_snapshot(
+        &mut self,
+        meta: &SnapshotMeta,
+        snapshot: Box<ShardSnapshot>,
+    ) -> Result<(), StorageError> {
+        let _gate = self.gate.lock().await;
+        let old = self.engine();
+        old.shutdown().await;
+        let engine_dir = {
+            let mut dir = self.dir.lock().unwrap();
+            dir.install(&snapshot.files).map_err(sm_err)?;
+            dir.engine_dir()
+        };
+        let engine = Engine::open_with(&engine_dir, self.config.clone()).map_err(sm_err)?;
+        let got = engine.applied().map(|a| log_id_of(&a));
+        if got != meta.last_log_id {
+            return Err(sm_err(format!(
+                "snapshot {} holds applied {got:?}, its meta says {:?}",
+                meta.snapshot_id, meta.last_log_id
+            )));
+        }
+        *self.engine.write().unwrap() = engine;
+        drop(old);
+        self.dir.lock().unwrap().remove_previous().map_err(sm_err)?;
+        *self.current.lock().unwrap() = Some((meta.clone(), *snapshot));
+        Ok(())
+    }
+
+    async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot>, StorageError> {
+        Ok(self
+            .current
+            .lock()
+            .unwrap()
+            .clone()
+            .map(|(meta, data)| Snapshot {
+                meta,
+                snapshot: Box::new(data),
+            }))
+    }
+}

@@ -1,0 +1,287 @@
+//! The Raft type configuration and what an entry carries. All openraft
+//! type names the rest of the crate uses are aliased here, so a port to
+//! openraft 0.10 starts in this file.
+//!
+//! One entry is a *batch* of ops: openraft 0.9 appends and fsyncs one
+//! `client_write` at a time, so the proposer puts every waiting op into one
+//! entry. The leader's clock reading travels in the entry; apply never
+//! reads a clock.
+
+use bytes::Bytes;
+use fencelog_engine::{Ack, Applied, ReplicatedOp, StreamState, WriteError};
+use serde::{Deserialize, Serialize};
+
+/// A node's id, as given by `--node-id`.
+pub type NodeId = u64;
+/// A shard, `0..S`.
+pub type ShardId = u32;
+
+/// One client operation as the leader proposes it (already validated).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ClusterOp {
+    /// An append.
+    Append {
+        /// The stream.
+        stream: String,
+        /// Its fencing token.
+        token: u64,
+        /// The seq it must start at, if given.
+        match_seq: Option<u64>,
+        /// The record bodies.
+        records: Vec<Vec<u8>>,
+    },
+    /// A fence.
+    Fence {
+        /// The stream.
+        stream: String,
+        /// The new token.
+        token: u64,
+    },
+}
+
+impl ClusterOp {
+    /// The stream the op changes.
+    pub fn stream(&self) -> &str {
+        match self {
+            ClusterOp::Append { stream, .. } | ClusterOp::Fence { stream, .. } => stream,
+        }
+    }
+
+    /// The op as the shard engine applies it.
+    pub fn to_replicated(&self) -> ReplicatedOp {
+        match self {
+            ClusterOp::Append {
+                stream,
+                token,
+                match_seq,
+                records,
+            } => ReplicatedOp::Append {
+                stream: stream.clone(),
+                token: *token,
+                records: records.iter().map(|r| Bytes::from(r.clone())).collect(),
+                match_seq_num: *match_seq,
+            },
+            ClusterOp::Fence { stream, token } => ReplicatedOp::Fence {
+                stream: stream.clone(),
+                token: *token,
+            },
+        }
+    }
+}
+
+/// The entry payload (`C::D`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Batch {
+    /// Unix ms on the leader when it proposed; apply clamps it per stream
+    /// so timestamps never decrease.
+    pub leader_ts_ms: u64,
+    /// At least one op.
+    pub ops: Vec<ClusterOp>,
+}
+
+/// A stream's state as an apply result carries it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StateView {
+    /// The stream.
+    pub stream: String,
+    /// First readable seq.
+    pub first_seq: u64,
+    /// Next seq.
+    pub next_seq: u64,
+    /// Highest accepted token.
+    pub highest_token: u64,
+    /// Timestamp of the last write.
+    pub last_timestamp_ms: u64,
+    /// Sealed.
+    pub sealed: bool,
+    /// A tombstone.
+    pub deleted: bool,
+}
+
+impl StateView {
+    fn of(s: &StreamState) -> Self {
+        StateView {
+            stream: s.stream.clone(),
+            first_seq: s.first_seq,
+            next_seq: s.next_seq,
+            highest_token: s.highest_token,
+            last_timestamp_ms: s.last_timestamp_ms,
+            sealed: s.sealed,
+            deleted: s.deleted,
+        }
+    }
+
+    /// The engine's stream state (retention fields unknown here).
+    pub fn to_state(&self) -> StreamState {
+        StreamState {
+            stream: self.stream.clone(),
+            first_seq: self.first_seq,
+            next_seq: self.next_seq,
+            highest_token: self.highest_token,
+            last_timestamp_ms: self.last_timestamp_ms,
+            sealed: self.sealed,
+            deleted: self.deleted,
+            retention_age_s: None,
+            retention_bytes: None,
+            retention_respect_cursors: false,
+            bytes: 0,
+        }
+    }
+}
+
+/// What one op did, decided deterministically in apply on every replica.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OpResult {
+    /// An accepted append.
+    Appended {
+        /// Seq of the first record.
+        first_seq: u64,
+        /// Seq of the last record.
+        last_seq: u64,
+        /// The stream's next seq after it.
+        next_seq: u64,
+        /// The token it was accepted with.
+        token: u64,
+        /// Its records' timestamp.
+        ts_ms: u64,
+    },
+    /// An accepted fence.
+    Fenced(StateView),
+    /// A committed higher token explains the refusal.
+    Stale {
+        /// The op's token.
+        presented: u64,
+        /// The stream's highest token.
+        highest: u64,
+        /// The stream's next seq.
+        next_seq: u64,
+    },
+    /// `match_seq` was not the stream's next seq.
+    SeqMismatch {
+        /// The op's `match_seq`.
+        expected: u64,
+        /// The stream's next seq.
+        next_seq: u64,
+    },
+    /// The stream is sealed.
+    Sealed(StateView),
+    /// Token 0.
+    ZeroToken,
+    /// Refused by the format's own caps (name, record count): a message.
+    Invalid(String),
+}
+
+impl OpResult {
+    /// What the engine's apply answered for one op. `None` for an engine
+    /// failure, which is no result at all (the group stops).
+    pub fn of(r: &Result<Applied, WriteError>) -> Option<OpResult> {
+        Some(match r {
+            Ok(Applied::Appended(a)) => OpResult::Appended {
+                first_seq: a.first_seq,
+                last_seq: a.last_seq,
+                next_seq: a.next_seq,
+                token: a.fencing_token,
+                ts_ms: a.timestamp_ms,
+            },
+            Ok(Applied::State(s)) => OpResult::Fenced(StateView::of(s)),
+            Err(WriteError::StaleToken {
+                presented,
+                highest,
+                next_seq,
+            }) => OpResult::Stale {
+                presented: *presented,
+                highest: *highest,
+                next_seq: *next_seq,
+            },
+            Err(WriteError::SeqMismatch { expected, next_seq }) => OpResult::SeqMismatch {
+                expected: *expected,
+                next_seq: *next_seq,
+            },
+            Err(WriteError::StreamSealed(s)) => OpResult::Sealed(StateView::of(s)),
+            Err(WriteError::ZeroToken) => OpResult::ZeroToken,
+            Err(
+                WriteError::StorageFailed(_) | WriteError::Poisoned(_) | WriteError::ShuttingDown,
+            ) => return None,
+            Err(e) => OpResult::Invalid(e.to_string()),
+        })
+    }
+
+    /// The answer as the engine's types: an append's ack, a fence's state,
+    /// or the refusal.
+    pub fn to_engine(&self) -> Result<Applied, WriteError> {
+        match self {
+            OpResult::Appended {
+                first_seq,
+                last_seq,
+                next_seq,
+                token,
+                ts_ms,
+            } => Ok(Applied::Appended(Ack {
+                first_seq: *first_seq,
+                last_seq: *last_seq,
+                next_seq: *next_seq,
+                fencing_token: *token,
+                timestamp_ms: *ts_ms,
+            })),
+            OpResult::Fenced(s) => Ok(Applied::State(s.to_state())),
+            OpResult::Stale {
+                presented,
+                highest,
+                next_seq,
+            } => Err(WriteError::StaleToken {
+                presented: *presented,
+                highest: *highest,
+                next_seq: *next_seq,
+            }),
+            OpResult::SeqMismatch { expected, next_seq } => Err(WriteError::SeqMismatch {
+                expected: *expected,
+                next_seq: *next_seq,
+            }),
+            OpResult::Sealed(s) => Err(WriteError::StreamSealed(Box::new(s.to_state()))),
+            OpResult::ZeroToken => Err(WriteError::ZeroToken),
+            OpResult::Invalid(m) => Err(WriteError::BadConfig(m.clone())),
+        }
+    }
+}
+
+/// The apply result (`C::R`): one result per op; empty for blank and
+/// membership entries.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchResult(pub Vec<OpResult>);
+
+/// A physical snapshot of a shard engine (`C::SnapshotData`): the files of
+/// its directory, captured while no apply runs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardSnapshot {
+    /// (file name, bytes), in name order.
+    pub files: Vec<(String, Vec<u8>)>,
+}
+
+openraft::declare_raft_types!(
+    /// fencelog's Raft types.
+    pub TypeConfig:
+        D = Batch,
+        R = BatchResult,
+        NodeId = NodeId,
+        Node = openraft::BasicNode,
+        Entry = openraft::Entry<TypeConfig>,
+        SnapshotData = ShardSnapshot,
+        AsyncRuntime = openraft::TokioRuntime,
+);
+
+/// A shard's Raft instance.
+pub type Raft = openraft::Raft<TypeConfig>;
+/// A Raft log entry.
+pub type Entry = openraft::Entry<TypeConfig>;
+/// openraft's LogId.
+pub type LogId = openraft::LogId<NodeId>;
+/// openraft's vote.
+pub type Vote = openraft::Vote<NodeId>;
+/// A storage error as openraft wants it.
+pub type StorageError = openraft::StorageError<NodeId>;
+/// A membership with the log id that set it.
+pub type StoredMembership = openraft::StoredMembership<NodeId, openraft::BasicNode>;
+/// A snapshot's metadata.
+pub type SnapshotMeta = openraft::SnapshotMeta<NodeId, openraft::BasicNode>;
+/// A snapshot.
+pub type Snapshot = openraft::Snapshot<TypeConfig>;

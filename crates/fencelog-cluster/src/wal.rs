@@ -1,0 +1,358 @@
+//! The Raft WAL: one per node, shared by every shard's Raft group, with
+//! group commit. A dedicated thread takes every record waiting, writes
+//! them as one buffer, calls `sync_data` once, and only then completes
+//! each waiter — openraft's `LogFlushed` for appends (so an entry counts
+//! towards commit only once it is durable), a oneshot for votes, truncates
+//! and purges. A failed write or sync poisons the WAL: it is never retried
+//! into a false "durable", and every later record fails.
+//!
+//! Record layout (little-endian): `u32 payload_len | u32 crc32(payload) |
+//! payload`, payload = postcard([`WalRecord`]). Replay applies records in
+//! file order and cuts the file at the first torn or corrupt record: group
+//! commit writes whole groups and completes nobody before the sync, so
+//! only an unacknowledged last group can be torn.
+//!
+//! The WAL goes through the engine's [`Storage`] seam, so the simulated
+//! disk plugs in. One file; reclaiming it (rolled files, each starting
+//! with every shard's state) is future work — purge frees memory only.
+
+use crate::types::{Entry, LogId, ShardId, TypeConfig, Vote};
+use fencelog_engine::{Storage, StorageFile};
+use openraft::storage::LogFlushed;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex, OnceLock};
+
+/// The WAL's file in its storage.
+pub const WAL_FILE_NAME: &str = "raft.wal";
+/// Largest record payload: a batch of the engine's group bound plus slack.
+pub const RECORD_BYTES_MAX: usize = 80 << 20;
+const RECORD_HEADER_BYTES: usize = 8;
+
+/// One WAL record; every record names its shard.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum WalRecord {
+    /// Entries appended at `entries[0].index`, replacing any suffix there.
+    Entries {
+        /// The shard.
+        shard: ShardId,
+        /// Consecutive entries.
+        entries: Vec<Entry>,
+    },
+    /// The shard's vote.
+    Vote {
+        /// The shard.
+        shard: ShardId,
+        /// The vote.
+        vote: Vote,
+    },
+    /// Entries with index ≥ `since` are gone.
+    Truncate {
+        /// The shard.
+        shard: ShardId,
+        /// The first index removed.
+        since: u64,
+    },
+    /// Entries with index ≤ `upto.index` are gone.
+    Purge {
+        /// The shard.
+        shard: ShardId,
+        /// The last purged log id.
+        upto: LogId,
+    },
+    /// The committed log id (an optimisation of restarts only).
+    Committed {
+        /// The shard.
+        shard: ShardId,
+        /// The committed id.
+        committed: Option<LogId>,
+    },
+}
+
+impl WalRecord {
+    fn shard(&self) -> ShardId {
+        match self {
+            WalRecord::Entries { shard, .. }
+            | WalRecord::Vote { shard, .. }
+            | WalRecord::Truncate { shard, .. }
+            | WalRecord::Purge { shard, .. }
+            | WalRecord::Committed { shard, .. } => *shard,
+        }
+    }
+}
+
+/// One shard's log as the WAL's records leave it.
+#[derive(Debug, Default)]
+pub struct ShardLog {
+    /// Entries by index, contiguous from `last_purged + 1`.
+    pub entries: BTreeMap<u64, Entry>,
+    /// The last durable vote.
+    pub vote: Option<Vote>,
+    /// The last purged log id.
+    pub last_purged: Option<LogId>,
+    /// The last committed id saved.
+    pub committed: Option<LogId>,
+}
+
+impl ShardLog {
+    /// The effect of one record (in memory; replay and the store share it).
+    pub fn apply(&mut self, rec: WalRecord) {
+        match rec {
+            WalRecord::Entries { entries, .. } => self.append(entries),
+            WalRecord::Vote { vote, .. } => self.vote = Some(vote),
+            WalRecord::Truncate { since, .. } => drop(self.entries.split_off(&since)),
+            WalRecord::Purge { upto, .. } => self.purge(upto),
+            WalRecord::Committed { committed, .. } => self.committed = committed,
+        }
+    }
+
+    /// Appends entries, dropping any suffix at or after the first.
+    pub fn append(&mut self, entries: Vec<Entry>) {
+        let Some(first) = entries.first() else { return };
+        drop(self.entries.split_off(&first.log_id.index));
+        for e in entries {
+            self.entries.insert(e.log_id.index, e);
+        }
+    }
+
+    /// Forgets entries up to `upto`.
+    pub fn purge(&mut self, upto: LogId) {
+        self.entries = self.entries.split_off(&(upto.index + 1));
+        self.last_purged = Some(upto);
+    }
+}
+
+/// Who hears that a record is durable.
+pub enum Done {
+    /// openraft's append callback.
+    Flushed(LogFlushed<TypeConfig>),
+    /// A waiting store method.
+    Oneshot(tokio::sync::oneshot::Sender<io::Result<()>>),
+    /// Nobody (the committed id).
+    Nobody,
+}
+
+impl Done {
+    fn complete(self, r: &Result<(), String>) {
+        let r = r.clone().map_err(io::Error::other);
+        match self {
+            Done::Flushed(cb) => cb.log_io_completed(r),
+            Done::Oneshot(tx) => drop(tx.send(r)),
+            Done::Nobody => {}
+        }
+    }
+}
+
+struct Msg {
+    bytes: Vec<u8>,
+    done: Done,
+}
+
+/// The node's Raft WAL.
+pub struct Wal {
+    tx: Mutex<Option<mpsc::Sender<Msg>>>,
+    shards: Mutex<HashMap<ShardId, Arc<Mutex<ShardLog>>>>,
+    poisoned: Arc<OnceLock<String>>,
+    fsyncs: Arc<AtomicU64>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Bytes replay cut from the end (a torn last group).
+    pub cut_bytes: u64,
+}
+
+/// Encodes one record with its length and CRC.
+pub fn encode_record(rec: &WalRecord) -> Vec<u8> {
+    let payload = postcard::to_allocvec(rec).expect("a WAL record always encodes");
+    assert!(
+        payload.len() <= RECORD_BYTES_MAX,
+        "WAL record over the bound"
+    );
+    let mut out = Vec::with_capacity(RECORD_HEADER_BYTES + payload.len());
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    out.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
+    out.extend_from_slice(&payload);
+    out
+}
+
+/// The records of `bytes` up to the first torn or corrupt one, and the
+/// length of that valid prefix.
+fn decode_all(bytes: &[u8]) -> (Vec<WalRecord>, usize) {
+    let mut records = Vec::new();
+    let mut at = 0usize;
+    while bytes.len() - at >= RECORD_HEADER_BYTES {
+        let word = |o: usize| u32::from_le_bytes(bytes[at + o..at + o + 4].try_into().unwrap());
+        let (len, crc) = (word(0) as usize, word(4));
+        let end = at + RECORD_HEADER_BYTES + len;
+        if len == 0 || len > RECORD_BYTES_MAX || end > bytes.len() {
+            break;
+        }
+        let payload = &bytes[at + RECORD_HEADER_BYTES..end];
+        if crc32fast::hash(payload) != crc {
+            break;
+        }
+        let Ok(rec) = postcard::from_bytes::<WalRecord>(payload) else {
+            break;
+        };
+        records.push(rec);
+        at = end;
+    }
+    (records, at)
+}
+
+impl Wal {
+    /// Opens (or creates) the WAL in `storage`, replays it, cuts a torn
+    /// tail durably, and starts the writer thread.
+    pub fn open(storage: Arc<dyn Storage>) -> io::Result<Arc<Wal>> {
+        storage.lock()?;
+        let file = match storage.open(WAL_FILE_NAME) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let f = storage.create(WAL_FILE_NAME)?;
+                storage.sync_dir()?;
+                f
+            }
+            Err(e) => return Err(e),
+        };
+        let len = file.len()?;
+        let mut bytes = vec![0u8; len as usize];
+        file.read_exact_at(&mut bytes, 0)?;
+        let (records, valid) = decode_all(&bytes);
+        let mut shards: HashMap<ShardId, ShardLog> = HashMap::new();
+        for rec in records {
+            shards.entry(rec.shard()).or_default().apply(rec);
+        }
+        let cut_bytes = len - valid as u64;
+        if cut_bytes > 0 {
+            tracing::warn!(cut_bytes, "raft WAL: cut a torn last group");
+            file.truncate(valid as u64)?;
+            file.sync_data()?;
+        }
+        let shards = shards
+            .into_iter()
+            .map(|(k, v)| (k, Arc::new(Mutex::new(v))))
+            .collect();
+        Self::start(file, valid as u64, shards, cut_bytes)
+    }
+
+    fn start(
+        file: Arc<dyn StorageFile>,
+        end: u64,
+        shards: HashMap<ShardId, Arc<Mutex<ShardLog>>>,
+        cut_bytes: u64,
+    ) -> io::Result<Arc<Wal>> {
+        let (tx, rx) = mpsc::channel::<Msg>();
+        let poisoned = Arc::new(OnceLock::new());
+        let fsyncs = Arc::new(AtomicU64::new(0));
+        let thread = {
+            let (poisoned, fsyncs) = (poisoned.clone(), fsyncs.clone());
+            std::thread::Builder::new()
+                .name("fencelog-raft-wal".into())
+                .spawn(move || writer_loop(file, end, rx, &poisoned, &fsyncs))?
+        };
+        Ok(Arc::new(Wal {
+            tx: Mutex::new(Some(tx)),
+            shards: Mutex::new(shards),
+            poisoned,
+            fsyncs,
+            thread: Mutex::new(Some(thread)),
+            cut_bytes,
+        }))
+    }
+
+    /// One shard's log (empty for a shard the WAL has never seen).
+    pub fn shard(&self, shard: ShardId) -> Arc<Mutex<ShardLog>> {
+        let mut shards = self.shards.lock().unwrap();
+        shards.entry(shard).or_default().clone()
+    }
+
+    /// Queues a record; `done` hears after the sync that covers it.
+    pub fn submit(&self, rec: &WalRecord, done: Done) {
+        let msg = Msg {
+            bytes: encode_record(rec),
+            done,
+        };
+        let tx = self.tx.lock().unwrap();
+        let unsent = match tx.as_ref() {
+            Some(tx) => tx.send(msg).err().map(|e| e.0),
+            None => Some(msg),
+        };
+        if let Some(msg) = unsent {
+            msg.done.complete(&Err("the raft WAL is closed".into()));
+        }
+    }
+
+    /// Queues a record and waits until it is durable.
+    pub async fn submit_and_wait(&self, rec: &WalRecord) -> io::Result<()> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.submit(rec, Done::Oneshot(tx));
+        rx.await
+            .map_err(|_| io::Error::other("the raft WAL writer is gone"))?
+    }
+
+    /// The failure that poisoned the WAL, if any.
+    pub fn poisoned(&self) -> Option<String> {
+        self.poisoned.get().cloned()
+    }
+
+    /// Syncs done so far.
+    pub fn fsyncs(&self) -> u64 {
+        self.fsyncs.load(Ordering::Relaxed)
+    }
+
+    /// Stops the writer after what is queued (a clean stop; a crash is the
+    /// same minus the queue).
+    pub fn close(&self) {
+        self.tx.lock().unwrap().take();
+        if let Some(t) = self.thread.lock().unwrap().take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Wal {
+    fn drop(&mut self) {
+        self.tx.lock().unwrap().take();
+    }
+}
+
+fn writer_loop(
+    file: Arc<dyn StorageFile>,
+    mut end: u64,
+    rx: mpsc::Receiver<Msg>,
+    poisoned: &OnceLock<String>,
+    fsyncs: &AtomicU64,
+) {
+    let mut buf = Vec::new();
+    while let Ok(first) = rx.recv() {
+        let mut group = vec![first];
+        while let Ok(m) = rx.try_recv() {
+            group.push(m);
+        }
+        let result = match poisoned.get() {
+            Some(p) => Err(format!("the raft WAL is poisoned: {p}")),
+            None => {
+                buf.clear();
+                group.iter().for_each(|m| buf.extend_from_slice(&m.bytes));
+                let r = file.write_all_at(&buf, end).and_then(|()| file.sync_data());
+                match r {
+                    Ok(()) => {
+                        end += buf.len() as u64;
+                        fsyncs.fetch_add(1, Ordering::Relaxed);
+                        Ok(())
+                    }
+                    Err(e) => {
+                        // Never retried: the kernel may have dropped the pages.
+                        let msg = format!("raft WAL write or fdatasync failed: {e}");
+                        tracing::error!("{msg}; the node's Raft groups stop");
+                        let _ = poisoned.set(msg.clone());
+                        Err(msg)
+                    }
+                }
+            }
+        };
+        for m in group {
+            m.done.complete(&result);
+        }
+    }
+}

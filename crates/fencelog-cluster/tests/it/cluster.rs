@@ -1,0 +1,217 @@
+//! In-process multi-node clusters: fencing decided in apply on every
+//! replica, the leader's answer is its apply result, restarts never apply
+//! twice nor skip, and an isolated old leader cannot commit a stale write.
+
+use crate::support::{append, eventually, fence, TestCluster};
+use fencelog_cluster::node::WriteOutcome;
+use fencelog_cluster::shard::shard_of;
+use fencelog_cluster::types::OpResult;
+use openraft::ServerState;
+
+fn appended_at(o: &WriteOutcome) -> u64 {
+    match o {
+        WriteOutcome::Decided(OpResult::Appended { first_seq, .. }) => *first_seq,
+        other => panic!("expected an accepted append, got {other:?}"),
+    }
+}
+
+/// Writes through the leader and through followers (forwarded) are decided
+/// in apply; the refusal names the committed higher token; every replica
+/// ends with the same records, timestamps included, in the stream's shard
+/// only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_is_decided_in_apply_and_every_replica_agrees() {
+    let c = TestCluster::start(3, 2).await;
+    let ids = c.ids();
+    let k = shard_of("orders", 2);
+    let leader = c.leader(k, &ids).await;
+    let follower = *ids.iter().find(|i| **i != leader).unwrap();
+    assert_eq!(
+        appended_at(&c.write(leader, append("orders", 5, "a")).await),
+        0
+    );
+    assert_eq!(
+        appended_at(&c.write(follower, append("orders", 5, "b")).await),
+        1
+    );
+    let fenced = c.write(follower, fence("orders", 7)).await;
+    assert!(
+        matches!(&fenced, WriteOutcome::Decided(OpResult::Fenced(s)) if s.highest_token == 7 && s.next_seq == 2),
+        "{fenced:?}"
+    );
+    for via in &ids {
+        let stale = c.write(*via, append("orders", 6, "late")).await;
+        assert_eq!(
+            stale,
+            WriteOutcome::Decided(OpResult::Stale {
+                presented: 6,
+                highest: 7,
+                next_seq: 2
+            })
+        );
+    }
+    // Two owners racing through different nodes: whatever order the log
+    // gives them, each replica decides the same.
+    let (x, y) = tokio::join!(
+        c.write(ids[0], fence("orders", 9)),
+        c.write(ids[2], append("orders", 8, "racer"))
+    );
+    assert!(
+        matches!(x, WriteOutcome::Decided(OpResult::Fenced(_))),
+        "{x:?}"
+    );
+    assert!(
+        matches!(
+            y,
+            WriteOutcome::Decided(OpResult::Appended { .. } | OpResult::Stale { .. })
+        ),
+        "{y:?}"
+    );
+    c.converged(k, &ids).await;
+    let logs: Vec<_> = ids.iter().map(|i| c.records(*i, "orders")).collect();
+    assert!(logs.len() == 3 && logs[1] == logs[0] && logs[2] == logs[0]);
+    let bodies: Vec<&[u8]> = logs[0].iter().map(|r| r.3.as_slice()).collect();
+    let racer_won = matches!(y, WriteOutcome::Decided(OpResult::Appended { .. }));
+    let mut expected: Vec<&[u8]> = vec![b"a", b"b"];
+    if racer_won {
+        expected.push(b"racer");
+    }
+    assert_eq!(bodies, expected);
+    assert!(logs[0]
+        .windows(2)
+        .all(|w| w[1].0 == w[0].0 + 1 && w[1].2 >= w[0].2));
+    let other = 1 - k;
+    for i in &ids {
+        assert!(c.node(*i).engine(other).state("orders").is_err());
+    }
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
+/// A node restarted with its WAL ahead of its shard engine (the engine's
+/// last applies lost, as in a crash between log append and apply) re-applies
+/// exactly the missing entries: the same records as every other replica,
+/// seqs dense, no duplicate, none skipped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_never_applies_twice_nor_skips() {
+    let c = TestCluster::start(3, 1).await;
+    let ids = c.ids();
+    let leader = c.leader(0, &ids).await;
+    let lagger = *ids.iter().find(|i| **i != leader).unwrap();
+    for i in 0..10 {
+        c.write(leader, append("s", 1, &format!("r{i}"))).await;
+    }
+    c.converged(0, &ids).await;
+    c.stop(lagger).await;
+    let shards = c.data_dir(lagger).join("shards");
+    let saved = c.dir.path().join("saved-shards");
+    copy_dir(&shards, &saved);
+    c.boot(lagger).await;
+    for i in 10..25 {
+        let via = ids[i % 3];
+        assert_eq!(
+            appended_at(&c.write(via, append("s", 1, &format!("r{i}"))).await),
+            i as u64
+        );
+    }
+    let applied = c.converged(0, &ids).await;
+    c.stop(lagger).await;
+    std::fs::remove_dir_all(&shards).unwrap();
+    copy_dir(&saved, &shards);
+    let before = {
+        let e = fencelog_engine::Engine::open(shards.join("shard-000/gen-000000")).unwrap();
+        let at = e.applied().map(|a| a.index).unwrap();
+        e.shutdown().await;
+        at
+    };
+    assert!(
+        before + 15 <= applied,
+        "the restored engine is behind: {before} vs {applied}"
+    );
+    c.boot(lagger).await;
+    assert_eq!(c.converged(0, &ids).await, applied);
+    let expected: Vec<Vec<u8>> = (0..25).map(|i| format!("r{i}").into_bytes()).collect();
+    for i in &ids {
+        let recs = c.records(*i, "s");
+        let bodies: Vec<Vec<u8>> = recs.iter().map(|r| r.3.clone()).collect();
+        assert_eq!(bodies, expected, "node {i}");
+        assert!(recs.iter().enumerate().all(|(n, r)| r.0 == n as u64));
+        assert_eq!(recs, c.records(leader, "s"));
+    }
+}
+
+/// The seeds' paused owner, in process: the old leader is cut off (as a
+/// SIGSTOPped process is to its peers) with a write in flight; a new leader
+/// is elected, a new owner fences and appends through another node; after
+/// the heal the old leader's write ends unknown (never accepted), it steps
+/// down, and the old owner's retry through it is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_isolated_old_leader_cannot_commit_a_stale_write() {
+    let c = TestCluster::start(3, 1).await;
+    let ids = c.ids();
+    let old = c.leader(0, &ids).await;
+    assert_eq!(appended_at(&c.write(old, append("lock", 1, "A1")).await), 0);
+    c.converged(0, &ids).await;
+    c.router.isolate(old, ids.clone());
+    let old_node = c.node(old);
+    let in_flight = tokio::spawn({
+        let n = old_node.clone();
+        async move { n.write(append("lock", 1, "A2")).await }
+    });
+    let rest: Vec<_> = ids.iter().copied().filter(|i| *i != old).collect();
+    let new = c.leader(0, &rest).await;
+    assert_ne!(new, old);
+    let other = *rest.iter().find(|i| **i != new).unwrap();
+    let b = c.write(other, fence("lock", 2)).await;
+    assert!(
+        matches!(b, WriteOutcome::Decided(OpResult::Fenced(_))),
+        "{b:?}"
+    );
+    assert_eq!(
+        appended_at(&c.write(other, append("lock", 2, "B1")).await),
+        1
+    );
+    // The isolated leader cannot answer a linearizable read from stale state.
+    assert!(old_node.read_barrier(0).await.is_err());
+    c.router.heal();
+    let a2 = in_flight.await.unwrap();
+    assert!(
+        matches!(
+            a2,
+            WriteOutcome::Unknown(_) | WriteOutcome::Decided(OpResult::Stale { .. })
+        ),
+        "the stale in-flight write was {a2:?}"
+    );
+    eventually("the old leader to step down", || async {
+        (old_node.raft(0).metrics().borrow().state != ServerState::Leader).then_some(())
+    })
+    .await;
+    let retry = c.write(old, append("lock", 1, "A3")).await;
+    assert!(
+        matches!(
+            retry,
+            WriteOutcome::Decided(OpResult::Stale {
+                presented: 1,
+                highest: 2,
+                ..
+            })
+        ),
+        "{retry:?}"
+    );
+    c.converged(0, &ids).await;
+    for i in &ids {
+        let bodies: Vec<Vec<u8>> = c.records(*i, "lock").into_iter().map(|r| r.3).collect();
+        assert_eq!(bodies, vec![b"A1".to_vec(), b"B1".to_vec()], "node {i}");
+    }
+}

@@ -1,0 +1,6 @@
+//! The cluster crate's integration tests.
+
+mod support;
+
+mod cluster;
+mod suite;

@@ -1,0 +1,77 @@
+//! openraft's own storage test suite against fencelog's Raft WAL log store
+//! and the shard engine state machine, and a reopen of what it wrote.
+
+use fencelog_cluster::log_store::LogStore;
+use fencelog_cluster::state_machine::ShardSm;
+use fencelog_cluster::types::{StorageError, TypeConfig};
+use fencelog_cluster::wal::Wal;
+use fencelog_engine::DirStorage;
+use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
+use openraft::testing::{blank_ent, log_id, StoreBuilder, Suite};
+use openraft::{RaftLogReader, Vote};
+use std::sync::Arc;
+use tempfile::TempDir;
+
+struct Builder;
+
+fn wal_in(dir: &TempDir) -> Arc<Wal> {
+    let storage = DirStorage::new(dir.path().join("raft")).unwrap();
+    Wal::open(Arc::new(storage)).unwrap()
+}
+
+impl StoreBuilder<TypeConfig, LogStore, ShardSm, TempDir> for Builder {
+    async fn build(&self) -> Result<(TempDir, LogStore, ShardSm), StorageError> {
+        let dir = TempDir::new().unwrap();
+        let log = LogStore::new(wal_in(&dir), 0);
+        let sm = ShardSm::open(&dir.path().join("shard-000")).unwrap();
+        Ok((dir, log, sm))
+    }
+}
+
+/// `Suite::test_all` builds a tokio runtime per case, so it runs from a
+/// plain `#[test]`.
+#[test]
+fn openraft_storage_suite_passes() {
+    Suite::test_all(Builder).expect("every case of openraft's storage suite passes");
+}
+
+/// The vote, a truncate and a purge survive a reopen of the WAL, for the
+/// shard that wrote them only.
+#[test]
+fn wal_reopen_keeps_vote_truncate_and_purge_per_shard() {
+    let dir = TempDir::new().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let wal = wal_in(&dir);
+        let mut log = LogStore::new(wal.clone(), 3);
+        let mut other = LogStore::new(wal.clone(), 4);
+        log.save_vote(&Vote::new(2, 1)).await.unwrap();
+        let ents = (1..=10).map(|i| blank_ent::<TypeConfig>(2, 1, i));
+        log.blocking_append(ents).await.unwrap();
+        other
+            .blocking_append((1..=2).map(|i| blank_ent::<TypeConfig>(1, 1, i)))
+            .await
+            .unwrap();
+        log.truncate(log_id(2, 1, 8)).await.unwrap();
+        log.purge(log_id(2, 1, 3)).await.unwrap();
+        wal.close();
+        drop((log, other, wal));
+        let wal = wal_in(&dir);
+        assert_eq!(wal.cut_bytes, 0);
+        let mut log = LogStore::new(wal.clone(), 3);
+        assert_eq!(log.read_vote().await.unwrap(), Some(Vote::new(2, 1)));
+        let st = log.get_log_state().await.unwrap();
+        assert_eq!(st.last_purged_log_id, Some(log_id(2, 1, 3)));
+        assert_eq!(st.last_log_id, Some(log_id(2, 1, 7)));
+        let got = log.try_get_log_entries(0..100).await.unwrap();
+        let idx: Vec<u64> = got.iter().map(|e| e.log_id.index).collect();
+        assert_eq!(idx, vec![4, 5, 6, 7]);
+        let mut other = LogStore::new(wal, 4);
+        let st = other.get_log_state().await.unwrap();
+        assert_eq!(
+            (st.last_purged_log_id, st.last_log_id),
+            (None, Some(log_id(1, 1, 2)))
+        );
+        assert_eq!(other.read_vote().await.unwrap(), None);
+    });
+}

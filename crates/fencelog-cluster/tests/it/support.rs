@@ -1,0 +1,157 @@
+//! An in-process cluster: real nodes (WAL, shard engines, openraft) in
+//! temp directories, joined by the in-process router. Every wait polls
+//! with a deadline.
+
+use fencelog_cluster::node::{Node, NodeOptions, Timing, WriteOutcome};
+use fencelog_cluster::router::Router;
+use fencelog_cluster::types::{ClusterOp, NodeId, ShardId};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tempfile::TempDir;
+
+/// How long any wait may take before the test fails.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+pub struct TestCluster {
+    pub router: Arc<Router>,
+    pub dir: TempDir,
+    pub members: BTreeMap<NodeId, String>,
+    pub shards: u32,
+}
+
+/// Polls `check` until it answers `Some`, or panics naming `what`.
+pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(t) = check().await {
+            return t;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub fn append(stream: &str, token: u64, body: &str) -> ClusterOp {
+    ClusterOp::Append {
+        stream: stream.into(),
+        token,
+        match_seq: None,
+        records: vec![body.as_bytes().to_vec()],
+    }
+}
+
+pub fn fence(stream: &str, token: u64) -> ClusterOp {
+    ClusterOp::Fence {
+        stream: stream.into(),
+        token,
+    }
+}
+
+/// A record as every replica must hold it: (seq, token, timestamp, body).
+pub type Rec = (u64, u64, u64, Vec<u8>);
+
+impl TestCluster {
+    pub async fn start(n: u64, shards: u32) -> TestCluster {
+        let members = (1..=n).map(|i| (i, format!("node-{i}"))).collect();
+        let c = TestCluster {
+            router: Router::new(),
+            dir: TempDir::new().unwrap(),
+            members,
+            shards,
+        };
+        for id in 1..=n {
+            c.boot(id).await;
+        }
+        c
+    }
+
+    pub fn data_dir(&self, id: NodeId) -> PathBuf {
+        self.dir.path().join(format!("node-{id}"))
+    }
+
+    pub async fn boot(&self, id: NodeId) -> Arc<Node> {
+        let options = NodeOptions {
+            id,
+            members: self.members.clone(),
+            shards: self.shards,
+            data_dir: self.data_dir(id),
+            timing: Timing::TEST,
+            write_timeout: Duration::from_secs(10),
+        };
+        let node = Arc::new(Node::start(options, self.router.port(id)).await.unwrap());
+        self.router.register(node.clone());
+        node
+    }
+
+    pub async fn stop(&self, id: NodeId) {
+        let node = self.router.unregister(id).expect("node is up");
+        node.shutdown().await;
+    }
+
+    pub fn node(&self, id: NodeId) -> Arc<Node> {
+        self.router.node(id).expect("node is up")
+    }
+
+    pub fn ids(&self) -> Vec<NodeId> {
+        self.members.keys().copied().collect()
+    }
+
+    /// The leader of shard `k` that every running node in `among` agrees on.
+    pub async fn leader(&self, k: ShardId, among: &[NodeId]) -> NodeId {
+        eventually(
+            &format!("a leader of shard {k} among {among:?}"),
+            || async {
+                let seen: Vec<Option<NodeId>> =
+                    among.iter().map(|i| self.node(*i).leader_of(k)).collect();
+                let l = seen[0]?;
+                let leads = among.contains(&l)
+                    && self.node(l).raft(k).metrics().borrow().state
+                        == openraft::ServerState::Leader;
+                (leads && seen.iter().all(|s| *s == Some(l))).then_some(l)
+            },
+        )
+        .await
+    }
+
+    pub async fn write(&self, via: NodeId, op: ClusterOp) -> WriteOutcome {
+        self.node(via).write(op).await
+    }
+
+    /// Every record of `stream` in node `id`'s applied state.
+    pub fn records(&self, id: NodeId, stream: &str) -> Vec<Rec> {
+        let node = self.node(id);
+        let engine = node.engine(node.shard_of(stream));
+        let Ok(batch) = engine.read(stream, 0, 100_000, 1 << 30) else {
+            return Vec::new();
+        };
+        batch
+            .records
+            .iter()
+            .map(|r| (r.seq, r.fencing_token, r.timestamp_ms, r.body.to_vec()))
+            .collect()
+    }
+
+    /// Waits until every node in `among` has applied the same entry of
+    /// shard `k`, at least the leader's last log index.
+    pub async fn converged(&self, k: ShardId, among: &[NodeId]) -> u64 {
+        let leader = self.leader(k, among).await;
+        let last = self.node(leader).raft(k).metrics().borrow().last_log_index;
+        eventually(&format!("shard {k} applied alike on {among:?}"), || async {
+            let applied: Vec<Option<u64>> = among
+                .iter()
+                .map(|i| self.node(*i).engine(k).applied().map(|a| a.index))
+                .collect();
+            let first = applied[0]?;
+            (first >= last.unwrap_or(0) && applied.iter().all(|a| *a == Some(first)))
+                .then_some(first)
+        })
+        .await
+    }
+}
