@@ -13,6 +13,7 @@ pub mod fence;
 pub mod lifecycle;
 pub mod read;
 pub mod serve;
+pub mod serve_cluster;
 mod server_log;
 pub mod status;
 pub mod tail;

@@ -68,25 +68,51 @@ pub struct Args {
     /// 10GiB, bytes, or `unlimited` [default: unlimited].
     #[arg(long, env = "FENCELOG_DATA_BYTES_MAX")]
     pub data_bytes_max: Option<String>,
+    /// Cluster mode (issue 14): every member as `ID=HOST:PORT,...`; the
+    /// node listens on its own address unless --listen says otherwise.
+    #[arg(long, env = "FENCELOG_CLUSTER")]
+    pub cluster: Option<String>,
+    /// This node's id in --cluster.
+    #[arg(long, env = "FENCELOG_NODE_ID")]
+    pub node_id: Option<u64>,
+    /// Shards of a new cluster, fixed at creation [default: 8].
+    #[arg(long, env = "FENCELOG_SHARDS")]
+    pub shards: Option<u32>,
+    /// Raft heartbeat interval in ms [default: 100].
+    #[arg(long, env = "FENCELOG_RAFT_HEARTBEAT_MS")]
+    pub raft_heartbeat_ms: Option<u64>,
+    /// Raft election timeout range in ms, `MIN-MAX` [default: 1000-2000].
+    #[arg(long, env = "FENCELOG_RAFT_ELECTION_MS")]
+    pub raft_election_ms: Option<String>,
+    /// How long a replicated write may wait for its commit before it is
+    /// answered 503 with `outcome_unknown` [default: 10000].
+    #[arg(long, env = "FENCELOG_WRITE_TIMEOUT_MS")]
+    pub write_timeout_ms: Option<u64>,
 }
 
 /// The config file: every setting optional, unknown keys refused so a typo
 /// is an error instead of a silently ignored setting.
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-struct FileSettings {
-    log_format: Option<LogFormat>,
-    data_dir: Option<PathBuf>,
-    listen: Option<String>,
-    segment_bytes: Option<u64>,
-    batch_records_max: Option<usize>,
-    batch_bytes_max: Option<usize>,
-    body_bytes_max: Option<usize>,
-    header_read_timeout_ms: Option<u64>,
-    body_read_timeout_ms: Option<u64>,
-    retention_age: Option<String>,
-    retention_bytes: Option<String>,
-    data_bytes_max: Option<String>,
+pub(super) struct FileSettings {
+    pub(super) log_format: Option<LogFormat>,
+    pub(super) data_dir: Option<PathBuf>,
+    pub(super) listen: Option<String>,
+    pub(super) segment_bytes: Option<u64>,
+    pub(super) batch_records_max: Option<usize>,
+    pub(super) batch_bytes_max: Option<usize>,
+    pub(super) body_bytes_max: Option<usize>,
+    pub(super) header_read_timeout_ms: Option<u64>,
+    pub(super) body_read_timeout_ms: Option<u64>,
+    pub(super) retention_age: Option<String>,
+    pub(super) retention_bytes: Option<String>,
+    pub(super) data_bytes_max: Option<String>,
+    pub(super) cluster: Option<String>,
+    pub(super) node_id: Option<u64>,
+    pub(super) shards: Option<u32>,
+    pub(super) raft_heartbeat_ms: Option<u64>,
+    pub(super) raft_election_ms: Option<String>,
+    pub(super) write_timeout_ms: Option<u64>,
 }
 
 /// What the server runs with, after file, environment and flags.
@@ -108,6 +134,9 @@ pub struct Settings {
     pub retention_bytes: Option<u64>,
     #[serde(serialize_with = "limit_or_unlimited")]
     pub data_bytes_max: Option<u64>,
+    /// Cluster mode, when --cluster is given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<super::serve_cluster::ClusterSettings>,
 }
 
 fn limit_or_unlimited<S: serde::Serializer>(v: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
@@ -142,6 +171,7 @@ impl Settings {
             }
             None => FileSettings::default(),
         };
+        let cluster = super::serve_cluster::ClusterSettings::resolve(args, &file)?;
         let log_format = args
             .log_format
             .or(file.log_format)
@@ -208,9 +238,51 @@ impl Settings {
                     .or(file.data_bytes_max.as_deref()),
                 super::units::parse_bytes,
             )?,
+            cluster,
         };
         Ok((settings, log_format))
     }
+}
+
+impl Settings {
+    /// The engine limits the settings give.
+    pub(super) fn engine_config(&self) -> Config {
+        Config {
+            segment_bytes_max: self.segment_bytes,
+            batch_records_max: self.batch_records_max,
+            batch_bytes_max: self.batch_bytes_max,
+            retention_age_s: self.retention_age_s,
+            retention_bytes: self.retention_bytes,
+            data_bytes_max: self.data_bytes_max,
+            ..Config::default()
+        }
+    }
+
+    /// The HTTP request limits for an engine with `config`.
+    pub(super) fn http_limits(&self, config: &Config) -> HttpLimits {
+        let mut limits = HttpLimits::for_config(config);
+        limits.body_bytes_max = self.body_bytes_max;
+        limits.body_read_timeout = Duration::from_millis(self.body_read_timeout_ms);
+        limits
+    }
+
+    /// The connection-level protections.
+    pub(super) fn server_config(&self) -> ServerConfig {
+        ServerConfig {
+            header_read_timeout: Duration::from_millis(self.header_read_timeout_ms),
+            ..ServerConfig::default()
+        }
+    }
+}
+
+/// Says the server is ready: the startup lines reach the log first (so
+/// whoever acts on the announcement finds them), then `listening on ADDR`
+/// on stdout, which scripts and tests that pass port 0 read the port from.
+pub(super) fn announce_ready(log: &ServerLog, addr: &str) {
+    log.sync();
+    log.set_lossy(true);
+    println!("listening on {addr}");
+    let _ = std::io::stdout().flush();
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -231,7 +303,10 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let code = open_and_serve(&settings, &log);
+    let code = match &settings.cluster {
+        Some(c) => super::serve_cluster::open_and_serve(&settings, c, &log),
+        None => open_and_serve(&settings, &log),
+    };
     let dropped = log.dropped_lines();
     if dropped > 0 {
         tracing::warn!(
@@ -260,22 +335,9 @@ fn print_settings(settings: &Settings) -> ExitCode {
 /// Opens the data directory and serves it until a stop signal; returns
 /// once the server, its runtime and the engine have shut down.
 fn open_and_serve(settings: &Settings, log: &ServerLog) -> ExitCode {
-    let config = Config {
-        segment_bytes_max: settings.segment_bytes,
-        batch_records_max: settings.batch_records_max,
-        batch_bytes_max: settings.batch_bytes_max,
-        retention_age_s: settings.retention_age_s,
-        retention_bytes: settings.retention_bytes,
-        data_bytes_max: settings.data_bytes_max,
-        ..Config::default()
-    };
-    let mut limits = HttpLimits::for_config(&config);
-    limits.body_bytes_max = settings.body_bytes_max;
-    limits.body_read_timeout = Duration::from_millis(settings.body_read_timeout_ms);
-    let server_config = ServerConfig {
-        header_read_timeout: Duration::from_millis(settings.header_read_timeout_ms),
-        ..ServerConfig::default()
-    };
+    let config = settings.engine_config();
+    let limits = settings.http_limits(&config);
+    let server_config = settings.server_config();
     let Some(engine) = open_engine(&settings.data_dir, config) else {
         return ExitCode::FAILURE;
     };
@@ -329,7 +391,7 @@ fn open_engine(data_dir: &std::path::Path, config: Config) -> Option<Engine> {
 
 /// Binds, announces the address once the startup lines are in the log,
 /// and serves until SIGTERM or Ctrl-C.
-async fn serve_http(
+pub(super) async fn serve_http(
     settings: &Settings,
     state: AppState,
     server_config: ServerConfig,
@@ -358,13 +420,7 @@ async fn serve_http(
         }
     };
     tracing::info!(%addr, data_dir = %settings.data_dir.display(), "serving");
-    // Whoever acts on the line below (a supervisor, a test that kills the
-    // server right then) finds the startup lines in the log.
-    log.sync();
-    log.set_lossy(true);
-    // Scripts and tests that pass port 0 read the real port from here.
-    println!("listening on {addr}");
-    let _ = std::io::stdout().flush();
+    announce_ready(&log, &addr.to_string());
     match http::serve(listener, state, server_config, stop).await {
         Ok(()) => {
             tracing::info!("stopped");
@@ -380,7 +436,7 @@ async fn serve_http(
 /// Says so when log lines were dropped (the queue to stderr was full), at
 /// most every 10 s: the line itself has room by the time it is written,
 /// since a drop means the writer was behind, not gone.
-async fn report_dropped_log_lines(log: ServerLog) {
+pub(super) async fn report_dropped_log_lines(log: ServerLog) {
     let mut reported = 0;
     let mut tick = tokio::time::interval(Duration::from_secs(10));
     loop {
@@ -402,7 +458,9 @@ async fn report_dropped_log_lines(log: ServerLog) {
 /// lines must reach it. Called before `listening on` is printed: a handler
 /// installed later (on the first poll of the future) left a window in which
 /// a supervisor stopping a just-ready server killed it outright instead.
-fn stop_signal(log: ServerLog) -> std::io::Result<impl std::future::Future<Output = ()>> {
+pub(super) fn stop_signal(
+    log: ServerLog,
+) -> std::io::Result<impl std::future::Future<Output = ()>> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;

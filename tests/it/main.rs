@@ -10,6 +10,8 @@ mod cli_serve_config;
 mod client_errors;
 mod client_lifecycle;
 mod client_tail_restart;
+mod cluster_procs;
+mod cluster_support;
 mod etcd_story;
 mod http_full_disk;
 mod http_restart;

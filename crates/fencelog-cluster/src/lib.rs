@@ -6,6 +6,8 @@
 
 #![warn(missing_docs)]
 
+pub mod http;
+pub mod http_transport;
 pub mod log_store;
 pub mod network;
 pub mod node;

@@ -25,7 +25,6 @@ impl LogStore {
         let log = wal.shard(shard);
         LogStore { shard, wal, log }
     }
-
 }
 
 impl RaftLogReader<TypeConfig> for LogStore {

@@ -7,10 +7,10 @@ use crate::log_store::LogStore;
 use crate::network::{decode, encode, NetFactory, RpcKind, SnapshotRpc, Transport, TransportError};
 use crate::proposer::{leadership, Proposed, Proposer};
 use crate::shard::shard_of;
-use crate::state_machine::ShardSm;
+use crate::state_machine::{shard_engine_config, ShardSm};
 use crate::types::{ClusterOp, NodeId, OpResult, Raft, ShardId, Snapshot, TypeConfig};
 use crate::wal::Wal;
-use fencelog_engine::{DirStorage, Engine};
+use fencelog_engine::{Config, DirStorage, Engine};
 use openraft::error::{InitializeError, RaftError};
 use openraft::raft::{AppendEntriesRequest, VoteRequest};
 use openraft::{BasicNode, SnapshotPolicy};
@@ -82,6 +82,9 @@ pub struct NodeOptions {
     pub data_dir: PathBuf,
     /// Raft timing.
     pub timing: Timing,
+    /// The shard engines' limits (reclamation and the disk budget are
+    /// off in apply: see [`crate::state_machine::shard_engine_config`]).
+    pub engine: Config,
     /// How long a proposal may take before its outcome is unknown.
     pub write_timeout: Duration,
 }
@@ -128,6 +131,7 @@ impl Node {
             "a node is one of the members"
         );
         let config = Arc::new(options.timing.raft_config()?);
+        check_meta(&options)?;
         let wal = Wal::open(Arc::new(DirStorage::new(options.data_dir.join("raft"))?))?;
         let nodes: BTreeMap<NodeId, BasicNode> = options
             .members
@@ -140,7 +144,7 @@ impl Node {
                 .data_dir
                 .join("shards")
                 .join(format!("shard-{k:03}"));
-            let sm = ShardSm::open(&root)?;
+            let sm = ShardSm::open(&root, shard_engine_config(&options.engine))?;
             let log = LogStore::new(wal.clone(), k);
             let net = NetFactory {
                 transport: transport.clone(),
@@ -366,6 +370,31 @@ impl Node {
         self.wal.close();
     }
 }
+
+/// `cluster.meta`: written once at the first start (node id and S), and
+/// checked at every later one — S must never change, since streams would
+/// move between shards.
+fn check_meta(options: &NodeOptions) -> io::Result<()> {
+    let want = format!(
+        "fencelog-cluster 1\nnode_id {}\nshards {}\n",
+        options.id, options.shards
+    );
+    std::fs::create_dir_all(&options.data_dir)?;
+    match std::fs::read_to_string(options.data_dir.join(META_FILE)) {
+        Ok(have) if have == want => Ok(()),
+        Ok(have) => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{META_FILE} says {have:?}, this start says {want:?}: node id and shards are fixed at cluster creation"),
+        )),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            crate::shard_dir::write_durably(&options.data_dir, META_FILE, want.as_bytes())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The node's identity file in its data directory.
+pub const META_FILE: &str = "cluster.meta";
 
 fn outcome_of(p: Proposed) -> WriteOutcome {
     match p {

@@ -40,12 +40,17 @@ pub struct ShardSm {
     built: Arc<std::sync::atomic::AtomicU64>,
 }
 
-/// The engine configuration of a shard: no background reclamation, so its
-/// files change only through apply.
-pub fn shard_engine_config() -> Config {
+/// The engine configuration of a shard, from the node's: no background
+/// reclamation (its files change only through apply, which snapshots rely
+/// on) and no disk budget (apply must not refuse on local limits; the
+/// leader checks them before proposing).
+pub fn shard_engine_config(base: &Config) -> Config {
     Config {
         reclaim_interval_ms: 0,
-        ..Config::default()
+        data_bytes_max: None,
+        retention_age_s: None,
+        retention_bytes: None,
+        ..base.clone()
     }
 }
 
@@ -58,10 +63,9 @@ fn log_id_of(a: &AppliedState) -> LogId {
 }
 
 impl ShardSm {
-    /// Opens the shard whose directory is `root`.
-    pub fn open(root: &Path) -> io::Result<ShardSm> {
+    /// Opens the shard whose directory is `root` with engine `config`.
+    pub fn open(root: &Path, config: Config) -> io::Result<ShardSm> {
         let dir = ShardDir::open(root)?;
-        let config = shard_engine_config();
         let engine = Engine::open_with(dir.engine_dir(), config.clone())
             .map_err(|e| io::Error::other(e.to_string()))?;
         Ok(ShardSm {

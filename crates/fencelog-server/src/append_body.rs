@@ -9,10 +9,13 @@ use fencelog_api::header as wire;
 
 /// A decoded append: token, records and optional `match_seq_num`.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) struct AppendBody {
-    pub(crate) token: u64,
-    pub(crate) records: Vec<Bytes>,
-    pub(crate) match_seq_num: Option<u64>,
+pub struct AppendBody {
+    /// The fencing token.
+    pub token: u64,
+    /// The records, in order.
+    pub records: Vec<Bytes>,
+    /// The seq the batch must start at, if given.
+    pub match_seq_num: Option<u64>,
 }
 
 /// How an append body is encoded, from its `Content-Type` essence.

@@ -46,8 +46,9 @@ pub mod streams;
 
 use axum::Router;
 
+pub use append_body::AppendBody;
 pub use error::ApiError;
-pub use server::{serve, ServerConfig};
+pub use server::{serve, serve_router, ServerConfig};
 pub use state::{AppState, HttpLimits, Shutdown};
 
 /// The whole API as a router, built from [`openapi::ROUTES`].

@@ -28,30 +28,7 @@ pub async fn append(
     request: Request,
 ) -> Result<Json<AppendAck>, ApiError> {
     let stream = stream_name(path)?;
-    // The whole request rather than a `HeaderMap` extractor, which would
-    // clone every header on each append.
-    let (parts, body) = request.into_parts();
-    let headers = &parts.headers;
-    let kind = body_kind(headers);
-    let req = if kind == BodyKind::Json {
-        let bytes = read_capped(headers, body, &state.limits).await?;
-        json_append::parse(&bytes)?
-    } else {
-        // Header errors first: no point reading a body we will refuse.
-        let token = token_from_header(headers)?;
-        let match_seq_num = seq_from_header(headers, wire::MATCH_SEQ_NUM)?;
-        let bytes = read_capped(headers, body, &state.limits).await?;
-        let records = if kind == BodyKind::Batch {
-            batch_records(&stream, &state, &bytes)?
-        } else {
-            vec![bytes]
-        };
-        AppendBody {
-            token,
-            records,
-            match_seq_num,
-        }
-    };
+    let req = decode_append(&state, &stream, request).await?;
     match state
         .engine
         .append(&stream, req.token, req.records, req.match_seq_num)
@@ -60,6 +37,38 @@ pub async fn append(
         Ok(ack) => Ok(Json(AppendAck::new(stream, ack))),
         Err(e) => Err(write_error(&stream, e)),
     }
+}
+
+/// Decodes an append request to `stream`, whatever its encoding (also
+/// used by the cluster crate's append route, issue 14).
+pub async fn decode_append(
+    state: &AppState,
+    stream: &str,
+    request: Request,
+) -> Result<AppendBody, ApiError> {
+    // The whole request rather than a `HeaderMap` extractor, which would
+    // clone every header on each append.
+    let (parts, body) = request.into_parts();
+    let headers = &parts.headers;
+    let kind = body_kind(headers);
+    if kind == BodyKind::Json {
+        let bytes = read_capped(headers, body, &state.limits).await?;
+        return json_append::parse(&bytes);
+    }
+    // Header errors first: no point reading a body we will refuse.
+    let token = token_from_header(headers)?;
+    let match_seq_num = seq_from_header(headers, wire::MATCH_SEQ_NUM)?;
+    let bytes = read_capped(headers, body, &state.limits).await?;
+    let records = if kind == BodyKind::Batch {
+        batch_records(stream, state, &bytes)?
+    } else {
+        vec![bytes]
+    };
+    Ok(AppendBody {
+        token,
+        records,
+        match_seq_num,
+    })
 }
 
 /// The records of a binary batch body. The count is checked against the

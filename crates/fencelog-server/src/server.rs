@@ -40,14 +40,34 @@ impl Default for ServerConfig {
 /// shuts the engine down. Returns once everything acknowledged is durable.
 pub async fn serve(
     listener: TcpListener,
-    mut state: AppState,
+    state: AppState,
+    config: ServerConfig,
+    signal: impl Future<Output = ()>,
+) -> io::Result<()> {
+    let engine = state.engine.clone();
+    let build = move |shutdown: Shutdown| {
+        let mut state = state;
+        state.shutdown = shutdown;
+        app(state)
+    };
+    serve_router(listener, build, config, signal).await?;
+    engine.shutdown().await;
+    tracing::info!("engine shut down; everything acknowledged is durable");
+    Ok(())
+}
+
+/// Serves the router `build` makes (given the shutdown signal its long
+/// polls and tails end on) with the same connection-level protections,
+/// until `signal` resolves; then drains. What is behind the router is the
+/// caller's to shut down (a cluster node's groups and engines, issue 14).
+pub async fn serve_router(
+    listener: TcpListener,
+    build: impl FnOnce(Shutdown) -> axum::Router,
     config: ServerConfig,
     signal: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let (trigger, shutdown) = Shutdown::new();
-    state.shutdown = shutdown.clone();
-    let engine = state.engine.clone();
-    let router = app(state);
+    let router = build(shutdown.clone());
     // Each connection task holds a sender; when all are gone, recv() ends.
     let (conn_alive, mut conns_done) = mpsc::channel::<()>(1);
     tokio::pin!(signal);
@@ -105,7 +125,5 @@ pub async fn serve(
             "connections still open after the drain timeout; closing anyway"
         );
     }
-    engine.shutdown().await;
-    tracing::info!("engine shut down; everything acknowledged is durable");
     Ok(())
 }

@@ -55,6 +55,22 @@ pub async fn list(
     }))
 }
 
+/// The token of a fence request's body (also used by the cluster crate's
+/// fence route, issue 14).
+pub async fn decode_fence(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<u64, ApiError> {
+    let bytes = read_capped(headers, body, &state.limits).await?;
+    let value: Value = serde_json::from_slice(&bytes)
+        .map_err(|e| ApiError::bad_request(format!("malformed JSON: {e}")))?;
+    let Value::Object(obj) = value else {
+        return Err(ApiError::bad_request("the body must be a JSON object"));
+    };
+    token_from_json(obj.get("fencing_token"))
+}
+
 /// `POST /v1/streams/{stream}/fence` with `{"fencing_token": T}`: raises the
 /// stream's highest token (creating the stream if needed) and answers with
 /// its state once that is durable. Same 409 as an append when stale.
@@ -65,13 +81,7 @@ pub async fn fence(
     body: Body,
 ) -> Result<Json<StreamInfo>, ApiError> {
     let stream = stream_name(path)?;
-    let bytes = read_capped(&headers, body, &state.limits).await?;
-    let value: Value = serde_json::from_slice(&bytes)
-        .map_err(|e| ApiError::bad_request(format!("malformed JSON: {e}")))?;
-    let Value::Object(obj) = value else {
-        return Err(ApiError::bad_request("the body must be a JSON object"));
-    };
-    let token = token_from_json(obj.get("fencing_token"))?;
+    let token = decode_fence(&state, &headers, body).await?;
     match state.engine.fence(&stream, token).await {
         Ok(s) => Ok(Json(s.into())),
         Err(e) => Err(write_error(&stream, e)),

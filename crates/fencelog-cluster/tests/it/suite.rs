@@ -5,7 +5,7 @@ use fencelog_cluster::log_store::LogStore;
 use fencelog_cluster::state_machine::ShardSm;
 use fencelog_cluster::types::{StorageError, TypeConfig};
 use fencelog_cluster::wal::Wal;
-use fencelog_engine::DirStorage;
+use fencelog_engine::{Config, DirStorage};
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
 use openraft::testing::{blank_ent, log_id, StoreBuilder, Suite};
 use openraft::{RaftLogReader, Vote};
@@ -23,7 +23,7 @@ impl StoreBuilder<TypeConfig, LogStore, ShardSm, TempDir> for Builder {
     async fn build(&self) -> Result<(TempDir, LogStore, ShardSm), StorageError> {
         let dir = TempDir::new().unwrap();
         let log = LogStore::new(wal_in(&dir), 0);
-        let sm = ShardSm::open(&dir.path().join("shard-000")).unwrap();
+        let sm = ShardSm::open(&dir.path().join("shard-000"), Config::default()).unwrap();
         Ok((dir, log, sm))
     }
 }

@@ -83,6 +83,7 @@ impl TestCluster {
             shards: self.shards,
             data_dir: self.data_dir(id),
             timing: Timing::TEST,
+            engine: fencelog_engine::Config::default(),
             write_timeout: Duration::from_secs(10),
         };
         let node = Arc::new(Node::start(options, self.router.port(id)).await.unwrap());

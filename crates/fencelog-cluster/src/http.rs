@@ -1,0 +1,271 @@
+//! A cluster node's HTTP API on the client port: the Raft RPCs under
+//! `/_cluster/`, appends and fences through Raft, and every other read
+//! served by the stream's shard engine through the single-node handlers
+//! (after a read-index, so tail answers are linearizable). Writes the
+//! cluster does not replicate yet (trim, seal, delete, config) are refused
+//! rather than applied to one replica.
+
+use crate::network::RpcKind;
+use crate::node::{Node, WriteOutcome};
+use crate::types::{ClusterOp, ShardId};
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, Path, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use bytes::Bytes;
+use fencelog_api::{AppendAck, ErrorCode, Field, StreamInfo};
+use fencelog_engine::{validate_stream_name, Applied, WriteError};
+use fencelog_server::error::write_error;
+use fencelog_server::{ApiError, AppState, HttpLimits, Shutdown};
+use std::sync::Arc;
+use tower::ServiceExt;
+
+/// The header naming shard leader as `id=addr`.
+pub const LEADER_HEADER: &str = "fencelog-leader";
+/// Largest Raft RPC body (a whole snapshot travels in one, v1).
+pub const RPC_BODY_BYTES_MAX: usize = 256 << 20;
+
+#[derive(Clone)]
+struct ClusterState {
+    node: Arc<Node>,
+    limits: HttpLimits,
+    shutdown: Shutdown,
+}
+
+/// The node's router.
+pub fn app(node: Arc<Node>, limits: HttpLimits, shutdown: Shutdown) -> Router {
+    let state = ClusterState {
+        node,
+        limits,
+        shutdown,
+    };
+    Router::new()
+        .route(
+            "/_cluster/raft/{shard}/{kind}",
+            post(raft_rpc).layer(DefaultBodyLimit::max(RPC_BODY_BYTES_MAX)),
+        )
+        .route("/_cluster/admin/status", get(status))
+        .route("/v1/streams/{stream}/records", post(append).get(to_shard))
+        .route("/v1/streams/{stream}/fence", post(fence))
+        .fallback(to_shard)
+        .with_state(state)
+}
+
+async fn raft_rpc(
+    State(s): State<ClusterState>,
+    Path((shard, kind)): Path<(ShardId, String)>,
+    body: Bytes,
+) -> Response {
+    let Some(kind) = RpcKind::parse(&kind) else {
+        return (StatusCode::NOT_FOUND, "no such RPC").into_response();
+    };
+    match s.node.handle_rpc(shard, kind, &body).await {
+        Ok(bytes) => bytes.into_response(),
+        Err(m) => (StatusCode::BAD_REQUEST, m).into_response(),
+    }
+}
+
+impl ClusterState {
+    /// The single-node state of shard `k`'s engine (its limits are ours).
+    fn shard_state(&self, k: ShardId) -> AppState {
+        let mut state = AppState::new(self.node.engine(k)).with_limits(self.limits.clone());
+        state.shutdown = self.shutdown.clone();
+        state
+    }
+
+    fn leader_header(&self, k: ShardId, headers: &mut HeaderMap) {
+        let Some(l) = self.node.leader_of(k) else {
+            return;
+        };
+        let addr = self.node.addr_of(k, l).unwrap_or_default();
+        if let Ok(v) = HeaderValue::from_str(&format!("{l}={addr}")) {
+            headers.insert(LEADER_HEADER, v);
+        }
+    }
+
+    /// Proposes `op` and shapes the answer; `ok` renders an accepted op.
+    async fn write(
+        &self,
+        k: ShardId,
+        stream: &str,
+        op: ClusterOp,
+        ok: fn(&str, Applied) -> Response,
+    ) -> Response {
+        let mut resp = match self.node.write(op).await {
+            WriteOutcome::Decided(r) => match r.to_engine() {
+                Ok(applied) => ok(stream, applied),
+                Err(e) => write_error(stream, e).into_response(),
+            },
+            WriteOutcome::Unavailable(m) => ApiError::new(ErrorCode::Unavailable, m)
+                .with(Field::OutcomeUnknown, false)
+                .into_response(),
+            WriteOutcome::Unknown(m) => ApiError::new(ErrorCode::Unavailable, m)
+                .with(Field::OutcomeUnknown, true)
+                .into_response(),
+        };
+        self.leader_header(k, resp.headers_mut());
+        resp
+    }
+}
+
+fn stream_of(
+    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
+) -> Result<String, ApiError> {
+    let Path(stream) = path.map_err(|e| ApiError::bad_request(e.to_string()))?;
+    validate_stream_name(&stream)
+        .map_err(|e| write_error(&stream, WriteError::InvalidStreamName(e)))?;
+    Ok(stream)
+}
+
+/// The checks a single node's engine makes before its writer, made here
+/// before proposing so apply never refuses on local limits.
+fn check_append(
+    state: &AppState,
+    stream: &str,
+    token: u64,
+    records: &[Bytes],
+) -> Result<(), ApiError> {
+    let c = state.engine.config();
+    let bytes: usize = records.iter().map(|r| r.len()).sum();
+    let err = if token == 0 {
+        WriteError::ZeroToken
+    } else if records.is_empty() {
+        WriteError::EmptyBatch
+    } else if records.len() > c.batch_records_max {
+        WriteError::TooLarge {
+            what: "records in the batch",
+            limit: c.batch_records_max as u64,
+            actual: records.len() as u64,
+        }
+    } else if bytes > c.batch_bytes_max {
+        WriteError::TooLarge {
+            what: "bytes in the batch",
+            limit: c.batch_bytes_max as u64,
+            actual: bytes as u64,
+        }
+    } else {
+        return Ok(());
+    };
+    Err(write_error(stream, err))
+}
+
+async fn append(
+    State(s): State<ClusterState>,
+    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
+    request: Request,
+) -> Result<Response, ApiError> {
+    let stream = stream_of(path)?;
+    let k = s.node.shard_of(&stream);
+    let state = s.shard_state(k);
+    let body = fencelog_server::records::decode_append(&state, &stream, request).await?;
+    check_append(&state, &stream, body.token, &body.records)?;
+    let op = ClusterOp::Append {
+        stream: stream.clone(),
+        token: body.token,
+        match_seq: body.match_seq_num,
+        records: body.records.iter().map(|r| r.to_vec()).collect(),
+    };
+    Ok(s.write(k, &stream, op, |stream, applied| match applied {
+        Applied::Appended(ack) => Json(AppendAck::new(stream.to_string(), ack)).into_response(),
+        Applied::State(_) => unreachable!("an append answers an ack"),
+    })
+    .await)
+}
+
+async fn fence(
+    State(s): State<ClusterState>,
+    path: Result<Path<String>, axum::extract::rejection::PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let stream = stream_of(path)?;
+    let k = s.node.shard_of(&stream);
+    let token = fencelog_server::streams::decode_fence(&s.shard_state(k), &headers, body).await?;
+    if token == 0 {
+        return Err(write_error(&stream, WriteError::ZeroToken));
+    }
+    let op = ClusterOp::Fence {
+        stream: stream.clone(),
+        token,
+    };
+    Ok(s.write(k, &stream, op, |_, applied| match applied {
+        Applied::State(st) => Json(StreamInfo::from(st)).into_response(),
+        Applied::Appended(_) => unreachable!("a fence answers a state"),
+    })
+    .await)
+}
+
+/// The stream a `/v1/streams/{stream}...` path names.
+fn path_stream(path: &str) -> Option<&str> {
+    let rest = path.strip_prefix("/v1/streams/")?;
+    Some(rest.split('/').next().unwrap_or(rest)).filter(|s| !s.is_empty())
+}
+
+/// Every other request: reads of one stream go to its shard's engine after
+/// a read-index; node-wide GETs (health, metrics, the API document) to
+/// shard 0's; writes that are not replicated yet are refused.
+async fn to_shard(State(s): State<ClusterState>, request: Request) -> Response {
+    let path = request.uri().path().to_string();
+    let read = request.method() == Method::GET || request.method() == Method::HEAD;
+    if !read {
+        let m = format!(
+            "{} {path} is not replicated in cluster mode yet",
+            request.method()
+        );
+        return ApiError::bad_request(m).into_response();
+    }
+    if path == "/v1/streams" {
+        return ApiError::bad_request("listing streams is not supported in cluster mode yet")
+            .into_response();
+    }
+    let k = match path_stream(&path) {
+        Some(stream) => {
+            let k = s.node.shard_of(stream);
+            if let Err(m) = s.node.read_barrier(k).await {
+                let mut resp = ApiError::new(
+                    ErrorCode::Unavailable,
+                    format!("no read index for shard {k}: {m}"),
+                )
+                .into_response();
+                s.leader_header(k, resp.headers_mut());
+                return resp;
+            }
+            k
+        }
+        None => 0,
+    };
+    // The outer router's path parameters must not reach the inner one.
+    let (mut parts, body) = request.into_parts();
+    parts.extensions = Default::default();
+    let app = fencelog_server::app(s.shard_state(k));
+    match app.oneshot(Request::from_parts(parts, body)).await {
+        Ok(r) => r,
+        Err(never) => match never {},
+    }
+}
+
+/// `GET /_cluster/admin/status`: this node's view of every shard.
+async fn status(State(s): State<ClusterState>) -> Json<serde_json::Value> {
+    let shards: Vec<serde_json::Value> = (0..s.node.shard_count())
+        .map(|k| {
+            let m = s.node.raft(k).metrics().borrow().clone();
+            serde_json::json!({
+                "shard": k,
+                "state": format!("{:?}", m.state),
+                "leader": m.current_leader,
+                "term": m.current_term,
+                "last_log_index": m.last_log_index,
+                "applied_index": m.last_applied.map(|l| l.index),
+                "snapshot_index": m.snapshot.map(|l| l.index),
+                "purged_index": m.purged.map(|l| l.index),
+            })
+        })
+        .collect();
+    Json(serde_json::json!({
+        "node_id": s.node.id(),
+        "healthy": s.node.wal().poisoned().is_none(),
+        "shards": shards,
+    }))
+}

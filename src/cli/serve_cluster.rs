@@ -1,0 +1,200 @@
+//! `fencelog serve --node-id N --cluster 1=HOST:PORT,...`: one node of a
+//! replicated cluster (issue 14). Same HTTP API and limits as a single
+//! node, plus the Raft RPCs under `/_cluster/` on the same port.
+
+use super::serve::{report_dropped_log_lines, stop_signal, Args, FileSettings, Settings};
+use super::server_log::ServerLog;
+use fencelog_cluster::http_transport::HttpTransport;
+use fencelog_cluster::node::{Node, NodeOptions, Timing};
+use fencelog_cluster::shard::{SHARDS_DEFAULT, SHARDS_MAX};
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Most members `--cluster` may name.
+const MEMBERS_MAX: usize = 64;
+
+/// The cluster part of the settings.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ClusterSettings {
+    pub node_id: u64,
+    /// As given: `ID=HOST:PORT,...`.
+    pub cluster: String,
+    #[serde(skip)]
+    pub members: BTreeMap<u64, String>,
+    pub listen: String,
+    pub shards: u32,
+    pub raft_heartbeat_ms: u64,
+    pub raft_election_ms: String,
+    pub write_timeout_ms: u64,
+    #[serde(skip)]
+    pub election: (u64, u64),
+}
+
+/// `1=a:1,2=b:2` as a member map.
+fn parse_members(text: &str) -> Result<BTreeMap<u64, String>, String> {
+    let mut members = BTreeMap::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (id, addr) = part
+            .split_once('=')
+            .ok_or(format!("cluster: {part:?} is not ID=HOST:PORT"))?;
+        let id: u64 = id
+            .parse()
+            .map_err(|_| format!("cluster: {id:?} is not a node id"))?;
+        if id == 0 || addr.is_empty() || members.insert(id, addr.to_string()).is_some() {
+            return Err(format!("cluster: bad or repeated member {part:?}"));
+        }
+    }
+    if members.is_empty() || members.len() > MEMBERS_MAX {
+        return Err(format!(
+            "cluster: 1..={MEMBERS_MAX} members, got {}",
+            members.len()
+        ));
+    }
+    Ok(members)
+}
+
+fn parse_range(text: &str) -> Result<(u64, u64), String> {
+    let bad = || format!("raft_election_ms: {text:?} is not MIN-MAX");
+    let (a, b) = text.split_once('-').ok_or_else(bad)?;
+    let (a, b) = (a.parse().map_err(|_| bad())?, b.parse().map_err(|_| bad())?);
+    if a == 0 || a >= b {
+        return Err(bad());
+    }
+    Ok((a, b))
+}
+
+impl ClusterSettings {
+    /// Flags and environment over the file; `None` without `--cluster`.
+    pub(super) fn resolve(args: &Args, file: &FileSettings) -> Result<Option<Self>, String> {
+        let Some(cluster) = args.cluster.clone().or(file.cluster.clone()) else {
+            if args.node_id.or(file.node_id).is_some() {
+                return Err("node_id needs cluster".into());
+            }
+            return Ok(None);
+        };
+        let members = parse_members(&cluster)?;
+        let node_id = args
+            .node_id
+            .or(file.node_id)
+            .ok_or("cluster needs node_id")?;
+        let own = members
+            .get(&node_id)
+            .ok_or(format!("node_id {node_id} is not in cluster"))?;
+        let shards = args.shards.or(file.shards).unwrap_or(SHARDS_DEFAULT);
+        if !(1..=SHARDS_MAX).contains(&shards) {
+            return Err(format!("shards must be in 1..={SHARDS_MAX}, got {shards}"));
+        }
+        let d = Timing::DEFAULT;
+        let raft_election_ms = args
+            .raft_election_ms
+            .clone()
+            .or(file.raft_election_ms.clone())
+            .unwrap_or(format!("{}-{}", d.election_min_ms, d.election_max_ms));
+        Ok(Some(ClusterSettings {
+            node_id,
+            listen: args
+                .listen
+                .clone()
+                .or(file.listen.clone())
+                .unwrap_or(own.clone()),
+            members,
+            cluster,
+            shards,
+            raft_heartbeat_ms: args
+                .raft_heartbeat_ms
+                .or(file.raft_heartbeat_ms)
+                .unwrap_or(d.heartbeat_ms),
+            election: parse_range(&raft_election_ms)?,
+            write_timeout_ms: args
+                .write_timeout_ms
+                .or(file.write_timeout_ms)
+                .unwrap_or(10_000)
+                .max(1),
+            raft_election_ms,
+        }))
+    }
+
+    fn options(&self, settings: &Settings) -> NodeOptions {
+        let timing = Timing {
+            heartbeat_ms: self.raft_heartbeat_ms,
+            election_min_ms: self.election.0,
+            election_max_ms: self.election.1,
+            ..Timing::DEFAULT
+        };
+        NodeOptions {
+            id: self.node_id,
+            members: self.members.clone(),
+            shards: self.shards,
+            data_dir: settings.data_dir.clone(),
+            engine: settings.engine_config(),
+            timing,
+            write_timeout: Duration::from_millis(self.write_timeout_ms),
+        }
+    }
+}
+
+/// Starts the node and serves it until SIGTERM or Ctrl-C.
+pub fn open_and_serve(settings: &Settings, c: &ClusterSettings, log: &ServerLog) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start the async runtime");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = runtime.block_on(serve(settings, c, log.clone()));
+    drop(runtime);
+    code
+}
+
+async fn serve(settings: &Settings, c: &ClusterSettings, log: ServerLog) -> ExitCode {
+    tokio::spawn(report_dropped_log_lines(log.clone()));
+    let listener = match tokio::net::TcpListener::bind(&c.listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!(listen = %c.listen, error = %e, "cannot listen");
+            return ExitCode::FAILURE;
+        }
+    };
+    let node = match Node::start(c.options(settings), Arc::new(HttpTransport::new())).await {
+        Ok(n) => Arc::new(n),
+        Err(e) => {
+            tracing::error!(data_dir = %settings.data_dir.display(), error = %e, "cannot start the cluster node");
+            return ExitCode::FAILURE;
+        }
+    };
+    let stop = match stop_signal(log.clone()) {
+        Ok(stop) => stop,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot watch SIGTERM and SIGINT");
+            return ExitCode::FAILURE;
+        }
+    };
+    let limits = settings.http_limits(&settings.engine_config());
+    let server_config = settings.server_config();
+    let addr = listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    tracing::info!(%addr, node_id = c.node_id, shards = c.shards, "serving as a cluster node");
+    super::serve::announce_ready(&log, &addr);
+    let app_node = node.clone();
+    let build = move |shutdown| fencelog_cluster::http::app(app_node, limits, shutdown);
+    let served = fencelog_server::serve_router(listener, build, server_config, stop).await;
+    node.shutdown().await;
+    match served {
+        Ok(()) => {
+            tracing::info!("stopped; every shard engine and the Raft WAL are shut down");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "server failed");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! Issue 14 against real processes: three `fencelog serve --cluster` nodes
+//! on loopback. Writes through any node (followers forward), exact 409
+//! bodies decided in apply, identical replicas, 503 `outcome_unknown` once
+//! a write was proposed but could not commit, and the seeds' paused owner
+//! at the server level (SIGSTOP of the shard leader).
+
+use crate::cluster_support::{others, ProcCluster};
+use fencelog_cluster::shard::shard_of;
+use fencelog_testkit::http::stale_body;
+use serde_json::Value;
+use std::time::Duration;
+
+/// Follower writes are forwarded to the leader and answered with its apply
+/// result and a leader hint; a stale token is refused with the exact 409
+/// body through every node; every node serves the same records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_node_accepts_writes_and_every_replica_agrees() {
+    let c = ProcCluster::start(3, 2, &[]);
+    let ids = [1, 2, 3];
+    let k = shard_of("orders", 2);
+    let leader = c.leader(k, &ids).await;
+    let follower = others(&ids, leader)[0];
+    let (s, v) = c.append(leader, "orders", 5, "a").await;
+    assert_eq!((s, v["first_seq"].as_u64()), (200, Some(0)), "{v}");
+    let body = serde_json::json!({ "fencing_token": 5, "records": [{ "body": "b" }] });
+    let (s, v, hint) = c.post(follower, "/v1/streams/orders/records", &body).await;
+    assert_eq!((s, v["first_seq"].as_u64()), (200, Some(1)), "{v}");
+    assert_eq!(hint, Some(format!("{leader}={}", c.addrs[leader - 1])));
+    let (s, v) = c.fence(follower, "orders", 7).await;
+    assert_eq!(
+        (s, v["highest_token"].as_u64(), v["next_seq"].as_u64()),
+        (200, Some(7), Some(2)),
+        "{v}"
+    );
+    for id in ids {
+        let (s, v) = c.append(id, "orders", 6, "late").await;
+        assert_eq!(
+            (s, v),
+            (409, stale_body("orders", 6, 7, 2)),
+            "through node {id}"
+        );
+    }
+    c.converged(k, &ids).await;
+    let expected = vec![(0, 5, "a".to_string()), (1, 5, "b".to_string())];
+    for id in ids {
+        assert_eq!(c.records(id, "orders").await, expected, "node {id}");
+    }
+}
+
+/// With both followers of a shard dead, the leader proposes but cannot
+/// commit: 503 with `outcome_unknown: true`, never 200 and never "not
+/// applied".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_proposed_without_a_quorum_is_503_outcome_unknown() {
+    let mut c = ProcCluster::start(3, 1, &["--write-timeout-ms", "1500"]);
+    let ids = [1, 2, 3];
+    let leader = c.leader(0, &ids).await;
+    let (s, _) = c.append(leader, "q", 1, "first").await;
+    assert_eq!(s, 200);
+    for id in others(&ids, leader) {
+        c.kill9(id);
+    }
+    let (s, v) = c.append(leader, "q", 1, "unsure").await;
+    assert_eq!(s, 503, "{v}");
+    assert_eq!(
+        (v["error"].as_str(), v["outcome_unknown"].as_bool()),
+        (Some("unavailable"), Some(true)),
+        "{v}"
+    );
+}
+
+/// The seeds' paused owner at the server level: SIGSTOP shard 0's leader
+/// with A's append in flight; the others elect a new leader; B fences with
+/// a higher token and appends through another node; SIGCONT. A's in-flight
+/// append is never a 200, the old leader steps down, and A's retry through
+/// it is 409.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_leader_cannot_commit_a_stale_write() {
+    let c = ProcCluster::start(3, 1, &["--write-timeout-ms", "5000"]);
+    let ids = [1, 2, 3];
+    let old = c.leader(0, &ids).await;
+    let (s, _) = c.append(old, "lock", 1, "A1").await;
+    assert_eq!(s, 200);
+    c.converged(0, &ids).await;
+    c.proc(old).sigstop();
+    let url = format!("{}/v1/streams/lock/records", c.url(old));
+    let in_flight = tokio::spawn({
+        let http = c.http.clone();
+        let body = serde_json::json!({ "fencing_token": 1, "records": [{ "body": "A2" }] });
+        async move {
+            let r = http.post(url).json(&body).send().await.unwrap();
+            (
+                r.status().as_u16(),
+                r.json::<Value>().await.unwrap_or(Value::Null),
+            )
+        }
+    });
+    let rest = others(&ids, old);
+    let new = c.leader(0, &rest).await;
+    let via = others(&rest, new)[0];
+    let (s, v) = c.fence(via, "lock", 2).await;
+    assert_eq!(s, 200, "{v}");
+    let (s, v) = c.append(via, "lock", 2, "B1").await;
+    assert_eq!((s, v["first_seq"].as_u64()), (200, Some(1)), "{v}");
+    // Paused for well past the election timeout (1000 ms at most).
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    c.proc(old).sigcont();
+    let (s, v) = in_flight.await.unwrap();
+    assert!(
+        s == 409 || (s == 503 && v["outcome_unknown"] == true),
+        "the paused leader's stale write answered {s} {v}"
+    );
+    let stepped_down = c.leader(0, &ids).await;
+    assert_ne!(
+        stepped_down, old,
+        "the old leader must not lead again at once"
+    );
+    c.converged(0, &ids).await;
+    let (s, v) = c.append(old, "lock", 1, "A3").await;
+    assert_eq!((s, v), (409, stale_body("lock", 1, 2, 2)));
+    let expected = vec![(0, 1, "A1".to_string()), (1, 2, "B1".to_string())];
+    for id in ids {
+        assert_eq!(c.records(id, "lock").await, expected, "node {id}");
+    }
+}

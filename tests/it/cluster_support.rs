@@ -1,0 +1,228 @@
+//! Real `fencelog serve --cluster` processes on loopback: start, find the
+//! shard leader through `/_cluster/admin/status`, kill and restart.
+
+use crate::support::serve;
+use fencelog_testkit::process::ServerProcess;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Every wait's bound.
+pub const WAIT: Duration = Duration::from_secs(60);
+
+pub struct ProcCluster {
+    pub dir: tempfile::TempDir,
+    pub addrs: Vec<String>,
+    pub procs: Vec<Option<ServerProcess>>,
+    pub shards: u32,
+    pub http: reqwest::Client,
+}
+
+/// Free loopback ports (bound then released: another process could take
+/// one in between, which fails the start loudly rather than silently).
+fn free_ports(n: usize) -> Vec<u16> {
+    let socks: Vec<_> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    socks
+        .iter()
+        .map(|s| s.local_addr().unwrap().port())
+        .collect()
+}
+
+impl ProcCluster {
+    pub fn start(n: usize, shards: u32, extra: &[&str]) -> ProcCluster {
+        let addrs: Vec<String> = free_ports(n)
+            .into_iter()
+            .map(|p| format!("127.0.0.1:{p}"))
+            .collect();
+        let mut c = ProcCluster {
+            dir: tempfile::tempdir().unwrap(),
+            addrs,
+            procs: (0..n).map(|_| None).collect(),
+            shards,
+            http: reqwest::Client::new(),
+        };
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        let starting: Vec<_> = (0..n).map(|i| c.builder(i + 1, &extra).spawn()).collect();
+        for (i, s) in starting.into_iter().enumerate() {
+            c.procs[i] = Some(s.wait_ready());
+        }
+        c
+    }
+
+    pub fn data_dir(&self, id: usize) -> PathBuf {
+        self.dir.path().join(format!("node-{id}"))
+    }
+
+    fn members(&self) -> String {
+        let m: Vec<String> = self
+            .addrs
+            .iter()
+            .enumerate()
+            .map(|(i, a)| format!("{}={a}", i + 1))
+            .collect();
+        m.join(",")
+    }
+
+    fn builder(&self, id: usize, extra: &[String]) -> fencelog_testkit::process::ServerBuilder {
+        serve()
+            .data_dir(self.data_dir(id))
+            .listen(self.addrs[id - 1].clone())
+            .log_file(self.dir.path().join(format!("node-{id}.log")))
+            .args(["--node-id", &id.to_string(), "--cluster", &self.members()])
+            .args(["--shards", &self.shards.to_string()])
+            .args([
+                "--raft-heartbeat-ms",
+                "100",
+                "--raft-election-ms",
+                "500-1000",
+            ])
+            .args(extra)
+    }
+
+    /// Restarts node `id` (its process must be gone).
+    pub fn restart(&mut self, id: usize, extra: &[&str]) {
+        assert!(self.procs[id - 1].is_none(), "node {id} still runs");
+        let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
+        self.procs[id - 1] = Some(self.builder(id, &extra).start());
+    }
+
+    pub fn kill9(&mut self, id: usize) {
+        let p = self.procs[id - 1].take().expect("node runs");
+        p.kill9();
+    }
+
+    pub fn proc(&self, id: usize) -> &ServerProcess {
+        self.procs[id - 1].as_ref().expect("node runs")
+    }
+
+    pub fn url(&self, id: usize) -> String {
+        format!("http://{}", self.addrs[id - 1])
+    }
+
+    pub fn log(&self, id: usize) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("node-{id}.log"))).unwrap_or_default()
+    }
+
+    pub async fn status(&self, id: usize) -> Option<Value> {
+        let url = format!("{}/_cluster/admin/status", self.url(id));
+        let r = self
+            .http
+            .get(url)
+            .timeout(Duration::from_secs(2))
+            .send()
+            .await
+            .ok()?;
+        r.json().await.ok()
+    }
+
+    /// The leader of shard `k` that every node in `among` reports, itself
+    /// reporting state Leader.
+    pub async fn leader(&self, k: u32, among: &[usize]) -> usize {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(l) = self.agreed_leader(k, among).await {
+                return l;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no agreed leader of shard {k} among {among:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn agreed_leader(&self, k: u32, among: &[usize]) -> Option<usize> {
+        let mut seen = Vec::new();
+        for id in among {
+            let s = self.status(*id).await?;
+            seen.push(s["shards"][k as usize]["leader"].as_u64()? as usize);
+        }
+        let l = seen[0];
+        if !among.contains(&l) || seen.iter().any(|x| *x != l) {
+            return None;
+        }
+        let s = self.status(l).await?;
+        (s["shards"][k as usize]["state"] == "Leader").then_some(l)
+    }
+
+    /// Waits until every node in `among` applied the same index of shard
+    /// `k`, at least the leader's last log index.
+    pub async fn converged(&self, k: u32, among: &[usize]) {
+        let leader = self.leader(k, among).await;
+        let last = self.status(leader).await.unwrap()["shards"][k as usize]["last_log_index"]
+            .as_u64()
+            .unwrap_or(0);
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let mut applied = Vec::new();
+            for id in among {
+                let s = self.status(*id).await;
+                applied.push(s.and_then(|s| s["shards"][k as usize]["applied_index"].as_u64()));
+            }
+            if applied[0].is_some_and(|a| a >= last) && applied.iter().all(|a| *a == applied[0]) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "shard {k} not applied alike: {applied:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// `(status, body, leader header)` of a JSON POST to node `id`.
+    pub async fn post(&self, id: usize, path: &str, body: &Value) -> (u16, Value, Option<String>) {
+        let url = format!("{}{path}", self.url(id));
+        let r = self.http.post(url).json(body).send().await.unwrap();
+        let status = r.status().as_u16();
+        let leader = r
+            .headers()
+            .get("fencelog-leader")
+            .map(|v| v.to_str().unwrap().to_string());
+        (status, r.json().await.unwrap_or(Value::Null), leader)
+    }
+
+    pub async fn append(&self, id: usize, stream: &str, token: u64, body: &str) -> (u16, Value) {
+        let records = fencelog_testkit::http::records_json(&[body]);
+        let b = serde_json::json!({ "fencing_token": token, "records": records });
+        let (s, v, _) = self
+            .post(id, &format!("/v1/streams/{stream}/records"), &b)
+            .await;
+        (s, v)
+    }
+
+    pub async fn fence(&self, id: usize, stream: &str, token: u64) -> (u16, Value) {
+        let body = serde_json::json!({ "fencing_token": token });
+        let (s, v, _) = self
+            .post(id, &format!("/v1/streams/{stream}/fence"), &body)
+            .await;
+        (s, v)
+    }
+
+    /// Node `id`'s records of `stream`: (seq, token, body).
+    pub async fn records(&self, id: usize, stream: &str) -> Vec<(u64, u64, String)> {
+        let url = format!("{}/v1/streams/{stream}/records?count=10000", self.url(id));
+        let r = self.http.get(url).send().await.unwrap();
+        let v: Value = r.json().await.unwrap();
+        v["records"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|r| {
+                        (
+                            r["seq"].as_u64().unwrap(),
+                            r["fencing_token"].as_u64().unwrap(),
+                            r["body"].as_str().unwrap().to_string(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+pub fn others(ids: &[usize], not: usize) -> Vec<usize> {
+    ids.iter().copied().filter(|i| *i != not).collect()
+}
