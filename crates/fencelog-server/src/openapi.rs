@@ -62,7 +62,6 @@ const BAD: Answer = Answer::Error(ErrorCode::BadRequest, "");
 const UNAVAILABLE: Answer =
     Answer::Error(ErrorCode::Unavailable, "storage failed or shutting down");
 const FULL: Answer = Answer::Error(ErrorCode::InsufficientStorage, "disk full");
-const MISSING: Answer = Answer::Error(ErrorCode::StreamNotFound, "");
 const SEALED: Answer = Answer::Error(
     ErrorCode::StreamSealed,
     "the stream is sealed; carries first_seq, next_seq, highest_token",
