@@ -7,6 +7,7 @@
 use super::*;
 use fencelog_engine::sim::Resolution;
 use fencelog_engine::testing::{decode_frame, FORMAT_VERSION, SEGMENT_HEADER_BYTES};
+use std::collections::BTreeMap;
 
 #[derive(Debug, Clone)]
 pub struct CorruptionSuite {
@@ -267,9 +268,9 @@ pub fn corruption(suite: &CorruptionSuite) -> Result<CorruptionStats, String> {
             .map(|f| f.records)
             .sum();
         let expect = if in_last_group {
-            Expect::Either(lost_if_cut, name.clone())
+            Expect::Either(lost_if_cut, name.to_string())
         } else {
-            Expect::Refuse(name.clone())
+            Expect::Refuse(name.to_string())
         };
         let what = format!("flip {i}: bit {bit} of byte {at} in {name}");
         if let Opened::Yes(r) = ck.case(&with(&name, &b), &what, expect).map_err(&fail)? {
