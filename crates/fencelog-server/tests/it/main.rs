@@ -9,3 +9,4 @@ mod fuzz_corpus;
 mod lifecycle;
 mod openapi_routes;
 mod reads;
+mod upgrade_v1;
