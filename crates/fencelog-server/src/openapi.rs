@@ -174,7 +174,7 @@ pub const ROUTES: &[Route] = &[
         headers: &[],
         request_body: Some(fence_body),
         responses: &[
-            Answer::Ok(200, "sealed and durable (sealing again is idempotent)", "StreamState"),
+            Answer::Ok(200, "sealed and durable (sealing again with the highest token is idempotent; a higher one raises it)", "StreamState"),
             BAD,
             GONE,
             STALE,
