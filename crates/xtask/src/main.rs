@@ -58,6 +58,13 @@ const DEPENDENCIES: &[Dependency] = &[
         setup: &[],
     },
     Dependency {
+        name: "bash, zsh, fish and groff",
+        needed_by: "tests/it/cli_operator_kit.rs (completion scripts in the real shells, man pages rendered)",
+        present: "command -v bash && command -v zsh && command -v fish && command -v groff",
+        apt: &["bash", "zsh", "fish", "groff-base"],
+        setup: &[],
+    },
+    Dependency {
         name: "Python 3 with venv",
         needed_by: "clients/python (its pytest suite runs in a virtual environment)",
         present: "python3 -c 'import venv, ensurepip'",
