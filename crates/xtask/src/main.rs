@@ -88,11 +88,21 @@ const DEPENDENCIES: &[Dependency] = &[
         setup: &[],
     },
     Dependency {
-        name: "TypeScript from npm (locked)",
-        needed_by: "clients/typescript builds with tsc",
-        present: "test -x clients/typescript/node_modules/.bin/tsc",
+        name: "Debian's Chromium and ChromeDriver",
+        needed_by: "tests/browser (the web console in a real browser)",
+        present: "/usr/bin/chromium --version && command -v chromedriver",
+        apt: &["chromium", "chromium-driver"],
+        setup: &[],
+    },
+    Dependency {
+        name: "playwright-core and TypeScript from npm (locked)",
+        needed_by: "tests/browser drives Chromium with playwright-core; clients/typescript builds with tsc",
+        present: "test -f tests/browser/node_modules/playwright-core/package.json && test -x clients/typescript/node_modules/.bin/tsc",
         apt: &[],
-        setup: &["npm ci --prefix clients/typescript --no-audit --no-fund --loglevel=error"],
+        setup: &[
+            "npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error",
+            "npm ci --prefix clients/typescript --no-audit --no-fund --loglevel=error",
+        ],
     },
 ];
 
@@ -113,6 +123,10 @@ const SUITES: &[Suite] = &[
     Suite {
         name: "typescript client",
         command: "clients/typescript/run_tests.sh",
+    },
+    Suite {
+        name: "web console in chromium",
+        command: "tests/browser/run_tests.sh",
     },
 ];
 
