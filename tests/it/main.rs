@@ -14,3 +14,4 @@ mod http_full_disk;
 mod http_restart;
 mod kill9_loop;
 mod loadgen_smoke;
+mod ops_dashboard;

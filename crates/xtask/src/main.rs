@@ -65,6 +65,13 @@ const DEPENDENCIES: &[Dependency] = &[
         setup: &[],
     },
     Dependency {
+        name: "promtool (Debian's prometheus package; its service is not started)",
+        needed_by: "tests/it/ops_dashboard.rs (the example scrape config and alert rules, and the rules' unit tests)",
+        present: "command -v promtool",
+        apt: &["prometheus"],
+        setup: &[],
+    },
+    Dependency {
         name: "Python 3 with venv",
         needed_by: "clients/python (its pytest suite runs in a virtual environment)",
         present: "python3 -c 'import venv, ensurepip'",
