@@ -93,6 +93,10 @@ mod imp {
         DeleteBeforeCheckpoint,
         /// The checkpoint leaves tombstones out.
         ForgetTombstoneAtCheckpoint,
+        /// The checkpoint leaves out every live stream, so a stream's
+        /// highest token, trim point and seal live only in segments that
+        /// reclamation then deletes ("a fence outlives its segments" broken).
+        CheckpointOmitsStreams,
     }
 
     thread_local! {

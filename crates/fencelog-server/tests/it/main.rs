@@ -4,8 +4,10 @@
 
 mod bad_input;
 mod binary_batch;
+mod console_assets;
 mod fencing;
 mod fuzz_corpus;
 mod lifecycle;
 mod openapi_routes;
 mod reads;
+mod upgrade_v1;
