@@ -20,6 +20,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// How long one snapshot RPC (send and install) may take.
+pub const SNAPSHOT_TIMEOUT_MS: u64 = 60_000;
+
 /// Raft timing and log retention.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timing {
@@ -33,6 +36,8 @@ pub struct Timing {
     pub snapshot_logs: u64,
     /// Entries kept behind a snapshot for lagging followers.
     pub keep_logs: u64,
+    /// Purge the log only once this many entries can go at once.
+    pub purge_batch: u64,
 }
 
 impl Timing {
@@ -43,6 +48,7 @@ impl Timing {
         election_max_ms: 2000,
         snapshot_logs: 20_000,
         keep_logs: 1_000,
+        purge_batch: 256,
     };
     /// Tests: faster elections, still safe on two busy cores.
     pub const TEST: Timing = Timing {
@@ -51,6 +57,7 @@ impl Timing {
         election_max_ms: 1000,
         snapshot_logs: 20_000,
         keep_logs: 1_000,
+        purge_batch: 256,
     };
 
     fn raft_config(&self) -> io::Result<openraft::Config> {
@@ -61,7 +68,11 @@ impl Timing {
             election_timeout_max: self.election_max_ms,
             snapshot_policy: SnapshotPolicy::LogsSinceLast(self.snapshot_logs),
             max_in_snapshot_log_to_keep: self.keep_logs,
-            purge_batch_size: 256,
+            purge_batch_size: self.purge_batch,
+            // A whole snapshot travels and is installed (engine stopped,
+            // files synced, engine reopened) within one call: openraft's
+            // 200 ms default would time it out and resend it forever.
+            install_snapshot_timeout: SNAPSHOT_TIMEOUT_MS,
             ..Default::default()
         }
         .validate()

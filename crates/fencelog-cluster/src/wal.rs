@@ -157,6 +157,8 @@ pub struct Wal {
     poisoned: Arc<OnceLock<String>>,
     fsyncs: Arc<AtomicU64>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Holds the directory lock until [`Wal::close`].
+    storage: Mutex<Option<Arc<dyn Storage>>>,
     /// Bytes replay cut from the end (a torn last group).
     pub cut_bytes: u64,
 }
@@ -232,10 +234,11 @@ impl Wal {
             .into_iter()
             .map(|(k, v)| (k, Arc::new(Mutex::new(v))))
             .collect();
-        Self::start(file, valid as u64, shards, cut_bytes)
+        Self::start(storage, file, valid as u64, shards, cut_bytes)
     }
 
     fn start(
+        storage: Arc<dyn Storage>,
         file: Arc<dyn StorageFile>,
         end: u64,
         shards: HashMap<ShardId, Arc<Mutex<ShardLog>>>,
@@ -256,6 +259,7 @@ impl Wal {
             poisoned,
             fsyncs,
             thread: Mutex::new(Some(thread)),
+            storage: Mutex::new(Some(storage)),
             cut_bytes,
         }))
     }
@@ -307,6 +311,7 @@ impl Wal {
         if let Some(t) = self.thread.lock().unwrap().take() {
             let _ = t.join();
         }
+        self.storage.lock().unwrap().take();
     }
 }
 

@@ -3,4 +3,5 @@
 mod support;
 
 mod cluster;
+mod snapshot;
 mod suite;

@@ -20,6 +20,7 @@ pub struct TestCluster {
     pub dir: TempDir,
     pub members: BTreeMap<NodeId, String>,
     pub shards: u32,
+    pub timing: Timing,
 }
 
 /// Polls `check` until it answers `Some`, or panics naming `what`.
@@ -59,12 +60,17 @@ pub type Rec = (u64, u64, u64, Vec<u8>);
 
 impl TestCluster {
     pub async fn start(n: u64, shards: u32) -> TestCluster {
+        Self::start_with(n, shards, Timing::TEST).await
+    }
+
+    pub async fn start_with(n: u64, shards: u32, timing: Timing) -> TestCluster {
         let members = (1..=n).map(|i| (i, format!("node-{i}"))).collect();
         let c = TestCluster {
             router: Router::new(),
             dir: TempDir::new().unwrap(),
             members,
             shards,
+            timing,
         };
         for id in 1..=n {
             c.boot(id).await;
@@ -82,7 +88,7 @@ impl TestCluster {
             members: self.members.clone(),
             shards: self.shards,
             data_dir: self.data_dir(id),
-            timing: Timing::TEST,
+            timing: self.timing,
             engine: fencelog_engine::Config::default(),
             write_timeout: Duration::from_secs(10),
         };
