@@ -101,10 +101,6 @@ impl ProcCluster {
         format!("http://{}", self.addrs[id - 1])
     }
 
-    pub fn log(&self, id: usize) -> String {
-        std::fs::read_to_string(self.dir.path().join(format!("node-{id}.log"))).unwrap_or_default()
-    }
-
     pub async fn status(&self, id: usize) -> Option<Value> {
         let url = format!("{}/_cluster/admin/status", self.url(id));
         let r = self

@@ -11,6 +11,7 @@ mod cli_serve_config;
 mod client_errors;
 mod client_lifecycle;
 mod client_tail_restart;
+mod cluster_kill;
 mod cluster_procs;
 mod cluster_support;
 mod etcd_story;

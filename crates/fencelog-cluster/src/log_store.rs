@@ -58,11 +58,13 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             shard: self.shard,
             vote: *vote,
         };
+        // Memory first, so it never lags the file (the WAL's rewrite
+        // relies on that); the vote is used only after this returns.
+        self.log.lock().unwrap().vote = Some(*vote);
         self.wal
             .submit_and_wait(&rec)
             .await
             .map_err(|e| StorageIOError::write_vote(&e))?;
-        self.log.lock().unwrap().vote = Some(*vote);
         Ok(())
     }
 
@@ -130,11 +132,11 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             shard: self.shard,
             upto: log_id,
         };
+        self.log.lock().unwrap().purge(log_id);
         self.wal
             .submit_and_wait(&rec)
             .await
             .map_err(|e| StorageIOError::write_logs(&e))?;
-        self.log.lock().unwrap().purge(log_id);
         Ok(())
     }
 }

@@ -13,8 +13,10 @@
 //! only an unacknowledged last group can be torn.
 //!
 //! The WAL goes through the engine's [`Storage`] seam, so the simulated
-//! disk plugs in. One file; reclaiming it (rolled files, each starting
-//! with every shard's state) is future work — purge frees memory only.
+//! disk plugs in. One file: once it has grown past [`REWRITE_BYTES_MIN`]
+//! and doubled since, the writer thread rewrites it between two groups
+//! with only what every shard's log still holds (votes, purge points,
+//! unpurged entries), so purging bounds the disk too.
 
 use crate::types::{Entry, LogId, ShardId, TypeConfig, Vote};
 use fencelog_engine::{Storage, StorageFile};
@@ -27,6 +29,13 @@ use std::sync::{mpsc, Arc, Mutex, OnceLock};
 
 /// The WAL's file in its storage.
 pub const WAL_FILE_NAME: &str = "raft.wal";
+/// The rewrite's temp file; a leftover is removed at open.
+pub const WAL_TMP_NAME: &str = "raft.wal.tmp";
+/// The file is rewritten without purged entries once it is this long and
+/// twice as long as after the last rewrite.
+pub const REWRITE_BYTES_MIN: u64 = 64 << 20;
+/// Entries per record in a rewritten file.
+const REWRITE_ENTRIES_PER_RECORD: usize = 256;
 /// Largest record payload: a batch of the engine's group bound plus slack.
 pub const RECORD_BYTES_MAX: usize = 80 << 20;
 const RECORD_HEADER_BYTES: usize = 8;
@@ -117,6 +126,25 @@ impl ShardLog {
         }
     }
 
+    /// Records that rebuild this log from nothing.
+    fn records(&self, shard: ShardId) -> Vec<WalRecord> {
+        let mut out = Vec::new();
+        if let Some(vote) = self.vote {
+            out.push(WalRecord::Vote { shard, vote });
+        }
+        if let Some(upto) = self.last_purged {
+            out.push(WalRecord::Purge { shard, upto });
+        }
+        let committed = self.committed;
+        out.push(WalRecord::Committed { shard, committed });
+        let entries: Vec<Entry> = self.entries.values().cloned().collect();
+        for chunk in entries.chunks(REWRITE_ENTRIES_PER_RECORD) {
+            let entries = chunk.to_vec();
+            out.push(WalRecord::Entries { shard, entries });
+        }
+        out
+    }
+
     /// Forgets entries up to `upto`.
     pub fn purge(&mut self, upto: LogId) {
         self.entries = self.entries.split_off(&(upto.index + 1));
@@ -153,7 +181,7 @@ struct Msg {
 /// The node's Raft WAL.
 pub struct Wal {
     tx: Mutex<Option<mpsc::Sender<Msg>>>,
-    shards: Mutex<HashMap<ShardId, Arc<Mutex<ShardLog>>>>,
+    shards: Shards,
     poisoned: Arc<OnceLock<String>>,
     fsyncs: Arc<AtomicU64>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -206,7 +234,16 @@ impl Wal {
     /// Opens (or creates) the WAL in `storage`, replays it, cuts a torn
     /// tail durably, and starts the writer thread.
     pub fn open(storage: Arc<dyn Storage>) -> io::Result<Arc<Wal>> {
+        Self::open_with(storage, REWRITE_BYTES_MIN)
+    }
+
+    /// [`Wal::open`] with the rewrite threshold given (tests).
+    pub fn open_with(storage: Arc<dyn Storage>, rewrite_bytes_min: u64) -> io::Result<Arc<Wal>> {
         storage.lock()?;
+        match storage.remove(WAL_TMP_NAME) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
         let file = match storage.open(WAL_FILE_NAME) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
@@ -234,7 +271,14 @@ impl Wal {
             .into_iter()
             .map(|(k, v)| (k, Arc::new(Mutex::new(v))))
             .collect();
-        Self::start(storage, file, valid as u64, shards, cut_bytes)
+        Self::start(
+            storage,
+            file,
+            valid as u64,
+            shards,
+            cut_bytes,
+            rewrite_bytes_min,
+        )
     }
 
     fn start(
@@ -243,19 +287,28 @@ impl Wal {
         end: u64,
         shards: HashMap<ShardId, Arc<Mutex<ShardLog>>>,
         cut_bytes: u64,
+        rewrite_bytes_min: u64,
     ) -> io::Result<Arc<Wal>> {
         let (tx, rx) = mpsc::channel::<Msg>();
         let poisoned = Arc::new(OnceLock::new());
         let fsyncs = Arc::new(AtomicU64::new(0));
-        let thread = {
-            let (poisoned, fsyncs) = (poisoned.clone(), fsyncs.clone());
-            std::thread::Builder::new()
-                .name("fencelog-raft-wal".into())
-                .spawn(move || writer_loop(file, end, rx, &poisoned, &fsyncs))?
+        let shards: Shards = Arc::new(Mutex::new(shards));
+        let writer = Writer {
+            storage: storage.clone(),
+            file,
+            end,
+            shards: shards.clone(),
+            poisoned: poisoned.clone(),
+            fsyncs: fsyncs.clone(),
+            rewritten_len: end,
+            rewrite_bytes_min,
         };
+        let thread = std::thread::Builder::new()
+            .name("fencelog-raft-wal".into())
+            .spawn(move || writer.run(rx))?;
         Ok(Arc::new(Wal {
             tx: Mutex::new(Some(tx)),
-            shards: Mutex::new(shards),
+            shards,
             poisoned,
             fsyncs,
             thread: Mutex::new(Some(thread)),
@@ -321,43 +374,108 @@ impl Drop for Wal {
     }
 }
 
-fn writer_loop(
+/// The writer thread's state.
+struct Writer {
+    storage: Arc<dyn Storage>,
     file: Arc<dyn StorageFile>,
-    mut end: u64,
-    rx: mpsc::Receiver<Msg>,
-    poisoned: &OnceLock<String>,
-    fsyncs: &AtomicU64,
-) {
-    let mut buf = Vec::new();
-    while let Ok(first) = rx.recv() {
-        let mut group = vec![first];
-        while let Ok(m) = rx.try_recv() {
-            group.push(m);
-        }
-        let result = match poisoned.get() {
-            Some(p) => Err(format!("the raft WAL is poisoned: {p}")),
-            None => {
-                buf.clear();
-                group.iter().for_each(|m| buf.extend_from_slice(&m.bytes));
-                let r = file.write_all_at(&buf, end).and_then(|()| file.sync_data());
-                match r {
-                    Ok(()) => {
-                        end += buf.len() as u64;
-                        fsyncs.fetch_add(1, Ordering::Relaxed);
-                        Ok(())
-                    }
-                    Err(e) => {
-                        // Never retried: the kernel may have dropped the pages.
-                        let msg = format!("raft WAL write or fdatasync failed: {e}");
-                        tracing::error!("{msg}; the node's Raft groups stop");
-                        let _ = poisoned.set(msg.clone());
-                        Err(msg)
-                    }
+    end: u64,
+    shards: Shards,
+    poisoned: Arc<OnceLock<String>>,
+    fsyncs: Arc<AtomicU64>,
+    /// The file's length after the last rewrite (or at open).
+    rewritten_len: u64,
+    rewrite_bytes_min: u64,
+}
+
+/// Every shard's in-memory log, shared by the stores and the writer.
+type Shards = Arc<Mutex<HashMap<ShardId, Arc<Mutex<ShardLog>>>>>;
+
+impl Writer {
+    fn run(mut self, rx: mpsc::Receiver<Msg>) {
+        let mut buf = Vec::new();
+        while let Ok(first) = rx.recv() {
+            let mut group = vec![first];
+            while let Ok(m) = rx.try_recv() {
+                group.push(m);
+            }
+            let result = self.commit(&group, &mut buf);
+            for m in group {
+                m.done.complete(&result);
+            }
+            if result.is_ok()
+                && self.end >= self.rewrite_bytes_min
+                && self.end >= 2 * self.rewritten_len
+            {
+                if let Err(e) = self.rewrite() {
+                    self.poison(format!("raft WAL rewrite failed: {e}"));
                 }
             }
-        };
-        for m in group {
-            m.done.complete(&result);
         }
+    }
+
+    fn poison(&self, msg: String) {
+        tracing::error!("{msg}; the node's Raft groups stop");
+        let _ = self.poisoned.set(msg);
+    }
+
+    /// Writes and syncs one group.
+    fn commit(&mut self, group: &[Msg], buf: &mut Vec<u8>) -> Result<(), String> {
+        if let Some(p) = self.poisoned.get() {
+            return Err(format!("the raft WAL is poisoned: {p}"));
+        }
+        buf.clear();
+        group.iter().for_each(|m| buf.extend_from_slice(&m.bytes));
+        let r = self
+            .file
+            .write_all_at(buf, self.end)
+            .and_then(|()| self.file.sync_data());
+        match r {
+            Ok(()) => {
+                self.end += buf.len() as u64;
+                self.fsyncs.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => {
+                // Never retried: the kernel may have dropped the pages.
+                let msg = format!("raft WAL write or fdatasync failed: {e}");
+                self.poison(msg.clone());
+                Err(msg)
+            }
+        }
+    }
+
+    /// Replaces the file by one holding only what every shard's log holds
+    /// now (purged entries gone): temp file, sync, rename, directory sync.
+    /// The in-memory logs never lag the file (every store changes memory
+    /// before its record is durable), and records still queued are written
+    /// after this and replay idempotently, so nothing durable is lost.
+    fn rewrite(&mut self) -> io::Result<()> {
+        let mut bytes = Vec::new();
+        let shards: Vec<_> = self
+            .shards
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(k, l)| (*k, l.clone()))
+            .collect();
+        for (shard, log) in shards {
+            let log = log.lock().unwrap();
+            for rec in log.records(shard) {
+                bytes.extend_from_slice(&encode_record(&rec));
+            }
+        }
+        let _ = self.storage.remove(WAL_TMP_NAME);
+        let tmp = self.storage.create(WAL_TMP_NAME)?;
+        tmp.write_all_at(&bytes, 0)?;
+        tmp.sync_data()?;
+        self.storage.rename(WAL_TMP_NAME, WAL_FILE_NAME)?;
+        self.storage.sync_dir()?;
+        tracing::info!(
+            from_bytes = self.end,
+            to_bytes = bytes.len(),
+            "raft WAL rewritten"
+        );
+        (self.file, self.end, self.rewritten_len) = (tmp, bytes.len() as u64, bytes.len() as u64);
+        Ok(())
     }
 }

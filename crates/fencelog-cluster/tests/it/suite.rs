@@ -4,7 +4,7 @@
 use fencelog_cluster::log_store::LogStore;
 use fencelog_cluster::state_machine::ShardSm;
 use fencelog_cluster::types::{StorageError, TypeConfig};
-use fencelog_cluster::wal::Wal;
+use fencelog_cluster::wal::{encode_record, Wal, WalRecord};
 use fencelog_engine::{Config, DirStorage};
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
 use openraft::testing::{blank_ent, log_id, StoreBuilder, Suite};
@@ -73,5 +73,63 @@ fn wal_reopen_keeps_vote_truncate_and_purge_per_shard() {
             (None, Some(log_id(1, 1, 2)))
         );
         assert_eq!(other.read_vote().await.unwrap(), None);
+    });
+}
+
+/// Purged entries leave the file too: past its threshold the WAL rewrites
+/// itself with only the live state, and a reopen finds the vote, the purge
+/// point and every unpurged entry of every shard.
+#[test]
+fn wal_rewrite_drops_purged_entries_and_keeps_the_rest() {
+    let dir = TempDir::new().unwrap();
+    let storage = || Arc::new(DirStorage::new(dir.path().join("raft")).unwrap());
+    let file = dir
+        .path()
+        .join("raft")
+        .join(fencelog_cluster::wal::WAL_FILE_NAME);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let wal = Wal::open_with(storage(), 4 << 10).unwrap();
+        let mut log = LogStore::new(wal.clone(), 0);
+        let mut other = LogStore::new(wal.clone(), 1);
+        log.save_vote(&Vote::new(3, 2)).await.unwrap();
+        other
+            .blocking_append([blank_ent::<TypeConfig>(1, 1, 1)])
+            .await
+            .unwrap();
+        for i in 1..=2000 {
+            log.blocking_append([blank_ent::<TypeConfig>(3, 2, i)])
+                .await
+                .unwrap();
+            if i.is_multiple_of(100) {
+                log.purge(log_id(3, 2, i - 10)).await.unwrap();
+            }
+        }
+        let len = std::fs::metadata(&file).unwrap().len();
+        wal.close();
+        drop((log, other, wal));
+        let raw: usize = (1..=2000)
+            .map(|i| {
+                let entries = vec![blank_ent::<TypeConfig>(3, 2, i)];
+                encode_record(&WalRecord::Entries { shard: 0, entries }).len()
+            })
+            .sum();
+        assert!(
+            (len as usize) < raw / 2,
+            "the WAL was never rewritten: {len} of {raw} bytes"
+        );
+        let wal = Wal::open(storage()).unwrap();
+        let mut log = LogStore::new(wal.clone(), 0);
+        assert_eq!(log.read_vote().await.unwrap(), Some(Vote::new(3, 2)));
+        let st = log.get_log_state().await.unwrap();
+        assert_eq!(st.last_purged_log_id, Some(log_id(3, 2, 1990)));
+        assert_eq!(st.last_log_id, Some(log_id(3, 2, 2000)));
+        let got = log.try_get_log_entries(0..3000).await.unwrap();
+        assert!(got.iter().map(|e| e.log_id.index).eq(1991..=2000));
+        let mut other = LogStore::new(wal, 1);
+        assert_eq!(
+            other.get_log_state().await.unwrap().last_log_id,
+            Some(log_id(1, 1, 1))
+        );
     });
 }
