@@ -11,6 +11,7 @@
 //! `FENCELOG_CLUSTER_KILL_SEED` size it.
 
 use crate::cluster_support::{others, ProcCluster};
+use crate::support::env_or;
 use fencelog_engine::sim::Rng;
 use serde_json::{json, Value};
 use std::collections::HashSet;
@@ -19,13 +20,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const STREAMS: [&str; 2] = ["kill.a", "kill.b"];
-
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 #[derive(Default)]
 struct Ledger {

@@ -13,7 +13,7 @@
 //!
 //! `FENCELOG_KILL_CYCLES` (default 150) and `FENCELOG_KILL_SEED` size it.
 
-use crate::support::serve;
+use crate::support::{env_or, serve};
 use fencelog_client::{Client, ClientError};
 use fencelog_engine::sim::Rng;
 use fencelog_testkit::process::ServerBuilder;
@@ -24,13 +24,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const STREAMS: [&str; 2] = ["kill.a", "kill.b"];
-
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 /// Every cycle's server: the same directory and log, small segments so the
 /// loop rolls through several.

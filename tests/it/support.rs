@@ -19,3 +19,11 @@ pub fn next_line(out: &mut impl BufRead, who: &str) -> String {
     assert!(n > 0, "{who} closed its stdout");
     line.trim_end().to_string()
 }
+
+/// A number from the environment (a test's size or seed), or `default`.
+pub fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
