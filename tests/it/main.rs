@@ -12,6 +12,7 @@ mod client_errors;
 mod client_lifecycle;
 mod client_tail_restart;
 mod cluster_kill;
+mod cluster_partition;
 mod cluster_procs;
 mod cluster_support;
 mod etcd_story;

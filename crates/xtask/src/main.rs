@@ -44,6 +44,13 @@ struct Dependency {
 
 const DEPENDENCIES: &[Dependency] = &[
     Dependency {
+        name: "network namespaces and nftables",
+        needed_by: "tests/it/cluster_partition.rs (cluster nodes partitioned with nft drop rules)",
+        present: "command -v nft && command -v ip",
+        apt: &["nftables", "iproute2"],
+        setup: &[],
+    },
+    Dependency {
         name: "etcd",
         needed_by: "tests/it/etcd_story.rs (a real etcd lease in the fencing story)",
         present: "command -v etcd",
