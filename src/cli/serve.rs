@@ -86,8 +86,8 @@ pub struct Args {
     pub raft_election_ms: Option<String>,
     /// How long a replicated write may wait for its commit before it is
     /// answered 503 with `outcome_unknown` [default: 10000].
-    #[arg(long, env = "FENCELOG_WRITE_TIMEOUT_MS")]
-    pub write_timeout_ms: Option<u64>,
+    #[arg(long, env = "FENCELOG_COMMIT_TIMEOUT_MS")]
+    pub commit_timeout_ms: Option<u64>,
 }
 
 /// The config file: every setting optional, unknown keys refused so a typo
@@ -112,7 +112,7 @@ pub(super) struct FileSettings {
     pub(super) shards: Option<u32>,
     pub(super) raft_heartbeat_ms: Option<u64>,
     pub(super) raft_election_ms: Option<String>,
-    pub(super) write_timeout_ms: Option<u64>,
+    pub(super) commit_timeout_ms: Option<u64>,
 }
 
 /// What the server runs with, after file, environment and flags.

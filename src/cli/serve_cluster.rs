@@ -27,7 +27,7 @@ pub struct ClusterSettings {
     pub shards: u32,
     pub raft_heartbeat_ms: u64,
     pub raft_election_ms: String,
-    pub write_timeout_ms: u64,
+    pub commit_timeout_ms: u64,
     #[serde(skip)]
     pub election: (u64, u64),
 }
@@ -107,9 +107,9 @@ impl ClusterSettings {
                 .or(file.raft_heartbeat_ms)
                 .unwrap_or(d.heartbeat_ms),
             election: parse_range(&raft_election_ms)?,
-            write_timeout_ms: args
-                .write_timeout_ms
-                .or(file.write_timeout_ms)
+            commit_timeout_ms: args
+                .commit_timeout_ms
+                .or(file.commit_timeout_ms)
                 .unwrap_or(10_000)
                 .max(1),
             raft_election_ms,
@@ -130,7 +130,7 @@ impl ClusterSettings {
             data_dir: settings.data_dir.clone(),
             engine: settings.engine_config(),
             timing,
-            write_timeout: Duration::from_millis(self.write_timeout_ms),
+            commit_timeout: Duration::from_millis(self.commit_timeout_ms),
         }
     }
 }

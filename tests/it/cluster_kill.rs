@@ -105,7 +105,7 @@ async fn killing_shard_leaders_loses_nothing_and_accepts_nothing_stale() {
     let cycles = env_or("FENCELOG_CLUSTER_KILL_CYCLES", 30);
     let seed = env_or("FENCELOG_CLUSTER_KILL_SEED", 0x14c1_u64);
     eprintln!("cluster kill loop: {cycles} cycles, seed {seed:#x}");
-    let mut c = ProcCluster::start(3, 2, &["--write-timeout-ms", "3000"]);
+    let mut c = ProcCluster::start(3, 2, &["--commit-timeout-ms", "3000"]);
     let ids = [1, 2, 3];
     let urls: Vec<String> = ids.iter().map(|i| c.url(*i)).collect();
     let (ledger, stop) = (
@@ -134,7 +134,7 @@ async fn killing_shard_leaders_loses_nothing_and_accepts_nothing_stale() {
         tokio::time::sleep(Duration::from_millis(rng.range(50, 400))).await;
         c.kill9(leader);
         tokio::time::sleep(Duration::from_millis(rng.below(300))).await;
-        c.restart(leader, &["--write-timeout-ms", "3000"]);
+        c.restart(leader, &["--commit-timeout-ms", "3000"]);
         for k in 0..2 {
             c.converged(k, &ids).await;
         }

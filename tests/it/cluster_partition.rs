@@ -165,7 +165,7 @@ impl Cluster {
                 &members,
                 "--shards",
                 "1",
-                "--write-timeout-ms",
+                "--commit-timeout-ms",
                 "3000",
             ])
             .args([

@@ -52,7 +52,7 @@ async fn any_node_accepts_writes_and_every_replica_agrees() {
 /// applied".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_proposed_without_a_quorum_is_503_outcome_unknown() {
-    let mut c = ProcCluster::start(3, 1, &["--write-timeout-ms", "1500"]);
+    let mut c = ProcCluster::start(3, 1, &["--commit-timeout-ms", "1500"]);
     let ids = [1, 2, 3];
     let leader = c.leader(0, &ids).await;
     let (s, _) = c.append(leader, "q", 1, "first").await;
@@ -76,7 +76,7 @@ async fn a_write_proposed_without_a_quorum_is_503_outcome_unknown() {
 /// it is 409.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_leader_cannot_commit_a_stale_write() {
-    let c = ProcCluster::start(3, 1, &["--write-timeout-ms", "5000"]);
+    let c = ProcCluster::start(3, 1, &["--commit-timeout-ms", "5000"]);
     let ids = [1, 2, 3];
     let old = c.leader(0, &ids).await;
     let (s, _) = c.append(old, "lock", 1, "A1").await;

@@ -97,7 +97,7 @@ pub struct NodeOptions {
     /// off in apply: see [`crate::state_machine::shard_engine_config`]).
     pub engine: Config,
     /// How long a proposal may take before its outcome is unknown.
-    pub write_timeout: Duration,
+    pub commit_timeout: Duration,
 }
 
 /// The outcome of a write at the node's door.
@@ -170,7 +170,7 @@ impl Node {
                     _ => {}
                 }
             }
-            let proposer = Proposer::spawn(raft.clone(), options.id, options.write_timeout);
+            let proposer = Proposer::spawn(raft.clone(), options.id, options.commit_timeout);
             shards.push(Shard { raft, sm, proposer });
         }
         Ok(Node {
@@ -261,7 +261,7 @@ impl Node {
         let Some(addr) = self.addr_of(k, leader) else {
             return WriteOutcome::Unavailable(format!("no address for node {leader}"));
         };
-        let timeout = self.options.write_timeout + Duration::from_secs(1);
+        let timeout = self.options.commit_timeout + Duration::from_secs(1);
         let call = self
             .transport
             .call(leader, &addr, k, RpcKind::Forward, encode(&op), timeout);
@@ -295,7 +295,7 @@ impl Node {
             .leader_of(k)
             .ok_or(format!("shard {k} has no leader"))?;
         let addr = self.addr_of(k, leader).ok_or("no leader address")?;
-        let timeout = self.options.write_timeout;
+        let timeout = self.options.commit_timeout;
         let call = self
             .transport
             .call(leader, &addr, k, RpcKind::ReadIndex, encode(&()), timeout);

@@ -60,9 +60,9 @@ fn op_bytes(op: &ClusterOp) -> usize {
 
 impl Proposer {
     /// Starts the task for `raft` (node `id`).
-    pub fn spawn(raft: Raft, id: NodeId, write_timeout: Duration) -> Proposer {
+    pub fn spawn(raft: Raft, id: NodeId, commit_timeout: Duration) -> Proposer {
         let (tx, rx) = mpsc::channel(QUEUE_OPS_MAX);
-        tokio::spawn(run(raft, id, rx, write_timeout));
+        tokio::spawn(run(raft, id, rx, commit_timeout));
         Proposer { tx }
     }
 

@@ -90,7 +90,7 @@ impl TestCluster {
             data_dir: self.data_dir(id),
             timing: self.timing,
             engine: fencelog_engine::Config::default(),
-            write_timeout: Duration::from_secs(10),
+            commit_timeout: Duration::from_secs(10),
         };
         let node = Arc::new(Node::start(options, self.router.port(id)).await.unwrap());
         self.router.register(node.clone());
