@@ -25,7 +25,10 @@
 //! connection-level protections.
 
 mod append_body;
+pub mod audit;
+pub mod auth;
 pub mod body;
+pub mod budget;
 pub mod error;
 mod fast_json;
 #[cfg(feature = "fuzz")]
@@ -40,6 +43,7 @@ pub mod server;
 pub mod sse;
 pub mod state;
 pub mod streams;
+mod strict_json;
 
 use axum::Router;
 
@@ -47,11 +51,14 @@ pub use error::ApiError;
 pub use server::{serve, ServerConfig};
 pub use state::{AppState, HttpLimits, Shutdown};
 
-/// The whole API as a router, built from [`openapi::ROUTES`].
+/// The whole API as a router, built from [`openapi::ROUTES`]: each route
+/// behind [`auth::check`] with the access it declares.
 pub fn app(state: AppState) -> Router {
     let mut router = Router::new();
     for route in openapi::ROUTES {
-        router = router.route(route.path, (route.handler)());
+        let guard =
+            axum::middleware::from_fn_with_state((state.clone(), route.access), auth::check);
+        router = router.route(route.path, (route.handler)().route_layer(guard));
     }
     router
         .fallback(ops::not_found)

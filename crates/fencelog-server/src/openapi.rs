@@ -3,6 +3,7 @@
 //! entry with the handler it carries, so the document lists exactly what
 //! the server answers.
 
+use crate::auth::{Access, Scope};
 use crate::state::AppState;
 use crate::{ops, records, streams};
 use axum::routing::{get, post, MethodRouter};
@@ -19,6 +20,9 @@ pub struct Route {
     pub path: &'static str,
     pub operation_id: &'static str,
     pub summary: &'static str,
+    /// Who may call it: every route says, so a new route cannot be added
+    /// without deciding its scope (the auth test walks this table).
+    pub access: Access,
     /// The handler, on `method`.
     pub handler: fn() -> MethodRouter<AppState>,
     pub query: &'static [Param],
@@ -79,6 +83,7 @@ pub const ROUTES: &[Route] = &[
         method: "post",
         path: "/v1/streams/{stream}/records",
         operation_id: "append",
+        access: Access::Scope(Scope::Append),
         summary: "Append records with a fencing token (JSON body; a binary batch of u32 little-endian length-prefixed records as application/vnd.fencelog.batch; or one raw record), the last two with a Fencing-Token header",
         handler: || post(records::append),
         query: &[],
@@ -101,6 +106,7 @@ pub const ROUTES: &[Route] = &[
         method: "get",
         path: "/v1/streams/{stream}/records",
         operation_id: "read",
+        access: Access::Scope(Scope::Read),
         summary: "Read durable records; long-poll with wait_ms; live tail over SSE with Accept: text/event-stream or follow=true",
         handler: || get(records::read),
         query: &[
@@ -123,6 +129,7 @@ pub const ROUTES: &[Route] = &[
         method: "post",
         path: "/v1/streams/{stream}/fence",
         operation_id: "fence",
+        access: Access::Scope(Scope::Fence),
         summary: "Raise the stream's highest accepted token without writing a record",
         handler: || post(streams::fence),
         query: &[],
@@ -140,6 +147,7 @@ pub const ROUTES: &[Route] = &[
         method: "get",
         path: "/v1/streams/{stream}",
         operation_id: "state",
+        access: Access::Scope(Scope::Read),
         summary: "A stream's durable state",
         handler: || get(streams::state),
         query: &[],
@@ -151,6 +159,7 @@ pub const ROUTES: &[Route] = &[
         method: "get",
         path: "/v1/streams",
         operation_id: "list",
+        access: Access::Scope(Scope::Read),
         summary: "Streams in name order, paginated (prefix, start_after, limit)",
         handler: || get(streams::list),
         query: &[
@@ -166,6 +175,7 @@ pub const ROUTES: &[Route] = &[
         method: "get",
         path: "/healthz",
         operation_id: "healthz",
+        access: Access::Open,
         summary: "200 while the engine accepts writes, 503 once storage failed",
         handler: || get(ops::healthz),
         query: &[],
@@ -177,6 +187,7 @@ pub const ROUTES: &[Route] = &[
         method: "get",
         path: "/metrics",
         operation_id: "metrics",
+        access: Access::Scope(Scope::Admin),
         summary: "Prometheus text exposition",
         handler: || get(ops::metrics),
         query: &[],
@@ -188,6 +199,7 @@ pub const ROUTES: &[Route] = &[
         method: "get",
         path: "/v1/openapi.json",
         operation_id: "openapi",
+        access: Access::Open,
         summary: "This document",
         handler: || get(serve),
         query: &[],

@@ -1,5 +1,5 @@
 //! Parsing what clients send outside the body's records: the stream name in
-//! the path, fencing tokens and sequence numbers in JSON or headers, and
+//! the path, fencing tokens and sequence numbers in headers, and
 //! query parameters, and the read parameters plain reads and live tails
 //! share. Each malformed value is a 400 with a message naming it, rather
 //! than the framework's generic rejection.
@@ -13,7 +13,6 @@ use fencelog_api::read::{
     READ_BYTES_CAP, READ_BYTES_DEFAULT, READ_COUNT_CAP, READ_COUNT_DEFAULT, WAIT_MS_CAP,
 };
 use fencelog_engine::validate_stream_name;
-use serde_json::Value;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -27,35 +26,6 @@ pub fn stream_name(path: Result<Path<String>, PathRejection>) -> Result<String, 
 
 const TOKEN_RANGE: &str = "an integer in 1..=18446744073709551615";
 
-/// A fencing token from a JSON field. Parsed here rather than by a derive so
-/// that 0, negatives, fractions, strings and overflow are all a 400 with the
-/// same explanation.
-pub fn token_from_json(value: Option<&Value>) -> Result<u64, ApiError> {
-    match value {
-        None | Some(Value::Null) => Err(ApiError::bad_request("fencing_token is required")),
-        Some(Value::Number(n)) => match n.as_u64() {
-            Some(t) if t >= 1 => Ok(t),
-            _ => Err(ApiError::bad_request(format!(
-                "fencing_token must be {TOKEN_RANGE}, got {n}"
-            ))),
-        },
-        Some(other) => Err(ApiError::bad_request(format!(
-            "fencing_token must be {TOKEN_RANGE}, got {other}"
-        ))),
-    }
-}
-
-/// An optional sequence number from a JSON field.
-pub fn seq_from_json(field: &str, value: Option<&Value>) -> Result<Option<u64>, ApiError> {
-    match value {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Number(n)) if n.as_u64().is_some() => Ok(n.as_u64()),
-        Some(other) => Err(ApiError::bad_request(format!(
-            "{field} must be a non-negative integer, got {other}"
-        ))),
-    }
-}
-
 /// Digits only: `u64::from_str` would also take a leading `+`, which no
 /// JSON client could send, and the two paths should agree.
 fn parse_u64_strict(s: &str) -> Option<u64> {
@@ -65,14 +35,35 @@ fn parse_u64_strict(s: &str) -> Option<u64> {
     s.parse().ok()
 }
 
+/// A header that must appear at most once: two `Fencing-Token` headers
+/// would mean one thing to a reader that takes the first and another to
+/// one that takes the last.
 fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, ApiError> {
-    match headers.get(name) {
-        None => Ok(None),
-        Some(v) => v
-            .to_str()
-            .map(|s| Some(s.trim()))
-            .map_err(|_| ApiError::bad_request(format!("header {name} is not ASCII"))),
+    let mut all = headers.get_all(name).iter();
+    let Some(v) = all.next() else {
+        return Ok(None);
+    };
+    if all.next().is_some() {
+        return Err(ApiError::bad_request(format!(
+            "header {name} appears more than once"
+        )));
     }
+    v.to_str()
+        .map(|s| Some(s.trim()))
+        .map_err(|_| ApiError::bad_request(format!("header {name} is not ASCII")))
+}
+
+/// A JSON append carries its token and `match_seq_num` in the body; the
+/// headers too would be a second reading of the same request.
+pub fn refuse_raw_headers(headers: &HeaderMap) -> Result<(), ApiError> {
+    for name in [header::FENCING_TOKEN, header::MATCH_SEQ_NUM] {
+        if headers.contains_key(name) {
+            return Err(ApiError::bad_request(format!(
+                "header {name} is for raw and binary-batch appends; a JSON append carries its fields in the body"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The `Fencing-Token` header of a raw append.

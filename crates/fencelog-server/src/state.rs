@@ -1,7 +1,12 @@
 //! What every handler shares: the engine, the request-level limits, and the
 //! shutdown signal that ends long-polls and live tails.
 
-use fencelog_engine::{Config, Engine};
+use crate::audit::Audit;
+use crate::auth::{Auth, Caller};
+use crate::budget::MemoryBudget;
+use crate::error::{write_error, ApiError};
+use fencelog_engine::{Config, Engine, WriteError};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -72,6 +77,11 @@ pub struct AppState {
     pub engine: Engine,
     pub limits: HttpLimits,
     pub shutdown: Shutdown,
+    /// Who may do what; [`Auth::Open`] unless tokens are configured.
+    pub auth: Auth,
+    pub audit: Arc<Audit>,
+    /// Bytes of responses and uploads in flight, for every connection.
+    pub budget: MemoryBudget,
 }
 
 impl AppState {
@@ -82,11 +92,54 @@ impl AppState {
             engine,
             limits,
             shutdown: Shutdown::never(),
+            auth: Auth::Open,
+            audit: Arc::default(),
+            budget: MemoryBudget::default(),
         }
+    }
+
+    pub fn with_auth(mut self, auth: Auth) -> Self {
+        self.auth = auth;
+        self
+    }
+
+    pub fn with_budget(mut self, budget: MemoryBudget) -> Self {
+        self.budget = budget;
+        self
     }
 
     pub fn with_limits(mut self, limits: HttpLimits) -> Self {
         self.limits = limits;
         self
+    }
+}
+
+impl AppState {
+    /// The stream's highest accepted token now (0 for a new stream): what
+    /// the audit log reports a rise from. Read before the write is sent,
+    /// so with concurrent rises on one stream it may be older than the
+    /// token the writer replaced.
+    pub fn token_before(&self, stream: &str) -> u64 {
+        self.engine.state(stream).map_or(0, |s| s.highest_token)
+    }
+
+    /// Logs an accepted write that raised the stream's token.
+    pub fn written(&self, caller: &Caller, stream: &str, op: &str, before: u64, after: u64) {
+        if after > before {
+            self.audit
+                .token_raised(caller.name(), stream, op, before, after);
+        }
+    }
+
+    /// The answer to a refused write, with the refusal in the aggregated
+    /// stale log when it is one. Every write handler refuses through here.
+    pub fn write_refused(&self, caller: &Caller, stream: &str, err: WriteError) -> ApiError {
+        if let WriteError::StaleToken {
+            presented, highest, ..
+        } = err
+        {
+            self.audit.stale(caller.name(), stream, presented, highest);
+        }
+        write_error(stream, err)
     }
 }
