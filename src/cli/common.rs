@@ -30,18 +30,38 @@ Exit codes of the client commands (append, read, tail, fence, status):
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServerArgs {
-    /// Base URL of the fencelog server.
+    /// Base URL of the fencelog server (http:// or https://).
     #[arg(
         long = "server",
         env = "FENCELOG_URL",
         default_value = "http://127.0.0.1:7070"
     )]
     pub url: String,
+    /// A PEM CA certificate to trust for an https:// server, besides the
+    /// system's roots.
+    #[arg(long, env = "FENCELOG_CA_CERT")]
+    pub ca_cert: Option<std::path::PathBuf>,
+    /// The access-token secret (`fencelog token create` makes one); sent
+    /// as `Authorization: Bearer`. Prefer the environment variable: a flag
+    /// shows up in `ps`.
+    #[arg(long, env = "FENCELOG_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
 }
 
 impl ServerArgs {
     pub fn client(&self) -> Result<Client, ClientError> {
-        Client::new(self.url.clone())
+        let mut builder = Client::builder(self.url.clone());
+        if let Some(path) = &self.ca_cert {
+            builder = builder
+                .ca_cert_file(path)
+                .map_err(|e| ClientError::BadRequest {
+                    message: format!("cannot read --ca-cert {}: {e}", path.display()),
+                })?;
+        }
+        if let Some(secret) = &self.token {
+            builder = builder.token(secret.clone());
+        }
+        builder.build()
     }
 }
 
@@ -62,7 +82,9 @@ pub fn exit_code(err: &ClientError) -> u8 {
         | ClientError::NotFound
         | ClientError::OutOfRange { .. }
         | ClientError::TooLarge { .. }
-        | ClientError::BadRequest { .. } => EXIT_REJECTED,
+        | ClientError::BadRequest { .. }
+        | ClientError::Unauthenticated { .. }
+        | ClientError::Forbidden { .. } => EXIT_REJECTED,
         ClientError::Unavailable { .. }
         | ClientError::InsufficientStorage { .. }
         | ClientError::OutcomeUnknown { .. }
@@ -97,6 +119,11 @@ pub fn error_json(err: &ClientError) -> Value {
         }
         ClientError::TooLarge { .. } => answer(ErrorCode::TooLarge),
         ClientError::BadRequest { .. } => answer(ErrorCode::BadRequest),
+        ClientError::Unauthenticated { .. } => answer(ErrorCode::Unauthenticated),
+        ClientError::Forbidden { ref scope, .. } => match scope {
+            Some(s) => answer(ErrorCode::Forbidden).with(Field::Scope, s.as_str()),
+            None => answer(ErrorCode::Forbidden),
+        },
         ClientError::Unavailable {
             outcome_unknown, ..
         } => answer(ErrorCode::Unavailable).with(Field::OutcomeUnknown, outcome_unknown),

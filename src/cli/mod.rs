@@ -11,9 +11,11 @@ pub mod common;
 pub mod demo_worker;
 pub mod fence;
 pub mod read;
+pub mod rlimit;
 pub mod serve;
 pub mod status;
 pub mod tail;
+pub mod token;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -51,6 +53,8 @@ pub enum Command {
     DemoWorker(demo_worker::Args),
     /// Drive a server (or PostgreSQL / Redis) with load and verify the result.
     Bench(fencelog_bench::BenchArgs),
+    /// Access tokens: `token create` prints a new secret and its config stanza.
+    Token(token::Args),
 }
 
 pub fn run() -> ExitCode {
@@ -64,6 +68,7 @@ pub fn run() -> ExitCode {
         Command::Status(args) => status::run(args),
         Command::DemoWorker(args) => demo_worker::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Token(args) => token::run(args),
     }
 }
 

@@ -29,6 +29,7 @@ pub mod audit;
 pub mod auth;
 pub mod body;
 pub mod budget;
+mod conn_io;
 pub mod error;
 mod fast_json;
 #[cfg(feature = "fuzz")]
@@ -44,12 +45,14 @@ pub mod sse;
 pub mod state;
 pub mod streams;
 mod strict_json;
+pub mod tls;
 
 use axum::Router;
 
 pub use error::ApiError;
-pub use server::{serve, ServerConfig};
+pub use server::{serve, serve_metrics, ServerConfig};
 pub use state::{AppState, HttpLimits, Shutdown};
+pub use tls::Tls;
 
 /// The whole API as a router, built from [`openapi::ROUTES`]: each route
 /// behind [`auth::check`] with the access it declares.
