@@ -41,11 +41,12 @@ pub struct ServerArgs {
     /// system's roots.
     #[arg(long, env = "FENCELOG_CA_CERT")]
     pub ca_cert: Option<std::path::PathBuf>,
-    /// The access-token secret (`fencelog token create` makes one); sent
+    /// The access-token secret (`fencelog token create` makes one), not to
+    /// be confused with a fencing token; sent
     /// as `Authorization: Bearer`. Prefer the environment variable: a flag
     /// shows up in `ps`.
-    #[arg(long, env = "FENCELOG_TOKEN", hide_env_values = true)]
-    pub token: Option<String>,
+    #[arg(long, env = "FENCELOG_AUTH_TOKEN", hide_env_values = true)]
+    pub auth_token: Option<String>,
 }
 
 impl ServerArgs {
@@ -58,7 +59,7 @@ impl ServerArgs {
                     message: format!("cannot read --ca-cert {}: {e}", path.display()),
                 })?;
         }
-        if let Some(secret) = &self.token {
+        if let Some(secret) = &self.auth_token {
             builder = builder.token(secret.clone());
         }
         builder.build()

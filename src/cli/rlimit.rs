@@ -12,15 +12,15 @@ use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
 pub const RESERVED_FDS: u64 = 64;
 
 /// Raises the soft `RLIMIT_NOFILE` to the hard limit; returns the soft
-/// limit in force afterwards.
-pub fn raise_nofile() -> u64 {
+/// limit before and after (the caller logs both in its startup line).
+pub fn raise_nofile() -> (u64, u64) {
     let limit = getrlimit(Resource::Nofile);
     let soft = limit.current.unwrap_or(u64::MAX);
     let Some(hard) = limit.maximum else {
-        return soft;
+        return (soft, soft);
     };
     if soft >= hard {
-        return soft;
+        return (soft, soft);
     }
     match setrlimit(
         Resource::Nofile,
@@ -29,13 +29,10 @@ pub fn raise_nofile() -> u64 {
             maximum: Some(hard),
         },
     ) {
-        Ok(()) => {
-            tracing::info!(from = soft, to = hard, "raised the file-descriptor limit");
-            hard
-        }
+        Ok(()) => (soft, hard),
         Err(e) => {
             tracing::warn!(soft, hard, error = %e, "cannot raise the file-descriptor limit");
-            soft
+            (soft, soft)
         }
     }
 }

@@ -251,8 +251,7 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let nofile = rlimit::raise_nofile();
-    let code = match Prepared::new(&settings, nofile) {
+    let code = match Prepared::new(&settings, rlimit::raise_nofile()) {
         Ok(prepared) => open_and_serve(&settings, prepared, &log),
         Err(e) => {
             tracing::error!("{e}");
@@ -294,7 +293,8 @@ struct Prepared {
 }
 
 impl Prepared {
-    fn new(settings: &Settings, nofile: u64) -> Result<Prepared, String> {
+    /// `nofile`: the file-descriptor limit before and after raising it.
+    fn new(settings: &Settings, (nofile_was, nofile): (u64, u64)) -> Result<Prepared, String> {
         let config = Config {
             segment_bytes_max: settings.segment_bytes,
             batch_records_max: settings.batch_records_max,
@@ -315,6 +315,7 @@ impl Prepared {
             n => n,
         };
         tracing::info!(
+            nofile_was,
             nofile,
             connections_max,
             tls = tls.is_some(),
@@ -322,7 +323,7 @@ impl Prepared {
                 Auth::Open => 0,
                 Auth::Tokens(t) => t.len(),
             },
-            "limits"
+            "limits in force"
         );
         let server_config = ServerConfig {
             header_read_timeout: Duration::from_millis(settings.header_read_timeout_ms),

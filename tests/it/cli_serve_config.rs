@@ -116,10 +116,13 @@ fn json_log_format_writes_json_lines() {
     // Read the moment the server is ready: the startup lines are written
     // before it says so, not at some later flush.
     let startup = json_lines(&server.log_text());
-    assert_eq!(messages(&startup), ["recovered", "serving"]);
+    assert_eq!(
+        messages(&startup),
+        ["limits in force", "recovered", "serving"]
+    );
     assert!(startup.iter().all(|v| v["level"] == "INFO"), "{startup:?}");
     assert_eq!(
-        startup[1]["fields"]["addr"].as_str(),
+        startup[2]["fields"]["addr"].as_str(),
         Some(server.addr().to_string().as_str())
     );
 

@@ -4,6 +4,7 @@
 
 mod support;
 
+mod auth_scopes;
 mod cli_commands;
 mod cli_serve_config;
 mod client_errors;
@@ -13,3 +14,4 @@ mod http_full_disk;
 mod http_restart;
 mod kill9_loop;
 mod loadgen_smoke;
+mod tls;

@@ -33,6 +33,11 @@ pub struct Metrics {
     pub fsync_seconds: Histogram,
     /// Records per committed group.
     pub group_records: Histogram,
+    /// Writes refused because the writer's queue was full.
+    pub overload_rejections: Counter,
+    /// Groups refused because storage failed before any of them was
+    /// written (not poisoning).
+    pub groups_refused: Counter,
     /// Requests waiting for the writer when it last took a group.
     pub queue_depth: Gauge<i64, AtomicI64>,
 }
@@ -52,6 +57,8 @@ impl Default for Metrics {
             fsync_seconds: Histogram::new(exponential_buckets(0.000_01, 2.0, 18)),
             // 1 .. 4096 records per group
             group_records: Histogram::new(exponential_buckets(1.0, 2.0, 13)),
+            overload_rejections: Counter::default(),
+            groups_refused: Counter::default(),
             queue_depth: Gauge::default(),
             registry: Registry::default(),
         };
@@ -99,6 +106,16 @@ impl Default for Metrics {
             "group_records",
             "Records per committed group",
             m.group_records.clone(),
+        );
+        registry.register(
+            "overload_rejections",
+            "Writes refused with 503 overloaded because the writer's queue was full",
+            m.overload_rejections.clone(),
+        );
+        registry.register(
+            "groups_refused",
+            "Groups refused because storage failed before any of them was written",
+            m.groups_refused.clone(),
         );
         registry.register(
             "writer_queue_depth",

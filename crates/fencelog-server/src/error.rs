@@ -103,6 +103,11 @@ pub fn write_error(stream: &str, err: WriteError) -> ApiError {
             ApiError::storage(&failure, message).with(Field::OutcomeUnknown, true)
         }
         WriteError::Poisoned(failure) => ApiError::storage(&failure, message),
+        // Nothing was written and the engine goes on: no outcome_unknown,
+        // and a retry later is safe.
+        WriteError::NotWritten(failure) => ApiError::storage(&failure, message),
+        WriteError::Overloaded { .. } => ApiError::new(ErrorCode::Overloaded, message)
+            .with(Field::RetryAfterS, crate::budget::RETRY_AFTER_S),
         WriteError::ShuttingDown => ApiError::new(ErrorCode::Unavailable, message),
     }
 }

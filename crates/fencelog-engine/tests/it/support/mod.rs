@@ -173,6 +173,9 @@ pub struct Model {
     pub attempts: Vec<Attempt>,
     /// Any request saw a storage failure.
     pub failed: bool,
+    /// Any request was refused because storage failed before its group
+    /// was written (`NotWritten`: nothing changed, not poisoned).
+    pub refused: bool,
 }
 
 /// A record body names its attempt and position, padded to `size` with
@@ -295,6 +298,7 @@ pub async fn run_script(engine: &Engine, steps: &[Step]) -> Result<Model, String
                 Err(e) => classify(e),
             };
             if let Err(e) = &r {
+                model.refused |= matches!(e, WriteError::NotWritten(_));
                 if is_failure(e) && first_failure.is_none() {
                     if !matches!(e, WriteError::StorageFailed(_)) {
                         return Err(format!(
