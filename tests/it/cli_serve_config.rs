@@ -132,7 +132,15 @@ fn json_log_format_writes_json_lines() {
     let all = json_lines(&std::fs::read_to_string(log).unwrap());
     let all = messages(&all);
     // Between these the HTTP layer says how it drains, in its own words.
-    assert_eq!(all[..3], ["recovered", "serving", "received SIGTERM"]);
+    assert_eq!(
+        all[..4],
+        [
+            "limits in force",
+            "recovered",
+            "serving",
+            "received SIGTERM"
+        ]
+    );
     assert_eq!(all.last(), Some(&"stopped"), "{all:?}");
 }
 
