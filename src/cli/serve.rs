@@ -304,6 +304,7 @@ impl Prepared {
         let mut limits = HttpLimits::for_config(&config);
         limits.body_bytes_max = settings.body_bytes_max;
         limits.body_read_timeout = Duration::from_millis(settings.body_read_timeout_ms);
+        limits.write_timeout = Duration::from_millis(settings.write_timeout_ms);
         let auth = Auth::from_settings(&settings.auth)?;
         check_exposure(settings, &auth)?;
         let tls = match (&settings.tls_cert, &settings.tls_key) {

@@ -25,6 +25,10 @@ pub(crate) struct Shared {
     /// Streams someone is waiting on; entries live only while waited on, so
     /// idle streams cost no memory here.
     pub waiters: Mutex<HashMap<Box<str>, Arc<Notify>>>,
+    /// Frames of the active segment that some reader holds right now, so
+    /// concurrent readers of one frame (a thousand live tails) share one
+    /// copy of it instead of reading their own.
+    pub active_frames: Mutex<crate::reader::FrameCache>,
     pub metrics: Metrics,
 }
 
@@ -44,6 +48,7 @@ impl Shared {
             poisoned: OnceLock::new(),
             shutting_down: AtomicBool::new(false),
             waiters: Mutex::new(HashMap::new()),
+            active_frames: Mutex::default(),
             metrics: Metrics::default(),
         }
     }

@@ -29,6 +29,7 @@ pub mod audit;
 pub mod auth;
 pub mod body;
 pub mod budget;
+mod chunked;
 mod conn_io;
 pub mod error;
 mod fast_json;

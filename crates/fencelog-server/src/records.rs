@@ -4,6 +4,7 @@
 use crate::append_body::{body_kind, AppendBody, BodyKind};
 use crate::auth::Caller;
 use crate::body::read_capped;
+use crate::chunked::{self, Framed};
 use crate::error::{read_error, write_error, ApiError};
 use crate::params::{
     refuse_raw_headers, seq_from_header, stream_name, token_from_header, QueryParams, ReadParams,
@@ -13,11 +14,11 @@ use crate::{json_append, sse};
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, HeaderMap};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::Extension;
 use axum::Json;
 use bytes::Bytes;
-use fencelog_api::{batch, header as wire, AppendAck, ReadPage, RecordJson};
+use fencelog_api::{batch, header as wire, AppendAck};
 use fencelog_engine::WriteError;
 use std::collections::HashMap;
 
@@ -147,9 +148,11 @@ pub async fn read(
         }
         batch = read_now()?;
     }
-    Ok(Json(ReadPage {
-        records: RecordJson::all(&batch.records),
-        next_seq: batch.next_seq,
-    })
-    .into_response())
+    // The `ReadPage` JSON, streamed: `{"records":[...],"next_seq":N}`.
+    let framed = Framed::new(
+        b"{\"records\":".to_vec(),
+        batch.records,
+        format!(",\"next_seq\":{}}}", batch.next_seq).into_bytes(),
+    );
+    chunked::json_response(framed, &state.budget, state.limits.write_timeout).await
 }

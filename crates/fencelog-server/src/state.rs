@@ -24,6 +24,10 @@ pub struct HttpLimits {
     pub body_read_timeout: Duration,
     /// How long a live tail may stay silent before it sends `event: ping`.
     pub ping_interval: Duration,
+    /// How long a response chunk may wait for the memory budget once the
+    /// response has started (the connection is dropped past it); the
+    /// server's write timeout.
+    pub write_timeout: Duration,
 }
 
 /// Room for JSON framing around the batch: base64 inflates by 4/3 and each
@@ -38,6 +42,7 @@ impl HttpLimits {
             body_bytes_max: config.batch_bytes_max.saturating_mul(2) + BODY_SLACK_BYTES,
             body_read_timeout: Duration::from_secs(30),
             ping_interval: Duration::from_secs(15),
+            write_timeout: Duration::from_secs(30),
         }
     }
 }
