@@ -67,6 +67,10 @@ pub struct Args {
     /// Connections served at once [default: half the file-descriptor limit].
     #[arg(long, env = "FENCELOG_CONNECTIONS_MAX")]
     pub connections_max: Option<usize>,
+    /// Appends and fences waiting for the writer; past it they are refused
+    /// with 503 overloaded [default: 16384].
+    #[arg(long, env = "FENCELOG_QUEUE_DEPTH_MAX")]
+    pub queue_depth_max: Option<usize>,
     /// Bytes of responses in flight across all connections [default: 67108864].
     #[arg(long, env = "FENCELOG_RESPONSE_BUDGET_BYTES")]
     pub response_budget_bytes: Option<usize>,
@@ -107,6 +111,7 @@ struct FileSettings {
     write_timeout_ms: Option<u64>,
     shutdown_timeout_ms: Option<u64>,
     connections_max: Option<usize>,
+    queue_depth_max: Option<usize>,
     response_budget_bytes: Option<usize>,
     upload_budget_bytes: Option<usize>,
     tls_cert: Option<PathBuf>,
@@ -133,6 +138,7 @@ pub struct Settings {
     pub shutdown_timeout_ms: u64,
     /// 0: derived from the file-descriptor limit at start.
     pub connections_max: usize,
+    pub queue_depth_max: usize,
     pub response_budget_bytes: usize,
     pub upload_budget_bytes: usize,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -212,6 +218,10 @@ impl Settings {
                 .or(file.shutdown_timeout_ms)
                 .unwrap_or(5_000),
             connections_max: args.connections_max.or(file.connections_max).unwrap_or(0),
+            queue_depth_max: args
+                .queue_depth_max
+                .or(file.queue_depth_max)
+                .unwrap_or(fencelog_engine::config::QUEUE_DEPTH_DEFAULT),
             response_budget_bytes: args
                 .response_budget_bytes
                 .or(file.response_budget_bytes)
@@ -299,8 +309,10 @@ impl Prepared {
             segment_bytes_max: settings.segment_bytes,
             batch_records_max: settings.batch_records_max,
             batch_bytes_max: settings.batch_bytes_max,
+            queue_depth_max: settings.queue_depth_max,
             ..Config::default()
         };
+        config.validate()?;
         let mut limits = HttpLimits::for_config(&config);
         limits.body_bytes_max = settings.body_bytes_max;
         limits.body_read_timeout = Duration::from_millis(settings.body_read_timeout_ms);

@@ -14,4 +14,5 @@ mod http_full_disk;
 mod http_restart;
 mod kill9_loop;
 mod loadgen_smoke;
+mod one_reading;
 mod tls;

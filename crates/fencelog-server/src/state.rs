@@ -28,7 +28,12 @@ pub struct HttpLimits {
     /// response has started (the connection is dropped past it); the
     /// server's write timeout.
     pub write_timeout: Duration,
+    /// Most bytes of header names and values in one request (431 past it).
+    pub header_bytes_max: usize,
 }
+
+/// Header bytes one request may carry by default (32 KiB).
+pub const HEADER_BYTES_MAX_DEFAULT: usize = 32 << 10;
 
 /// Room for JSON framing around the batch: base64 inflates by 4/3 and each
 /// record object adds a few dozen bytes, so twice the batch plus slack lets
@@ -43,6 +48,7 @@ impl HttpLimits {
             body_read_timeout: Duration::from_secs(30),
             ping_interval: Duration::from_secs(15),
             write_timeout: Duration::from_secs(30),
+            header_bytes_max: HEADER_BYTES_MAX_DEFAULT,
         }
     }
 }
