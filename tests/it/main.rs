@@ -14,5 +14,6 @@ mod http_full_disk;
 mod http_restart;
 mod kill9_loop;
 mod loadgen_smoke;
+mod misbehaving_clients;
 mod one_reading;
 mod tls;
