@@ -4,6 +4,7 @@
 
 mod support;
 
+mod audit_log;
 mod auth_scopes;
 mod cli_commands;
 mod cli_serve_config;

@@ -341,3 +341,84 @@ async fn a_full_writer_queue_is_503_overloaded_and_nothing_is_half_applied() {
     healthy(&c, &srv).await;
     srv.sigterm_and_wait();
 }
+
+/// `fencelog serve` under a hard descriptor limit, through `prlimit`
+/// (util-linux), via a wrapper script the harness starts as the binary.
+fn limited_server(dir: &std::path::Path, nofile: u32, extra: &[&str]) -> ServerProcess {
+    let wrapper = dir.join("fencelog-limited");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nexec prlimit --nofile={nofile}:{nofile} {} \"$@\"\n",
+            crate::support::BIN
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    ServerProcess::builder(&wrapper)
+        .data_dir(dir.join("data"))
+        .args(["--segment-bytes", "65536"])
+        .args(extra)
+        .start()
+}
+
+async fn idle_connections(addr: SocketAddr, n: usize) -> Vec<TcpStream> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        out.push(TcpStream::connect(addr).await.unwrap());
+    }
+    out
+}
+
+// A roll that does find no descriptor (EMFILE at segment creation) is
+// refused cleanly without poisoning: the engine's fault suites fail every
+// storage call of the create path (`faults_io`), and a refusal that poisons
+// fails them.
+
+/// Appends 8 KiB records until one fails or `n` succeed; returns the acked
+/// bodies and the failure.
+async fn append_until_refused(
+    c: &Client,
+    n: usize,
+) -> (Vec<Vec<u8>>, Option<fencelog_client::ClientError>) {
+    let mut acked = Vec::new();
+    for i in 0..n {
+        let body = format!("{i:08}").repeat(1024).into_bytes();
+        match c.append("fd", 1, [body.clone()]).await {
+            Ok(_) => acked.push(body),
+            Err(e) => return (acked, Some(e)),
+        }
+    }
+    (acked, None)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_past_the_descriptor_limit_never_break_a_roll() {
+    if fencelog_testkit::deps::find_program("prlimit").is_none() {
+        fencelog_testkit::deps::missing(
+            "out_of_descriptors",
+            "prlimit (util-linux) is not installed",
+        );
+        return;
+    }
+    raise_own_nofile();
+    // With the default cap (from the limit) accepting never takes the
+    // descriptors the writer needs: the same flood, and every roll works.
+    let tmp = tempfile::tempdir().unwrap();
+    let srv = limited_server(tmp.path(), 256, &["--header-read-timeout-ms", "2000"]);
+    let c = Client::builder(srv.url())
+        .pool_idle_timeout(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let (mut acked, failed) = append_until_refused(&c, 1).await;
+    assert!(failed.is_none());
+    let idle = idle_connections(srv.addr(), 400).await;
+    let (more, failure) = append_until_refused(&c, 64).await;
+    assert!(failure.is_none(), "{failure:?}");
+    acked.extend(more);
+    drop(idle);
+    assert_eq!(bodies(&c, "fd").await, acked);
+    healthy(&c, &srv).await;
+    srv.sigterm_and_wait();
+}
