@@ -56,11 +56,13 @@ impl Window {
     }
 }
 
+/// principal → stream → window.
+type Windows = HashMap<Box<str>, HashMap<Box<str>, Window>>;
+
 /// The aggregated stale-rejection log.
 #[derive(Debug, Default)]
 pub struct Audit {
-    /// principal → stream → window.
-    stale: Mutex<HashMap<Box<str>, HashMap<Box<str>, Window>>>,
+    stale: Mutex<Windows>,
     pairs: Mutex<usize>,
 }
 
@@ -112,7 +114,7 @@ impl Audit {
     /// an overflow entry.
     fn slot<'a>(
         &self,
-        map: &HashMap<Box<str>, HashMap<Box<str>, Window>>,
+        map: &Windows,
         principal: &'a str,
         stream: &'a str,
     ) -> (&'a str, &'a str) {
