@@ -112,12 +112,7 @@ impl Audit {
 
     /// The key to count under: the pair itself while there is room, else
     /// an overflow entry.
-    fn slot<'a>(
-        &self,
-        map: &Windows,
-        principal: &'a str,
-        stream: &'a str,
-    ) -> (&'a str, &'a str) {
+    fn slot<'a>(&self, map: &Windows, principal: &'a str, stream: &'a str) -> (&'a str, &'a str) {
         let known = map.get(principal).is_some_and(|m| m.contains_key(stream));
         if known {
             return (principal, stream);

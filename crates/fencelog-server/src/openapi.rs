@@ -284,6 +284,13 @@ fn components() -> Value {
     let token = json!({ "type": "integer", "format": "uint64", "minimum": 1 });
     let seq = json!({ "type": "integer", "format": "uint64", "minimum": 0 });
     json!({
+        "securitySchemes": {
+            "bearer": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "an access token's secret; each operation's x-fencelog-scope names the scope it needs",
+            },
+        },
         "schemas": {
             "Error": {
                 "type": "object",
@@ -392,6 +399,17 @@ pub fn document() -> Value {
         });
         if let Some(body) = route.request_body {
             op["requestBody"] = body();
+        }
+        match route.access {
+            Access::Open => op["security"] = json!([]),
+            Access::Scope(scope) => {
+                op["security"] = json!([{ "bearer": [] }]);
+                op["x-fencelog-scope"] = json!(scope.as_str());
+                for code in [ErrorCode::Unauthenticated, ErrorCode::Forbidden] {
+                    let (status, r) = answer(&Answer::Error(code, ""));
+                    op["responses"][status.to_string()] = r;
+                }
+            }
         }
         let entry = paths
             .entry(route.path.to_string())
