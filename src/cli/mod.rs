@@ -8,8 +8,10 @@ use std::process::ExitCode;
 pub mod append;
 pub mod bench;
 pub mod common;
+pub mod completions;
 pub mod demo_worker;
 pub mod fence;
+pub mod man;
 pub mod read;
 pub mod rlimit;
 pub mod serve;
@@ -17,11 +19,12 @@ mod server_log;
 pub mod status;
 pub mod tail;
 pub mod token;
+pub mod version;
 
 #[derive(Debug, Parser)]
 #[command(
     name = "fencelog",
-    version,
+    version = version::long(),
     about = "A fenced append-only log",
     after_help = common::EXIT_CODES_HELP
 )]
@@ -56,6 +59,10 @@ pub enum Command {
     Bench(fencelog_bench::BenchArgs),
     /// Access tokens: `token create` prints a new secret and its config stanza.
     Token(token::Args),
+    /// Print a shell completion script (bash, zsh or fish).
+    Completions(completions::Args),
+    /// Print the man page, or write every page into a directory.
+    Man(man::Args),
 }
 
 pub fn run() -> ExitCode {
@@ -70,6 +77,8 @@ pub fn run() -> ExitCode {
         Command::DemoWorker(args) => demo_worker::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Token(args) => token::run(args),
+        Command::Completions(args) => completions::run(args),
+        Command::Man(args) => man::run(args),
     }
 }
 

@@ -40,6 +40,9 @@ pub struct Metrics {
     pub groups_refused: Counter,
     /// Requests waiting for the writer when it last took a group.
     pub queue_depth: Gauge<i64, AtomicI64>,
+    /// 1 while the engine accepts writes, 0 once it is poisoned or shutting
+    /// down; set by whoever encodes (a scrape), like `queue_depth`.
+    pub healthy: Gauge<i64, AtomicI64>,
 }
 
 impl Default for Metrics {
@@ -60,6 +63,7 @@ impl Default for Metrics {
             overload_rejections: Counter::default(),
             groups_refused: Counter::default(),
             queue_depth: Gauge::default(),
+            healthy: Gauge::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -121,6 +125,11 @@ impl Default for Metrics {
             "writer_queue_depth",
             "Requests waiting for the writer",
             m.queue_depth.clone(),
+        );
+        registry.register(
+            "healthy",
+            "1 while writes are accepted, 0 once storage failed (until a restart) or shutdown began",
+            m.healthy.clone(),
         );
         Metrics { registry, ..m }
     }

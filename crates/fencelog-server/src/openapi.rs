@@ -5,7 +5,7 @@
 
 use crate::auth::{Access, Scope};
 use crate::state::AppState;
-use crate::{ops, records, streams};
+use crate::{console, ops, records, streams};
 use axum::routing::{get, post, MethodRouter};
 use axum::Json;
 use fencelog_api::ErrorCode;
@@ -197,6 +197,35 @@ pub const ROUTES: &[Route] = &[
     },
     Route {
         method: "get",
+        path: "/console",
+        operation_id: "console",
+        // Static files of the page, no data: the page's own API calls
+        // carry a token and are checked like any other client's.
+        access: Access::Open,
+        summary: "The web console (HTML): streams, records, token timelines, live tails and metrics, using this API from the browser",
+        handler: || get(console::index),
+        query: &[],
+        headers: &[],
+        request_body: None,
+        responses: &[Answer::Ok(200, "the console's page", "")],
+    },
+    Route {
+        method: "get",
+        path: "/console/{asset}",
+        operation_id: "console_asset",
+        access: Access::Open,
+        summary: "A script or the stylesheet of the web console, embedded in the binary",
+        handler: || get(console::asset),
+        query: &[],
+        headers: &[],
+        request_body: None,
+        responses: &[
+            Answer::Ok(200, "the file", ""),
+            Answer::Error(ErrorCode::NotFound, "the console has no such file"),
+        ],
+    },
+    Route {
+        method: "get",
         path: "/v1/openapi.json",
         operation_id: "openapi",
         access: Access::Open,
@@ -232,6 +261,13 @@ fn parameters(route: &Route) -> Vec<Value> {
         out.push(json!({
             "name": "stream", "in": "path", "required": true,
             "description": "Stream name: 1-255 of [A-Za-z0-9._:-]",
+            "schema": { "type": "string" },
+        }));
+    }
+    if route.path.contains("{asset}") {
+        out.push(json!({
+            "name": "asset", "in": "path", "required": true,
+            "description": "A file name of the console, e.g. app.js",
             "schema": { "type": "string" },
         }));
     }
