@@ -14,11 +14,13 @@ pub mod fence;
 pub mod lifecycle;
 pub mod man;
 pub mod read;
+pub mod rlimit;
 pub mod serve;
 pub mod serve_cluster;
 mod server_log;
 pub mod status;
 pub mod tail;
+pub mod token;
 pub mod units;
 pub mod version;
 
@@ -70,6 +72,8 @@ pub enum Command {
     DemoWorker(demo_worker::Args),
     /// Drive a server (or PostgreSQL / Redis) with load and verify the result.
     Bench(fencelog_bench::BenchArgs),
+    /// Access tokens: `token create` prints a new secret and its config stanza.
+    Token(token::Args),
     /// Print a shell completion script (bash, zsh or fish).
     Completions(completions::Args),
     /// Print the man page, or write every page into a directory.
@@ -91,6 +95,7 @@ pub fn run() -> ExitCode {
         Command::Config(args) => lifecycle::config(args),
         Command::DemoWorker(args) => demo_worker::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Token(args) => token::run(args),
         Command::Completions(args) => completions::run(args),
         Command::Man(args) => man::run(args),
     }

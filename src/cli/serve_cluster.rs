@@ -2,12 +2,13 @@
 //! replicated cluster (issue 14). Same HTTP API and limits as a single
 //! node, plus the Raft RPCs under `/_cluster/` on the same port.
 
-use super::serve::{report_dropped_log_lines, stop_signal, Args, FileSettings, Settings};
+use super::serve::{report_dropped_log_lines, stop_signal, Args, FileSettings, Prepared, Settings};
 use super::server_log::ServerLog;
 use fencelog_cluster::http_transport::HttpTransport;
 use fencelog_cluster::node::{Node, NodeOptions, Timing};
 use fencelog_cluster::shard::{SHARDS_DEFAULT, SHARDS_MAX};
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -116,7 +117,7 @@ impl ClusterSettings {
         }))
     }
 
-    fn options(&self, settings: &Settings) -> NodeOptions {
+    fn options(&self, settings: &Settings, p: &Prepared) -> NodeOptions {
         let timing = Timing {
             heartbeat_ms: self.raft_heartbeat_ms,
             election_min_ms: self.election.0,
@@ -128,15 +129,25 @@ impl ClusterSettings {
             members: self.members.clone(),
             shards: self.shards,
             data_dir: settings.data_dir.clone(),
-            engine: settings.engine_config(),
+            engine: p.config.clone(),
             timing,
             commit_timeout: Duration::from_millis(self.commit_timeout_ms),
         }
     }
 }
 
-/// Starts the node and serves it until SIGTERM or Ctrl-C.
-pub fn open_and_serve(settings: &Settings, c: &ClusterSettings, log: &ServerLog) -> ExitCode {
+/// Starts the node and serves it until SIGTERM or Ctrl-C. Access tokens
+/// are refused for now: the cluster's write routes do not check them yet.
+pub(super) fn open_and_serve(
+    settings: &Settings,
+    c: &ClusterSettings,
+    p: Prepared,
+    log: &ServerLog,
+) -> ExitCode {
+    if !matches!(p.auth, fencelog_server::auth::Auth::Open) {
+        tracing::error!("access tokens are not supported in cluster mode yet");
+        return ExitCode::from(2);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -147,12 +158,12 @@ pub fn open_and_serve(settings: &Settings, c: &ClusterSettings, log: &ServerLog)
             return ExitCode::FAILURE;
         }
     };
-    let code = runtime.block_on(serve(settings, c, log.clone()));
+    let code = runtime.block_on(serve(settings, c, p, log.clone()));
     drop(runtime);
     code
 }
 
-async fn serve(settings: &Settings, c: &ClusterSettings, log: ServerLog) -> ExitCode {
+async fn serve(settings: &Settings, c: &ClusterSettings, p: Prepared, log: ServerLog) -> ExitCode {
     tokio::spawn(report_dropped_log_lines(log.clone()));
     let listener = match tokio::net::TcpListener::bind(&c.listen).await {
         Ok(l) => l,
@@ -161,7 +172,7 @@ async fn serve(settings: &Settings, c: &ClusterSettings, log: ServerLog) -> Exit
             return ExitCode::FAILURE;
         }
     };
-    let node = match Node::start(c.options(settings), Arc::new(HttpTransport::new())).await {
+    let node = match Node::start(c.options(settings, &p), Arc::new(HttpTransport::new())).await {
         Ok(n) => Arc::new(n),
         Err(e) => {
             tracing::error!(data_dir = %settings.data_dir.display(), error = %e, "cannot start the cluster node");
@@ -175,14 +186,17 @@ async fn serve(settings: &Settings, c: &ClusterSettings, log: ServerLog) -> Exit
             return ExitCode::FAILURE;
         }
     };
-    let limits = settings.http_limits(&settings.engine_config());
-    let server_config = settings.server_config();
+    let (limits, server_config) = (p.state_limits, p.server_config);
     let addr = listener
         .local_addr()
         .map(|a| a.to_string())
         .unwrap_or_default();
     tracing::info!(%addr, node_id = c.node_id, shards = c.shards, "serving as a cluster node");
-    super::serve::announce_ready(&log, &addr);
+    // Whoever acts on `listening on` finds the startup lines in the log.
+    log.sync();
+    log.set_lossy(true);
+    println!("listening on {addr}");
+    let _ = std::io::stdout().flush();
     let app_node = node.clone();
     let build = move |shutdown| fencelog_cluster::http::app(app_node, limits, shutdown);
     let served = fencelog_server::serve_router(listener, build, server_config, stop).await;

@@ -81,8 +81,8 @@ fn bash_completes_subcommands_and_options() {
         );
         run_in("bash", &["-c", &line], "bash completion").unwrap()
     };
-    assert_eq!(complete("fencelog se", 1), "serve\n");
-    assert_eq!(complete("fencelog serve --data", 2), "--data-dir\n");
+    assert_eq!(complete("fencelog se", 1), "serve\nseal\n");
+    assert_eq!(complete("fencelog serve --data-d", 2), "--data-dir\n");
     let shells = complete("fencelog completions ''", 2);
     assert_eq!(
         shells
@@ -92,7 +92,9 @@ fn bash_completes_subcommands_and_options() {
         ["bash", "zsh", "fish"]
     );
     let all = complete("fencelog ''", 1);
-    for sub in ["append", "read", "tail", "fence", "status", "man"] {
+    for sub in [
+        "append", "read", "tail", "fence", "status", "trim", "seal", "delete", "config", "man",
+    ] {
         assert!(all.lines().any(|l| l == sub), "{sub} not offered: {all}");
     }
 }
@@ -108,8 +110,12 @@ fn fish_completes_subcommands_and_options() {
     let Some(got) = complete("fencelog se") else {
         return;
     };
-    assert_eq!(got, "serve\tRun the HTTP server on a data directory\n");
-    let got = complete("fencelog serve --data").unwrap();
+    assert_eq!(
+        got,
+        "seal\tSeal a stream: no more appends, fences or trims, whatever the token\n\
+         serve\tRun the HTTP server on a data directory\n"
+    );
+    let got = complete("fencelog serve --data-d").unwrap();
     assert!(got.starts_with("--data-dir\t"), "{got}");
 }
 

@@ -12,6 +12,11 @@ use std::fmt;
 pub enum ErrorCode {
     /// 400: malformed or invalid input; nothing changed.
     BadRequest,
+    /// 401: no access token, or one the server does not know.
+    Unauthenticated,
+    /// 403: the access token's scopes or stream prefix do not cover the
+    /// operation; the body names the missing `scope`.
+    Forbidden,
     /// 404 from a handler: the stream does not exist.
     StreamNotFound,
     /// 404 from the router: no such route.
@@ -30,23 +35,33 @@ pub enum ErrorCode {
     SeqMismatch,
     /// 413: over a batch or body limit.
     TooLarge,
+    /// 415: a `Content-Type`, `Content-Encoding` or `Transfer-Encoding`
+    /// the route does not take.
+    UnsupportedMediaType,
     /// 416: a read started past the stream's `next_seq`, or below its
     /// `first_seq` (trimmed).
     OutOfRange,
+    /// 431: the request's headers are over the server's limit.
+    HeadersTooLarge,
     /// 500: a frame failed its checksum when read back.
     Corrupt,
     /// 500: a read failed with an I/O error.
     IoError,
     /// 503: storage failed (writes refused until restart) or shutting down.
     Unavailable,
+    /// 503: the server is at a limit (writer queue, memory budget); nothing
+    /// was done. Sent with `Retry-After`.
+    Overloaded,
     /// 507: storage failed because the disk is full.
     InsufficientStorage,
 }
 
 impl ErrorCode {
     /// Every code, for lookups by name and for tests.
-    pub const ALL: [ErrorCode; 14] = [
+    pub const ALL: [ErrorCode; 19] = [
         ErrorCode::BadRequest,
+        ErrorCode::Unauthenticated,
+        ErrorCode::Forbidden,
         ErrorCode::StreamNotFound,
         ErrorCode::NotFound,
         ErrorCode::MethodNotAllowed,
@@ -55,10 +70,13 @@ impl ErrorCode {
         ErrorCode::StreamSealed,
         ErrorCode::SeqMismatch,
         ErrorCode::TooLarge,
+        ErrorCode::UnsupportedMediaType,
         ErrorCode::OutOfRange,
+        ErrorCode::HeadersTooLarge,
         ErrorCode::Corrupt,
         ErrorCode::IoError,
         ErrorCode::Unavailable,
+        ErrorCode::Overloaded,
         ErrorCode::InsufficientStorage,
     ];
 
@@ -66,6 +84,8 @@ impl ErrorCode {
     pub const fn as_str(self) -> &'static str {
         match self {
             ErrorCode::BadRequest => "bad_request",
+            ErrorCode::Unauthenticated => "unauthenticated",
+            ErrorCode::Forbidden => "forbidden",
             ErrorCode::StreamNotFound => "stream_not_found",
             ErrorCode::NotFound => "not_found",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
@@ -74,10 +94,13 @@ impl ErrorCode {
             ErrorCode::StreamSealed => "stream_sealed",
             ErrorCode::SeqMismatch => "seq_mismatch",
             ErrorCode::TooLarge => "too_large",
+            ErrorCode::UnsupportedMediaType => "unsupported_media_type",
             ErrorCode::OutOfRange => "out_of_range",
+            ErrorCode::HeadersTooLarge => "headers_too_large",
             ErrorCode::Corrupt => "corrupt",
             ErrorCode::IoError => "io_error",
             ErrorCode::Unavailable => "unavailable",
+            ErrorCode::Overloaded => "overloaded",
             ErrorCode::InsufficientStorage => "insufficient_storage",
         }
     }
@@ -86,15 +109,19 @@ impl ErrorCode {
     pub const fn status(self) -> u16 {
         match self {
             ErrorCode::BadRequest => 400,
+            ErrorCode::Unauthenticated => 401,
+            ErrorCode::Forbidden => 403,
             ErrorCode::StreamNotFound | ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::RequestTimeout => 408,
             ErrorCode::StaleFencingToken | ErrorCode::StreamSealed => 409,
             ErrorCode::SeqMismatch => 412,
             ErrorCode::TooLarge => 413,
+            ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::OutOfRange => 416,
+            ErrorCode::HeadersTooLarge => 431,
             ErrorCode::Corrupt | ErrorCode::IoError => 500,
-            ErrorCode::Unavailable => 503,
+            ErrorCode::Unavailable | ErrorCode::Overloaded => 503,
             ErrorCode::InsufficientStorage => 507,
         }
     }
@@ -144,6 +171,13 @@ pub enum Field {
     OutcomeUnknown,
     /// Whether a failed storage is out of space (`/healthz` 503).
     NoSpace,
+    /// The scope a request lacked (403).
+    Scope,
+    /// The access token's name (403).
+    Principal,
+    /// Seconds to wait before retrying, as `Retry-After` says (503
+    /// `overloaded`).
+    RetryAfterS,
 }
 
 impl Field {
@@ -161,6 +195,9 @@ impl Field {
             Field::Actual => "actual",
             Field::OutcomeUnknown => "outcome_unknown",
             Field::NoSpace => "no_space",
+            Field::Scope => "scope",
+            Field::Principal => "principal",
+            Field::RetryAfterS => "retry_after_s",
         }
     }
 }

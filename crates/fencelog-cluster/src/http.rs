@@ -159,7 +159,7 @@ async fn append(
     let stream = stream_of(path)?;
     let k = s.node.shard_of(&stream);
     let state = s.shard_state(k);
-    let body = fencelog_server::records::decode_append(&state, &stream, request).await?;
+    let (upload, body) = fencelog_server::records::decode_append(&state, &stream, request).await?;
     check_append(&state, &stream, body.token, &body.records)?;
     let op = ClusterOp::Append {
         stream: stream.clone(),
@@ -167,6 +167,8 @@ async fn append(
         match_seq: body.match_seq_num,
         records: body.records.iter().map(|r| r.to_vec()).collect(),
     };
+    // The records are copied into the op: the upload's budget share goes.
+    drop(upload);
     Ok(s.write(k, &stream, op, |stream, applied| match applied {
         Applied::Appended(ack) => Json(AppendAck::new(stream.to_string(), ack)).into_response(),
         Applied::State(_) => unreachable!("an append answers an ack"),

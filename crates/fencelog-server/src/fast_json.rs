@@ -13,7 +13,7 @@
 use crate::append_body::AppendBody;
 use bytes::Bytes;
 use fencelog_api::record::{decode_base64, BODY, BODY_BASE64};
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use std::borrow::Cow;
 use std::fmt;
 
@@ -104,8 +104,8 @@ impl<'de> Visitor<'de> for AppendVisitor<'_> {
         let mut match_seq_num: Option<Option<u64>> = None;
         let mut records: Option<Vec<Bytes>> = None;
         while let Some(key) = map.next_key::<Key>()? {
-            // A repeated key means "last one wins" to the `Value` parser; rare
-            // enough to leave to it.
+            // A repeated or unknown key is a 400 the reference parser
+            // explains.
             match key {
                 Key::Token if token.is_none() => token = Some(map.next_value()?),
                 Key::MatchSeqNum if match_seq_num.is_none() => {
@@ -114,12 +114,12 @@ impl<'de> Visitor<'de> for AppendVisitor<'_> {
                 Key::Records if records.is_none() => {
                     records = Some(map.next_value_seed(RecordsSeed { body: self.body })?)
                 }
-                Key::Token | Key::MatchSeqNum | Key::Records => return Err(undecided()),
-                // Unknown top-level fields are ignored by the `Value` parser
-                // too, once they parse as JSON.
-                Key::Body | Key::BodyBase64 | Key::Other => {
-                    map.next_value::<IgnoredAny>()?;
-                }
+                Key::Token
+                | Key::MatchSeqNum
+                | Key::Records
+                | Key::Body
+                | Key::BodyBase64
+                | Key::Other => return Err(undecided()),
             }
         }
         match (token, records) {

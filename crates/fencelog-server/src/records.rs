@@ -2,18 +2,23 @@
 //! tailing shares the read route and lives in [`crate::sse`].
 
 use crate::append_body::{body_kind, AppendBody, BodyKind};
-use crate::body::read_capped;
+use crate::auth::Caller;
+use crate::body::{read_capped, Upload};
+use crate::chunked::{self, Framed};
 use crate::error::{read_error, write_error, ApiError};
-use crate::params::{seq_from_header, stream_name, token_from_header, QueryParams, ReadParams};
+use crate::params::{
+    refuse_raw_headers, seq_from_header, stream_name, token_from_header, QueryParams, ReadParams,
+};
 use crate::state::AppState;
 use crate::{json_append, sse};
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, HeaderMap};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
+use axum::Extension;
 use axum::Json;
 use bytes::Bytes;
-use fencelog_api::{batch, header as wire, AppendAck, ReadPage, RecordJson};
+use fencelog_api::{batch, header as wire, AppendAck};
 use fencelog_engine::{Engine, ReadError, WriteError};
 use std::collections::HashMap;
 
@@ -21,54 +26,67 @@ use std::collections::HashMap;
 /// `application/json`; length-prefixed records when it is
 /// `application/vnd.fencelog.batch` ([`batch`]); any other type makes the
 /// raw body one record. The last two take the token in `Fencing-Token` and
-/// an optional `Match-Seq-Num` header.
+/// an optional `Match-Seq-Num` header; a JSON append takes neither header.
 pub async fn append(
     State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
     path: Result<Path<String>, PathRejection>,
     request: Request,
 ) -> Result<Json<AppendAck>, ApiError> {
+    let caller = caller.map(|Extension(c)| c).unwrap_or_default();
     let stream = stream_name(path)?;
-    let req = decode_append(&state, &stream, request).await?;
-    match state
+    // Held until the engine has answered: the records are slices of it.
+    let (upload, req) = decode_append(&state, &stream, request).await?;
+    let before = state.token_before(&stream);
+    let result = state
         .engine
         .append(&stream, req.token, req.records, req.match_seq_num)
-        .await
-    {
-        Ok(ack) => Ok(Json(AppendAck::new(stream, ack))),
-        Err(e) => Err(write_error(&stream, e)),
+        .await;
+    drop(upload);
+    match result {
+        Ok(ack) => {
+            state.written(&caller, &stream, "append", before, ack.fencing_token);
+            Ok(Json(AppendAck::new(stream, ack)))
+        }
+        Err(e) => Err(state.write_refused(&caller, &stream, e)),
     }
 }
 
 /// Decodes an append request to `stream`, whatever its encoding (also
-/// used by the cluster crate's append route, issue 14).
+/// used by the cluster crate's append route, issue 14). The upload holds
+/// the body's bytes (and its share of the upload budget) that the records
+/// are slices of.
 pub async fn decode_append(
     state: &AppState,
     stream: &str,
     request: Request,
-) -> Result<AppendBody, ApiError> {
+) -> Result<(Upload, AppendBody), ApiError> {
     // The whole request rather than a `HeaderMap` extractor, which would
     // clone every header on each append.
     let (parts, body) = request.into_parts();
     let headers = &parts.headers;
     let kind = body_kind(headers);
     if kind == BodyKind::Json {
-        let bytes = read_capped(headers, body, &state.limits).await?;
-        return json_append::parse(&bytes);
+        refuse_raw_headers(headers)?;
+        let upload = read_capped(headers, body, &state.limits, &state.budget).await?;
+        let req = json_append::parse(&upload.bytes)?;
+        return Ok((upload, req));
     }
     // Header errors first: no point reading a body we will refuse.
     let token = token_from_header(headers)?;
     let match_seq_num = seq_from_header(headers, wire::MATCH_SEQ_NUM)?;
-    let bytes = read_capped(headers, body, &state.limits).await?;
+    let upload = read_capped(headers, body, &state.limits, &state.budget).await?;
     let records = if kind == BodyKind::Batch {
-        batch_records(stream, state, &bytes)?
+        batch_records(stream, state, &upload.bytes)?
     } else {
-        vec![bytes]
+        vec![upload.bytes.clone()]
     };
-    Ok(AppendBody {
+    let req = AppendBody {
         token,
         records,
         match_seq_num,
-    })
+    };
+    Ok((upload, req))
 }
 
 /// The records of a binary batch body. The count is checked against the
@@ -153,12 +171,15 @@ pub async fn read(
         }
         batch = read_now()?;
     }
-    Ok(Json(ReadPage {
-        records: RecordJson::all(&batch.records),
-        next_seq: batch.next_seq,
-        sealed: batch.sealed,
-    })
-    .into_response())
+    // The `ReadPage` JSON, streamed: `{"records":[...],"next_seq":N}`, and
+    // `"sealed":true` when sealed (as `ReadPage` serialises it).
+    let sealed = if batch.sealed { ",\"sealed\":true" } else { "" };
+    let framed = Framed::new(
+        b"{\"records\":".to_vec(),
+        batch.records,
+        format!(",\"next_seq\":{}{sealed}}}", batch.next_seq).into_bytes(),
+    );
+    chunked::json_response(framed, &state.budget, state.limits.write_timeout).await
 }
 
 /// Where a read starts: `start_seq`, or with `clamp=true` the stream's
