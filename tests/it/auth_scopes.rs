@@ -60,6 +60,14 @@ async fn send(
             .post(url)
             .header("content-type", "application/json")
             .body("{}"),
+        "put" => http
+            .put(url)
+            .header("content-type", "application/json")
+            .body("{}"),
+        "delete" => http
+            .delete(url)
+            .header("content-type", "application/json")
+            .body("{}"),
         other => panic!("a route with method {other}: teach this test its request"),
     };
     if let Some(s) = secret {
