@@ -41,6 +41,7 @@ mod metrics;
 mod name;
 mod reader;
 mod recovery;
+mod seek;
 mod segment;
 mod shared;
 #[cfg(feature = "sim")]
