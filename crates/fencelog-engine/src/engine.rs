@@ -9,8 +9,8 @@ use crate::locks;
 use crate::metrics::Metrics;
 use crate::name::validate_stream_name;
 use crate::reader::{self, ReadBatch};
-use crate::seek;
 use crate::recovery::{self, RecoveryReport};
+use crate::seek;
 use crate::shared::Shared;
 use crate::storage::{DirStorage, Storage};
 use crate::stream::{StreamShared, StreamState};
@@ -135,7 +135,7 @@ impl Engine {
 
     /// Checks that cost no writer time: limits, and the token against the
     /// stream's durable highest token (the rejection fast path).
-    fn precheck(&self, stream: &str, token: u64) -> Result<(), WriteError> {
+    pub(crate) fn precheck(&self, stream: &str, token: u64) -> Result<(), WriteError> {
         validate_stream_name(stream).map_err(WriteError::InvalidStreamName)?;
         if token == 0 {
             return Err(WriteError::ZeroToken);
@@ -163,7 +163,7 @@ impl Engine {
         Ok(())
     }
 
-    fn check_batch(&self, records: &[Bytes]) -> Result<(), WriteError> {
+    pub(crate) fn check_batch(&self, records: &[Bytes]) -> Result<(), WriteError> {
         let c = &self.shared().config;
         if records.is_empty() {
             return Err(WriteError::EmptyBatch);
@@ -273,7 +273,14 @@ impl Engine {
         max_records: usize,
         max_bytes: usize,
     ) -> Result<ReadBatch, ReadError> {
-        reader::read(self.shared(), stream, start_seq, max_records, max_bytes, None)
+        reader::read(
+            self.shared(),
+            stream,
+            start_seq,
+            max_records,
+            max_bytes,
+            None,
+        )
     }
 
     /// [`Engine::read`] that stops before the first record whose timestamp
@@ -326,7 +333,11 @@ impl Engine {
     /// Waits until the stream exists (an append or a fence created it), the
     /// timeout elapses, or the engine stops accepting writes; returns
     /// whether it exists then. Like [`Engine::wait_for`], without polling.
-    pub async fn wait_for_stream(&self, stream: &str, timeout: Duration) -> Result<bool, ReadError> {
+    pub async fn wait_for_stream(
+        &self,
+        stream: &str,
+        timeout: Duration,
+    ) -> Result<bool, ReadError> {
         self.wait_until(stream, timeout, |s| s.is_some())
             .await
             .map(|s| s.is_some())

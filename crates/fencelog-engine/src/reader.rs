@@ -9,22 +9,10 @@ use crate::error::{Corruption, ReadError};
 use crate::index::FrameLoc;
 use crate::locks;
 use crate::name::validate_stream_name;
+use crate::record::Record;
 use crate::shared::Shared;
 use crate::stream::StreamShared;
 use bytes::Bytes;
-
-/// One record as a reader sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Record {
-    /// Its place in the stream: seqs run from 0 without gaps.
-    pub seq: u64,
-    /// The token of the append that wrote it.
-    pub fencing_token: u64,
-    /// When the writer committed it (Unix ms, never decreasing per stream).
-    pub timestamp_ms: u64,
-    /// A zero-copy slice of the segment where the segment is memory-mapped.
-    pub body: Bytes,
-}
 
 /// The answer to a read: durable records from `start_seq` on, and the
 /// stream's durable `next_seq` at the time of the read.
@@ -86,6 +74,7 @@ pub(crate) fn read(
                     seq,
                     fencing_token: frame.header.fencing_token,
                     timestamp_ms: frame.header.timestamp_ms,
+                    headers: Vec::new(),
                     body,
                 });
             }

@@ -39,7 +39,9 @@ pub(crate) fn seq_at_timestamp(
             lo = mid + 1;
             continue;
         };
-        let ts = with_frame(shared, stream, &loc, |_, _, frame| frame.header.timestamp_ms)?;
+        let ts = with_frame(shared, stream, &loc, |_, _, frame| {
+            frame.header.timestamp_ms
+        })?;
         let end = loc.first_seq + loc.record_count as u64;
         if ts >= timestamp_ms {
             hi = loc.first_seq.max(lo);

@@ -79,7 +79,11 @@ async fn seq_at_timestamp_and_read_until_agree_with_every_record() {
     drop(e);
 
     let e = Engine::open_with(dir.path(), config).unwrap();
-    assert!(e.recovery_report().segments >= 3, "{:?}", e.recovery_report());
+    assert!(
+        e.recovery_report().segments >= 3,
+        "{:?}",
+        e.recovery_report()
+    );
     check_every_point(&e, &stamps);
     e.shutdown().await;
 }
