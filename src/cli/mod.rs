@@ -12,6 +12,8 @@ pub mod demo_worker;
 pub mod fence;
 pub mod read;
 pub mod serve;
+pub mod signals;
+pub mod start;
 pub mod status;
 pub mod tail;
 

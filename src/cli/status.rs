@@ -7,6 +7,7 @@ use std::process::ExitCode;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// A stream; without it, every stream is listed.
+    #[arg(value_parser = common::parse_stream)]
     pub stream: Option<String>,
     /// Only list streams whose names start with this.
     #[arg(long, default_value = "")]

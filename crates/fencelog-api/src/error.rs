@@ -114,7 +114,8 @@ impl Serialize for ErrorCode {
 /// The fields an error body carries besides `error` and `message`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Field {
-    /// The stream the request named (409, 412, 404 stream, 416).
+    /// The stream the request named: every error of a request naming a
+    /// valid stream carries it.
     Stream,
     /// The token a stale request carried (409).
     PresentedToken,
@@ -134,6 +135,10 @@ pub enum Field {
     OutcomeUnknown,
     /// Whether a failed storage is out of space (`/healthz` 503).
     NoSpace,
+    /// The segment file holding a corrupt frame (500 `corrupt`).
+    File,
+    /// The byte offset of that frame in its file (500 `corrupt`).
+    Offset,
 }
 
 impl Field {
@@ -149,6 +154,8 @@ impl Field {
             Field::Actual => "actual",
             Field::OutcomeUnknown => "outcome_unknown",
             Field::NoSpace => "no_space",
+            Field::File => "file",
+            Field::Offset => "offset",
         }
     }
 }

@@ -35,6 +35,15 @@ impl ApiError {
         Self::new(ErrorCode::TooLarge, message)
     }
 
+    /// The same answer naming `stream`, unless it names one already: every
+    /// error of a request that names a valid stream carries it.
+    pub fn on_stream(mut self, stream: &str) -> Self {
+        if self.body.get(Field::Stream).is_none() && !stream.is_empty() {
+            self.body = self.body.with(Field::Stream, stream);
+        }
+        self
+    }
+
     pub fn code(&self) -> ErrorCode {
         self.body.code
     }
@@ -69,6 +78,10 @@ impl IntoResponse for ApiError {
 /// through here, which is what makes every stale rejection logged exactly
 /// once (tokens only, never payloads).
 pub fn write_error(stream: &str, err: WriteError) -> ApiError {
+    write_answer(stream, err).on_stream(stream)
+}
+
+fn write_answer(stream: &str, err: WriteError) -> ApiError {
     let message = err.to_string();
     match err {
         WriteError::InvalidStreamName(_) | WriteError::ZeroToken | WriteError::EmptyBatch => {
@@ -107,11 +120,19 @@ pub fn write_error(stream: &str, err: WriteError) -> ApiError {
         }
         WriteError::Poisoned(failure) => ApiError::storage(&failure, message),
         WriteError::ShuttingDown => ApiError::new(ErrorCode::Unavailable, message),
+        WriteError::BadHeaders { error, .. } if error.is_limit() => ApiError::too_large(message),
+        WriteError::BadHeaders { .. } | WriteError::HeadersUnsupported => {
+            ApiError::bad_request(message)
+        }
     }
 }
 
 /// Maps a failed read of `stream`.
 pub fn read_error(stream: &str, err: ReadError) -> ApiError {
+    read_answer(stream, err).on_stream(stream)
+}
+
+fn read_answer(stream: &str, err: ReadError) -> ApiError {
     let message = err.to_string();
     match err {
         ReadError::InvalidStreamName(_) => ApiError::bad_request(message),
@@ -128,6 +149,8 @@ pub fn read_error(stream: &str, err: ReadError) -> ApiError {
         ReadError::Corrupt(c) => {
             tracing::error!(stream, file = %c.file, offset = c.offset, reason = %c.reason, "corrupt frame refused on read");
             ApiError::new(ErrorCode::Corrupt, message)
+                .with(Field::File, c.file)
+                .with(Field::Offset, c.offset)
         }
         ReadError::Io(_) => {
             tracing::error!(stream, error = %message, "read failed");

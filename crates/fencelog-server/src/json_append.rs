@@ -9,6 +9,8 @@ use crate::fast_json;
 use crate::params::{seq_from_json, token_from_json};
 use bytes::Bytes;
 use fencelog_api::record::{BodyError, BodyJson, BODY, BODY_BASE64};
+use fencelog_api::record_headers::{self, HEADERS, HEADERS_BASE64};
+use fencelog_engine::RecordIn;
 use serde_json::{Map, Value};
 use std::borrow::Cow;
 use std::fmt::Display;
@@ -44,25 +46,28 @@ pub(crate) fn parse_value(bytes: &[u8]) -> Result<AppendBody, ApiError> {
     for (i, item) in items.iter().enumerate() {
         records.push(parse_record(i, item)?);
     }
-    Ok(AppendBody {
-        token,
-        records,
-        match_seq_num,
-    })
+    Ok(AppendBody::with_headers(token, records, match_seq_num))
 }
 
 /// One record object: exactly one field, `body` or `body_base64`, a
-/// string (the api crate's rule, with its messages).
-fn parse_record(i: usize, item: &Value) -> Result<Bytes, ApiError> {
+/// string (the api crate's rule, with its messages), and at most one of
+/// `headers` and `headers_base64` ([`fencelog_api::record_headers`]).
+fn parse_record(i: usize, item: &Value) -> Result<RecordIn, ApiError> {
     let bad = |what: &dyn Display| ApiError::bad_request(format!("records[{i}] {what}"));
     let Value::Object(obj) = item else {
         return Err(bad(&"must be an object"));
     };
-    record_bytes(obj).map_err(|e| bad(&e))
+    let (h, h64) = (obj.get(HEADERS), obj.get(HEADERS_BASE64));
+    let headers = record_headers::from_json_fields(h, h64).map_err(|e| bad(&e))?;
+    let header_fields = h.is_some() as usize + h64.is_some() as usize;
+    let body = record_bytes(obj, header_fields).map_err(|e| bad(&e))?;
+    Ok(RecordIn { body, headers })
 }
 
-fn record_bytes(obj: &Map<String, Value>) -> Result<Bytes, BodyError> {
-    if obj.len() != 1 {
+/// The body of a record object that has `header_fields` header fields
+/// besides it.
+fn record_bytes(obj: &Map<String, Value>, header_fields: usize) -> Result<Bytes, BodyError> {
+    if obj.len() != 1 + header_fields {
         return Err(BodyError::NotOneField);
     }
     let text = |field: &str| {

@@ -38,6 +38,7 @@ pub mod params;
 pub mod records;
 pub mod server;
 pub mod sse;
+pub mod start;
 pub mod state;
 pub mod streams;
 

@@ -2,12 +2,20 @@
 //! api crate's ([`fencelog_api::sse`]).
 //!
 //! - `records` carries the next batch; its `id` is the next seq to read.
-//! - `caught_up` is sent when the backlog is exhausted, and again whenever
-//!   a consumer that had fallen more than a batch behind reaches the tail
-//!   once more.
+//! - `caught_up` is sent whenever the consumer has everything durable:
+//!   once the backlog is exhausted, and again after every run of `records`
+//!   that brought it back to the tail (so a consumer always learns when
+//!   it is live, not only on its first connection).
 //! - `ping` after the ping interval (15 s) of silence, so proxies and
 //!   clients can tell a quiet stream from a dead connection.
 //! - `error` when a read fails, then the stream ends.
+//!
+//! A tail on a stream that does not exist is a 404 at once, so a typo is
+//! never mistaken for a quiet stream — unless the request says
+//! `wait_for_stream=true`: then the answer is 200 and the event stream
+//! carries only `ping`s until an append or a fence creates the stream,
+//! and starts (where `start_seq`, `tail_offset` or `start_timestamp_ms`
+//! say, resolved at that moment) as soon as it exists.
 //!
 //! Every event is read from storage when the connection is ready to take it,
 //! in batches bounded by `count` and `bytes`, so a slow consumer costs a
@@ -16,21 +24,24 @@
 
 use crate::error::{read_error, ApiError};
 use crate::params::ReadParams;
+use crate::start;
 use crate::state::{AppState, Shutdown};
 use axum::http::HeaderValue;
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use fencelog_api::sse::{self as events, CaughtUp};
-use fencelog_api::RecordJson;
-use fencelog_engine::Engine;
+use fencelog_api::{ErrorBody, ReadStart, RecordJson};
+use fencelog_engine::{Engine, ReadError};
 use std::convert::Infallible;
 use std::time::Duration;
 
 struct Tail {
     engine: Engine,
     stream: String,
-    /// The next seq to send.
-    cursor: u64,
+    /// The next seq to send; `None` while waiting for the stream to exist.
+    cursor: Option<u64>,
+    /// Where to start once the stream exists.
+    start: ReadStart,
     count: usize,
     bytes: usize,
     ping_interval: Duration,
@@ -40,32 +51,30 @@ struct Tail {
     done: bool,
 }
 
-/// Starts a tail at `start_seq`. Errors the request normally (404 for a
-/// stream that does not exist, 416 past the tail) before any event is sent,
-/// so a client never mistakes a typo for a quiet stream.
+/// Starts a tail at `resume` (a `Last-Event-ID`) or where the parameters
+/// say. Errors the request normally (404 for a stream that does not exist
+/// unless `wait_for_stream`, 416 past the tail) before any event is sent.
 pub fn tail(
     state: AppState,
     stream: String,
-    start_seq: u64,
+    resume: Option<u64>,
     params: &ReadParams,
 ) -> Result<Response, ApiError> {
-    let current = state
-        .engine
-        .state(&stream)
-        .map_err(|e| read_error(&stream, e))?;
-    if start_seq > current.next_seq {
-        return Err(read_error(
-            &stream,
-            fencelog_engine::ReadError::OutOfRange {
-                start_seq,
-                next_seq: current.next_seq,
-            },
-        ));
-    }
+    let start = resume.map_or(params.start, ReadStart::Seq);
+    let exists = match state.engine.state(&stream) {
+        Ok(_) => true,
+        Err(ReadError::NotFound) if params.wait_for_stream => false,
+        Err(e) => return Err(read_error(&stream, e)),
+    };
+    let cursor = match exists {
+        true => Some(first_cursor(&state.engine, &stream, start)?),
+        false => None,
+    };
     let tail = Tail {
         engine: state.engine.clone(),
         stream,
-        cursor: start_seq,
+        cursor,
+        start,
         count: params.count,
         bytes: params.bytes,
         ping_interval: state.limits.ping_interval,
@@ -85,6 +94,30 @@ pub fn tail(
     Ok(response)
 }
 
+/// The first seq to send on an existing stream; 416 past its tail.
+fn first_cursor(engine: &Engine, stream: &str, start: ReadStart) -> Result<u64, ApiError> {
+    let seq = start::resolve(engine, stream, start)?;
+    let next_seq = engine
+        .state(stream)
+        .map_err(|e| read_error(stream, e))?
+        .next_seq;
+    if seq > next_seq {
+        return Err(read_error(
+            stream,
+            ReadError::OutOfRange {
+                start_seq: seq,
+                next_seq,
+            },
+        ));
+    }
+    Ok(seq)
+}
+
+fn error_event(body: &ErrorBody) -> Event {
+    let data = serde_json::to_string(body).expect("error bodies serialize");
+    Event::default().event(events::ERROR).data(data)
+}
+
 impl Tail {
     /// The next event, or None when the tail should end (shutdown, error).
     async fn next_event(&mut self) -> Option<Event> {
@@ -92,45 +125,42 @@ impl Tail {
             return None;
         }
         loop {
+            let Some(cursor) = self.cursor else {
+                match self.wait_for_stream().await? {
+                    Ok(Some(cursor)) => self.cursor = Some(cursor),
+                    Ok(None) => return Some(ping()),
+                    Err(event) => return Some(event),
+                }
+                continue;
+            };
             let batch = match self
                 .engine
-                .read(&self.stream, self.cursor, self.count, self.bytes)
+                .read(&self.stream, cursor, self.count, self.bytes)
             {
                 Ok(batch) => batch,
                 Err(e) => {
                     self.done = true;
-                    let body = serde_json::to_string(&read_error(&self.stream, e).body)
-                        .expect("error bodies serialize");
-                    return Some(Event::default().event(events::ERROR).data(body));
+                    return Some(error_event(&read_error(&self.stream, e).body));
                 }
             };
             if let Some(last) = batch.records.last() {
-                self.cursor = last.seq + 1;
-                if self.cursor < batch.next_seq {
-                    self.behind = true;
-                }
+                let next = last.seq + 1;
+                self.cursor = Some(next);
+                // Whether this batch reached the tail or not, the consumer
+                // learns it is live only from the empty read after it.
+                self.behind = true;
                 let data = serde_json::to_string(&RecordJson::all(&batch.records))
                     .expect("records serialize");
                 return Some(
                     Event::default()
                         .event(events::RECORDS)
-                        .id(self.cursor.to_string())
+                        .id(next.to_string())
                         .data(data),
                 );
             }
             if self.behind {
                 self.behind = false;
-                return Some(
-                    Event::default()
-                        .event(events::CAUGHT_UP)
-                        .id(self.cursor.to_string())
-                        .data(
-                            serde_json::to_string(&CaughtUp {
-                                next_seq: self.cursor,
-                            })
-                            .expect("caught_up serializes"),
-                        ),
-                );
+                return Some(caught_up(cursor));
             }
             if self.shutdown.is_triggered() {
                 return None;
@@ -138,8 +168,8 @@ impl Tail {
             let mut shutdown = self.shutdown.clone();
             let progressed = if self.engine.is_healthy() {
                 tokio::select! {
-                    waited = self.engine.wait_for(&self.stream, self.cursor, self.ping_interval) => {
-                        matches!(waited, Ok(next) if next > self.cursor)
+                    waited = self.engine.wait_for(&self.stream, cursor, self.ping_interval) => {
+                        matches!(waited, Ok(next) if next > cursor)
                     }
                     _ = shutdown.wait() => return None,
                 }
@@ -152,8 +182,54 @@ impl Tail {
                 }
             };
             if !progressed {
-                return Some(Event::default().event(events::PING).data(events::PING_DATA));
+                return Some(ping());
             }
         }
     }
+
+    /// Waits up to a ping interval for the stream to exist. `None` on
+    /// shutdown; `Ok(None)` when it still does not; `Err` with the event
+    /// that ends the tail when the start cannot be resolved.
+    async fn wait_for_stream(&mut self) -> Option<Result<Option<u64>, Event>> {
+        if self.shutdown.is_triggered() {
+            return None;
+        }
+        let mut shutdown = self.shutdown.clone();
+        let exists = if self.engine.is_healthy() {
+            tokio::select! {
+                waited = self.engine.wait_for_stream(&self.stream, self.ping_interval) => {
+                    matches!(waited, Ok(true))
+                }
+                _ = shutdown.wait() => return None,
+            }
+        } else {
+            tokio::select! {
+                _ = tokio::time::sleep(self.ping_interval) => false,
+                _ = shutdown.wait() => return None,
+            }
+        };
+        if !exists {
+            return Some(Ok(None));
+        }
+        Some(
+            first_cursor(&self.engine, &self.stream, self.start)
+                .map(Some)
+                .map_err(|e| {
+                    self.done = true;
+                    error_event(&e.body)
+                }),
+        )
+    }
+}
+
+fn ping() -> Event {
+    Event::default().event(events::PING).data(events::PING_DATA)
+}
+
+fn caught_up(cursor: u64) -> Event {
+    let data = serde_json::to_string(&CaughtUp { next_seq: cursor }).expect("caught_up serializes");
+    Event::default()
+        .event(events::CAUGHT_UP)
+        .id(cursor.to_string())
+        .data(data)
 }

@@ -63,15 +63,22 @@ pub async fn fence(
     body: Body,
 ) -> Result<Json<StreamInfo>, ApiError> {
     let stream = stream_name(path)?;
-    let bytes = read_capped(&headers, body, &state.limits).await?;
+    let token = fence_token(&state, &headers, body)
+        .await
+        .map_err(|e| e.on_stream(&stream))?;
+    match state.engine.fence(&stream, token).await {
+        Ok(s) => Ok(Json(s.into())),
+        Err(e) => Err(write_error(&stream, e)),
+    }
+}
+
+/// The token of a fence request's body.
+async fn fence_token(state: &AppState, headers: &HeaderMap, body: Body) -> Result<u64, ApiError> {
+    let bytes = read_capped(headers, body, &state.limits).await?;
     let value: Value = serde_json::from_slice(&bytes)
         .map_err(|e| ApiError::bad_request(format!("malformed JSON: {e}")))?;
     let Value::Object(obj) = value else {
         return Err(ApiError::bad_request("the body must be a JSON object"));
     };
-    let token = token_from_json(obj.get("fencing_token"))?;
-    match state.engine.fence(&stream, token).await {
-        Ok(s) => Ok(Json(s.into())),
-        Err(e) => Err(write_error(&stream, e)),
-    }
+    token_from_json(obj.get("fencing_token"))
 }

@@ -7,4 +7,5 @@ mod binary_batch;
 mod fencing;
 mod fuzz_corpus;
 mod openapi_routes;
+mod read_positions;
 mod reads;
