@@ -12,6 +12,7 @@ pub mod demo_worker;
 pub mod fence;
 pub mod read;
 pub mod serve;
+mod server_log;
 pub mod signals;
 pub mod start;
 pub mod status;
@@ -92,57 +93,6 @@ impl std::fmt::Display for LogFormat {
 
 pub fn init_logging_as(format: LogFormat) {
     install_logging(format, std::io::stderr);
-}
-
-/// Lines the server may have formatted but not yet written to stderr:
-/// several seconds of stale-rejection lines at the highest rate measured
-/// (~75k/s) if stderr stalls. The queue's slots are allocated up front,
-/// 32 bytes each (8 MiB resident from startup); a queued line adds its own
-/// buffer of a few hundred bytes.
-pub const LOG_QUEUE_LINES: usize = 256 * 1024;
-
-/// Keeps the server's log writer alive. Dropping it writes out every queued
-/// line, so `serve` holds it until it returns.
-pub struct LogGuard {
-    _worker: tracing_appender::non_blocking::WorkerGuard,
-    dropped: tracing_appender::non_blocking::ErrorCounter,
-}
-
-impl LogGuard {
-    /// Lines discarded because the queue was full (stderr slower than the
-    /// server for longer than the queue covers).
-    pub fn dropped_lines(&self) -> usize {
-        self.dropped.dropped_lines()
-    }
-
-    /// A handle on the same count, for a task that reports it while serving.
-    pub fn dropped_counter(&self) -> tracing_appender::non_blocking::ErrorCounter {
-        self.dropped.clone()
-    }
-}
-
-/// Logging for the server: request handlers (every stale rejection logs a
-/// line) only format the line and queue it; a dedicated thread writes to
-/// stderr, so a slow terminal, pipe or journal never stalls a request.
-/// Lossy: when the queue is full, new lines are dropped and counted rather
-/// than blocking the handler; see [`LogGuard::dropped_lines`].
-pub fn init_server_logging(format: LogFormat) -> LogGuard {
-    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-        .buffered_lines_limit(LOG_QUEUE_LINES)
-        .lossy(true)
-        .thread_name("fencelog-log")
-        // The worker flushes whenever the queue runs empty, so buffering
-        // only batches a burst into one write instead of one per line.
-        .finish(std::io::BufWriter::with_capacity(
-            64 << 10,
-            std::io::stderr(),
-        ));
-    let dropped = writer.error_counter();
-    install_logging(format, writer);
-    LogGuard {
-        _worker: guard,
-        dropped,
-    }
 }
 
 fn install_logging<W>(format: LogFormat, writer: W)

@@ -1,6 +1,7 @@
 //! `fencelog serve`: open the data directory, serve the HTTP API, and shut
 //! down cleanly on SIGTERM or Ctrl-C.
 
+use super::server_log::ServerLog;
 use super::LogFormat;
 use fencelog_engine::config::{
     Config, BATCH_BYTES_DEFAULT, BATCH_RECORDS_DEFAULT, SEGMENT_BYTES_DEFAULT,
@@ -155,18 +156,44 @@ pub fn run(args: Args) -> ExitCode {
         }
     };
     if args.print_config {
-        match toml::to_string(&settings) {
-            Ok(text) => {
-                print!("{text}");
-                return ExitCode::SUCCESS;
-            }
-            Err(e) => {
-                eprintln!("fencelog serve: cannot render the settings: {e}");
-                return ExitCode::FAILURE;
-            }
+        return print_settings(&settings);
+    }
+    let log = match super::server_log::init(log_format) {
+        Ok(log) => log,
+        Err(e) => {
+            eprintln!("fencelog serve: cannot start the log writer thread: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let code = open_and_serve(&settings, &log);
+    let dropped = log.dropped_lines();
+    if dropped > 0 {
+        tracing::warn!(
+            dropped_lines = dropped,
+            "log lines were dropped in total because stderr could not keep up"
+        );
+    }
+    // Every line, the shutdown ones included, is on stderr before the exit.
+    drop(log);
+    code
+}
+
+fn print_settings(settings: &Settings) -> ExitCode {
+    match toml::to_string(settings) {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("fencelog serve: cannot render the settings: {e}");
+            ExitCode::FAILURE
         }
     }
-    let log_guard = super::init_server_logging(log_format);
+}
+
+/// Opens the data directory and serves it until a stop signal; returns
+/// once the server, its runtime and the engine have shut down.
+fn open_and_serve(settings: &Settings, log: &ServerLog) -> ExitCode {
     let config = Config {
         segment_bytes_max: settings.segment_bytes,
         batch_records_max: settings.batch_records_max,
@@ -180,17 +207,37 @@ pub fn run(args: Args) -> ExitCode {
         header_read_timeout: Duration::from_millis(settings.header_read_timeout_ms),
         ..ServerConfig::default()
     };
+    let Some(engine) = open_engine(&settings.data_dir, config) else {
+        return ExitCode::FAILURE;
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start the async runtime");
+            return ExitCode::FAILURE;
+        }
+    };
+    let state = AppState::new(engine).with_limits(limits);
+    let code = runtime.block_on(serve_http(settings, state, server_config, log.clone()));
+    drop(runtime);
+    code
+}
 
-    let engine = match Engine::open_with(&settings.data_dir, config) {
+/// Opens (recovers) the log and says what recovery found.
+fn open_engine(data_dir: &std::path::Path, config: Config) -> Option<Engine> {
+    let engine = match Engine::open_with(data_dir, config) {
         Ok(e) => e,
         Err(e) => {
-            tracing::error!(data_dir = %settings.data_dir.display(), error = %e, "cannot open the log");
-            return ExitCode::FAILURE;
+            tracing::error!(data_dir = %data_dir.display(), error = %e, "cannot open the log");
+            return None;
         }
     };
     let report = engine.recovery_report();
     tracing::info!(
-        data_dir = %settings.data_dir.display(),
+        data_dir = %data_dir.display(),
         segments = report.segments,
         streams = report.streams,
         records = report.records,
@@ -208,72 +255,68 @@ pub fn run(args: Args) -> ExitCode {
     if let Some(name) = &report.removed_segment {
         tracing::warn!(file = %name, "removed a segment whose creation never became durable");
     }
+    Some(engine)
+}
 
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
+/// Binds, announces the address once the startup lines are in the log,
+/// and serves until SIGTERM or Ctrl-C.
+async fn serve_http(
+    settings: &Settings,
+    state: AppState,
+    server_config: ServerConfig,
+    log: ServerLog,
+) -> ExitCode {
+    tokio::spawn(report_dropped_log_lines(log.clone()));
+    let listener = match tokio::net::TcpListener::bind(&settings.listen).await {
+        Ok(l) => l,
         Err(e) => {
-            tracing::error!(error = %e, "cannot start the async runtime");
+            tracing::error!(listen = %settings.listen, error = %e, "cannot listen");
             return ExitCode::FAILURE;
         }
     };
-    let dropped = log_guard.dropped_counter();
-    let code = runtime.block_on(async move {
-        tokio::spawn(report_dropped_log_lines(dropped));
-        let listener = match tokio::net::TcpListener::bind(&settings.listen).await {
-            Ok(l) => l,
-            Err(e) => {
-                tracing::error!(listen = %settings.listen, error = %e, "cannot listen");
-                return ExitCode::FAILURE;
-            }
-        };
-        let addr = match listener.local_addr() {
-            Ok(a) => a,
-            Err(e) => {
-                tracing::error!(error = %e, "cannot read the bound address");
-                return ExitCode::FAILURE;
-            }
-        };
-        // Scripts and tests that pass port 0 read the real port from here.
-        println!("listening on {addr}");
-        let _ = std::io::stdout().flush();
-        tracing::info!(%addr, data_dir = %settings.data_dir.display(), "serving");
-        let state = AppState::new(engine).with_limits(limits);
-        match http::serve(listener, state, server_config, stop_signal()).await {
-            Ok(()) => {
-                tracing::info!("stopped");
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "server failed");
-                ExitCode::FAILURE
-            }
+    let addr = match listener.local_addr() {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot read the bound address");
+            return ExitCode::FAILURE;
         }
-    });
-    drop(runtime);
-    let dropped = log_guard.dropped_lines();
-    if dropped > 0 {
-        tracing::warn!(
-            dropped_lines = dropped,
-            "log lines were dropped in total because stderr could not keep up"
-        );
+    };
+    let stop = match stop_signal(log.clone()) {
+        Ok(stop) => stop,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot watch SIGTERM and SIGINT");
+            return ExitCode::FAILURE;
+        }
+    };
+    tracing::info!(%addr, data_dir = %settings.data_dir.display(), "serving");
+    // Whoever acts on the line below (a supervisor, a test that kills the
+    // server right then) finds the startup lines in the log.
+    log.sync();
+    log.set_lossy(true);
+    // Scripts and tests that pass port 0 read the real port from here.
+    println!("listening on {addr}");
+    let _ = std::io::stdout().flush();
+    match http::serve(listener, state, server_config, stop).await {
+        Ok(()) => {
+            tracing::info!("stopped");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "server failed");
+            ExitCode::FAILURE
+        }
     }
-    // Dropping the guard writes out every line still queued.
-    drop(log_guard);
-    code
 }
 
 /// Says so when log lines were dropped (the queue to stderr was full), at
 /// most every 10 s: the line itself has room by the time it is written,
 /// since a drop means the writer was behind, not gone.
-async fn report_dropped_log_lines(counter: tracing_appender::non_blocking::ErrorCounter) {
+async fn report_dropped_log_lines(log: ServerLog) {
     let mut reported = 0;
     let mut tick = tokio::time::interval(Duration::from_secs(10));
     loop {
         tick.tick().await;
-        let now = counter.dropped_lines();
+        let now = log.dropped_lines();
         if now > reported {
             tracing::warn!(
                 dropped_lines = now - reported,
@@ -285,19 +328,21 @@ async fn report_dropped_log_lines(counter: tracing_appender::non_blocking::Error
     }
 }
 
-/// Resolves on SIGTERM or Ctrl-C (SIGINT).
-async fn stop_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot watch SIGTERM; only Ctrl-C stops the server");
-            let _ = ctrl_c.await;
-            return;
-        }
-    };
-    tokio::select! {
-        _ = ctrl_c => tracing::info!("received Ctrl-C"),
-        _ = term.recv() => tracing::info!("received SIGTERM"),
-    }
+/// Watches SIGTERM and SIGINT (Ctrl-C) from the call on, and resolves on
+/// the first; from then on the log is no longer lossy, since the shutdown
+/// lines must reach it. Called before `listening on` is printed: a handler
+/// installed later (on the first poll of the future) left a window in which
+/// a supervisor stopping a just-ready server killed it outright instead.
+fn stop_signal(log: ServerLog) -> std::io::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        let which = tokio::select! {
+            _ = interrupt.recv() => "Ctrl-C",
+            _ = term.recv() => "SIGTERM",
+        };
+        log.set_lossy(false);
+        tracing::info!("received {which}");
+    })
 }

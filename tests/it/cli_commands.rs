@@ -2,7 +2,8 @@
 //! the exit code of every outcome (0 ok, 1 failure, 3 stale, 4 rejected)
 //! and what they print, human and `--json`.
 
-use crate::support::{next_line, signal, Server, BIN};
+use crate::support::{next_line, serve, BIN};
+use fencelog_testkit::process::{ChildGuard, ServerProcess, Signal};
 use serde_json::{json, Value};
 use std::io::{BufReader, Write};
 use std::process::{Command, Output, Stdio};
@@ -55,11 +56,11 @@ fn json_err(o: &Output) -> Value {
     serde_json::from_str(stderr(o).trim()).unwrap_or_else(|e| panic!("{e}: {o:?}"))
 }
 
-fn start() -> (tempfile::TempDir, Server, Cli) {
+fn start() -> (tempfile::TempDir, ServerProcess, Cli) {
     let tmp = tempfile::tempdir().unwrap();
-    let server = Server::start(&tmp.path().join("data"), "127.0.0.1:0", &[]);
+    let server = serve().data_dir(tmp.path().join("data")).start();
     let cli = Cli {
-        url: server.url.clone(),
+        url: server.url().to_string(),
     };
     (tmp, server, cli)
 }
@@ -239,7 +240,7 @@ fn unreachable_server_exits_1_and_usage_errors_exit_2() {
     let (_tmp, server, _) = start();
     let o = cli.run(&["--help"]);
     assert!(stdout(&o).contains("3  stale fencing token"));
-    let o = cli.run(&["status", "--server", &server.url]);
+    let o = cli.run(&["status", "--server", server.url()]);
     assert_eq!(code(&o), 0, "{o:?}");
     assert_eq!(code(&cli.run(&["append", "s"])), 2, "missing --token");
 }
@@ -283,13 +284,12 @@ fn stdin_is_batched_within_the_limits_and_match_seq_chains_batches() {
 fn tail_prints_new_records_as_they_land_and_stops_on_ctrl_c() {
     let (_tmp, _server, cli) = start();
     cli.run(&["append", "t", "--token", "1", "old"]);
-    let mut child = cli
-        .cmd(&["tail", "t", "--json"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut child = ChildGuard::spawn(
+        cli.cmd(&["tail", "t", "--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    );
+    let mut out = BufReader::new(child.child_mut().stdout.take().unwrap());
     let first: Value = serde_json::from_str(&next_line(&mut out, "tail")).unwrap();
     assert_eq!((&first["seq"], &first["body"]), (&json!(0), &json!("old")));
     // The tail is connected (it printed), so this lands live.
@@ -299,7 +299,7 @@ fn tail_prints_new_records_as_they_land_and_stops_on_ctrl_c() {
         (&second["seq"], &second["body"], &second["fencing_token"]),
         (&json!(1), &json!("new"), &json!(2))
     );
-    signal(child.id(), "INT");
-    let status = child.wait().unwrap();
+    child.signal(Signal::Int);
+    let status = child.wait();
     assert_eq!(status.code(), Some(0), "Ctrl-C is a normal end of a tail");
 }

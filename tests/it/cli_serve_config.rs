@@ -1,8 +1,10 @@
 //! `fencelog serve --config FILE`: the file sets defaults, environment
 //! variables override it, flags override both; `--print-config` shows the
-//! result; `--log-format json` logs JSON lines.
+//! result; `--log-format json` logs JSON lines; the startup lines are in the
+//! log by the time the server prints `listening on`, and the shutdown lines
+//! by the time it exits.
 
-use crate::support::{Server, BIN};
+use crate::support::{serve, BIN};
 use std::process::Command;
 
 fn serve_cmd() -> Command {
@@ -83,20 +85,90 @@ fn unknown_keys_and_missing_files_are_errors() {
     assert_eq!(o.status.code(), Some(2));
 }
 
+/// Every log line of a JSON-format server, parsed.
+fn json_lines(log: &str) -> Vec<serde_json::Value> {
+    log.lines()
+        .map(|line| {
+            serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("not a JSON log line ({e}): {line}"))
+        })
+        .collect()
+}
+
+fn messages(lines: &[serde_json::Value]) -> Vec<&str> {
+    lines
+        .iter()
+        .map(|v| {
+            v["fields"]["message"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{v}"))
+        })
+        .collect()
+}
+
 #[test]
 fn json_log_format_writes_json_lines() {
     let tmp = tempfile::tempdir().unwrap();
-    let server = Server::start(
-        &tmp.path().join("data"),
-        "127.0.0.1:0",
-        &["--log-format", "json"],
+    let server = serve()
+        .data_dir(tmp.path().join("data"))
+        .args(["--log-format", "json"])
+        .start();
+    // Read the moment the server is ready: the startup lines are written
+    // before it says so, not at some later flush.
+    let startup = json_lines(&server.log_text());
+    assert_eq!(messages(&startup), ["recovered", "serving"]);
+    assert!(startup.iter().all(|v| v["level"] == "INFO"), "{startup:?}");
+    assert_eq!(
+        startup[1]["fields"]["addr"].as_str(),
+        Some(server.addr().to_string().as_str())
     );
-    let log_path = server.log.clone();
-    drop(server);
-    let log = std::fs::read_to_string(log_path).unwrap();
-    let first = log.lines().next().expect("the server logged at startup");
-    let v: serde_json::Value = serde_json::from_str(first)
-        .unwrap_or_else(|e| panic!("not a JSON log line ({e}): {first}"));
-    assert_eq!(v["level"], "INFO");
-    assert!(v["fields"]["message"].is_string(), "{v}");
+
+    let log = server.log_path().to_path_buf();
+    let exit = server.sigterm_and_wait();
+    assert_eq!(exit.code(), Some(0), "{exit:?}");
+    let all = json_lines(&std::fs::read_to_string(log).unwrap());
+    let all = messages(&all);
+    // Between these the HTTP layer says how it drains, in its own words.
+    assert_eq!(all[..3], ["recovered", "serving", "received SIGTERM"]);
+    assert_eq!(all.last(), Some(&"stopped"), "{all:?}");
+}
+
+/// The startup lines are written before `listening on` is: with the log
+/// in the same pipe as stdout, they arrive first. (The log writer is a
+/// queue and a thread; the server waits for it before announcing itself,
+/// so a SIGKILL the moment it is ready still finds them in the log.)
+#[test]
+fn startup_lines_are_logged_before_listening_is_printed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = serve()
+        .data_dir(tmp.path().join("data"))
+        .log_to_stdout()
+        .start();
+    let before = server.output_before_ready();
+    let serving = format!(" serving addr={} ", server.addr());
+    assert!(
+        before.iter().any(|l| l.contains(" recovered "))
+            && before.iter().any(|l| l.contains(&serving)),
+        "the startup lines did not precede `listening on`: {before:#?}"
+    );
+    let status = server.kill9();
+    assert_eq!(status.code(), None, "killed, not exited: {status:?}");
+}
+
+/// After SIGTERM the shutdown lines are in the log when the process has
+/// exited: the signal is noted and the last line says it stopped.
+#[test]
+fn shutdown_lines_are_logged_before_exit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = serve().data_dir(tmp.path().join("data")).start();
+    let log = server.log_path().to_path_buf();
+    let exit = server.sigterm_and_wait();
+    assert_eq!(exit.code(), Some(0), "{exit:?}");
+    let text = std::fs::read_to_string(log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines.iter().any(|l| l.ends_with(" received SIGTERM"))
+            && lines.last().is_some_and(|l| l.ends_with(" stopped")),
+        "the log lacks the shutdown lines:\n{text}"
+    );
 }

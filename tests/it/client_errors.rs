@@ -1,11 +1,12 @@
-//! `fencelog_engine::client` against a real server over a socket: every typed
+//! `fencelog_client::Client` against a real server over a socket: every typed
 //! error, with its fields, and which requests are (never) retried.
 
 use bytes::Bytes;
 use fencelog_client::{Client, ClientError, ReadOptions};
 use fencelog_engine::sim::HookedStorage;
 use fencelog_engine::{Config, DirStorage, Engine};
-use fencelog_server::{self as http, AppState, ServerConfig};
+use fencelog_server::ServerConfig;
+use fencelog_testkit::http::TestServer;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -13,29 +14,17 @@ use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-/// A server in this process on a free port; it lives as long as the test's
-/// runtime.
-async fn serve(engine: Engine) -> Client {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(http::serve(
-        listener,
-        AppState::new(engine),
-        ServerConfig::default(),
-        std::future::pending::<()>(),
-    ));
-    Client::new(format!("http://{addr}")).unwrap()
-}
-
-async fn server(config: Config) -> (tempfile::TempDir, Client) {
-    let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::open_with(dir.path(), config).unwrap();
-    (dir, serve(engine).await)
+/// A server in this process on a free port, and a client for it; the
+/// server stops when the `TestServer` is dropped.
+async fn server(config: Config) -> (TestServer, Client) {
+    let srv = TestServer::start_with(config, |_| {}, ServerConfig::default()).await;
+    let client = Client::new(srv.url().to_string()).unwrap();
+    (srv, client)
 }
 
 #[tokio::test]
 async fn stale_token_carries_presented_highest_and_next_seq() {
-    let (_dir, c) = server(Config::default()).await;
+    let (_srv, c) = server(Config::default()).await;
     c.append("orders", 41, ["A1"]).await.unwrap();
     let ack = c.append("orders", 42, ["B1"]).await.unwrap();
     assert_eq!((ack.first_seq, ack.next_seq, ack.fencing_token), (1, 2, 42));
@@ -65,7 +54,7 @@ async fn stale_token_carries_presented_highest_and_next_seq() {
 
 #[tokio::test]
 async fn seq_mismatch_reports_expected_and_actual() {
-    let (_dir, c) = server(Config::default()).await;
+    let (_srv, c) = server(Config::default()).await;
     c.append("s", 1, ["a", "b"]).await.unwrap();
     match c.append_with("s", 1, ["c"], Some(5)).await.unwrap_err() {
         ClientError::SeqMismatch {
@@ -90,7 +79,7 @@ async fn not_found_out_of_range_too_large_and_bad_request() {
         batch_bytes_max: 16,
         ..Config::default()
     };
-    let (_dir, c) = server(config).await;
+    let (_srv, c) = server(config).await;
     assert!(matches!(
         c.state("missing").await,
         Err(ClientError::StreamNotFound { stream, .. }) if stream == "missing"
@@ -132,7 +121,7 @@ async fn not_found_out_of_range_too_large_and_bad_request() {
 /// Binary bodies go out as base64 and come back byte for byte.
 #[tokio::test]
 async fn binary_records_round_trip() {
-    let (_dir, c) = server(Config::default()).await;
+    let (_srv, c) = server(Config::default()).await;
     let bin = Bytes::from(vec![0xff, 0x00, 0xfe]);
     c.append("b", 1, [bin.clone(), Bytes::from("text")])
         .await
@@ -144,20 +133,21 @@ async fn binary_records_round_trip() {
 }
 
 /// A server whose disk breaks with `kind` after one good append.
-async fn broken_server(kind: io::ErrorKind) -> (tempfile::TempDir, Client) {
+async fn broken_server(kind: io::ErrorKind) -> (TestServer, Client) {
     let dir = tempfile::tempdir().unwrap();
     let fail = Arc::new(Mutex::new(None));
     let disk = HookedStorage::failing_when(DirStorage::new(dir.path()).unwrap(), fail.clone());
     let engine = Engine::open_storage(Arc::new(disk), Config::default()).unwrap();
-    let c = serve(engine).await;
+    let srv = TestServer::with_engine(engine, dir).await;
+    let c = Client::new(srv.url().to_string()).unwrap();
     c.append("s", 1, ["before"]).await.unwrap();
     *fail.lock().unwrap() = Some(kind);
-    (dir, c)
+    (srv, c)
 }
 
 #[tokio::test]
 async fn failed_storage_is_unavailable_and_says_when_the_outcome_is_unknown() {
-    let (_dir, c) = broken_server(io::ErrorKind::Other).await;
+    let (_srv, c) = broken_server(io::ErrorKind::Other).await;
     match c.append("s", 1, ["during"]).await.unwrap_err() {
         ClientError::Unavailable {
             outcome_unknown, ..
@@ -181,7 +171,7 @@ async fn failed_storage_is_unavailable_and_says_when_the_outcome_is_unknown() {
 
 #[tokio::test]
 async fn full_disk_is_insufficient_storage() {
-    let (_dir, c) = broken_server(io::ErrorKind::StorageFull).await;
+    let (_srv, c) = broken_server(io::ErrorKind::StorageFull).await;
     match c.append("s", 1, ["during"]).await.unwrap_err() {
         ClientError::InsufficientStorage {
             outcome_unknown, ..

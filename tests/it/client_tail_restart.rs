@@ -2,7 +2,7 @@
 //! restarted on the same directory and port: it reconnects by itself and
 //! delivers every record exactly once, in order.
 
-use crate::support::Server;
+use crate::support::serve;
 use fencelog_client::{Client, ClientError, TailEvent};
 use futures_util::StreamExt;
 use std::time::Duration;
@@ -25,9 +25,9 @@ async fn next(
 async fn tail_resumes_across_a_sigkill_restart_without_gaps_or_repeats() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
-    let server = Server::start(&data, "127.0.0.1:0", &[]);
-    let addr = server.addr;
-    let client = Client::new(server.url.clone()).unwrap();
+    let server = serve().data_dir(&data).start();
+    let addr = server.addr();
+    let client = Client::new(server.url().to_string()).unwrap();
     client.append("t", 7, ["r0", "r1", "r2"]).await.unwrap();
 
     let mut tail = Box::pin(client.tail_events("t", 1));
@@ -45,7 +45,7 @@ async fn tail_resumes_across_a_sigkill_restart_without_gaps_or_repeats() {
     server.kill9();
 
     // Same directory, same port: the tail's reconnect finds it there.
-    let server = Server::start(&data, &addr.to_string(), &[]);
+    let server = serve().data_dir(&data).listen(addr.to_string()).start();
     client.append("t", 7, ["r3", "r4"]).await.unwrap();
     client.append("t", 8, ["r5"]).await.unwrap();
     while seen.len() < 5 {

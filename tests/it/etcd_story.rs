@@ -3,15 +3,18 @@
 //! taking over with a higher token, and fencelog rejecting the first
 //! worker's late write when it resumes.
 //!
-//! Needs `/usr/bin/etcd` (Debian package `etcd-server`; `.ci/run` installs
-//! it). Without it the test fails, saying so, rather than passing silently.
+//! Needs `etcd` on `PATH` (Debian package `etcd-server`; `cargo xtask test`
+//! installs it). Without it the test says `SKIPPED` loudly, or, under
+//! `cargo xtask test`, fails (`fencelog_testkit::deps`).
 
-use crate::support::{next_line, signal, Server, BIN};
+use crate::support::{next_line, serve, BIN};
 use fencelog_client::etcd::Etcd;
 use fencelog_client::{Client, ReadOptions};
+use fencelog_testkit::deps;
+use fencelog_testkit::process::ChildGuard;
 use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 const LEASE_TTL_S: u64 = 2;
@@ -22,16 +25,9 @@ const STREAM: &str = "orders";
 const LOCK_KEY: &str = "fencelog/locks/orders";
 
 struct EtcdServer {
-    child: Child,
+    child: ChildGuard,
     url: String,
     log: PathBuf,
-}
-
-impl Drop for EtcdServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn free_port() -> u16 {
@@ -42,38 +38,24 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn etcd_binary() -> PathBuf {
-    for p in ["/usr/bin/etcd", "/usr/local/bin/etcd"] {
-        if Path::new(p).exists() {
-            return PathBuf::from(p);
-        }
-    }
-    panic!(
-        "etcd is not installed, so the end-to-end fencing story cannot run. \
-         Install it with `apt-get update && apt-get install -y etcd-server` \
-         (.ci/run does this)"
-    );
-}
-
-async fn start_etcd(dir: &Path) -> EtcdServer {
-    let bin = etcd_binary();
+async fn start_etcd(bin: &Path, dir: &Path) -> EtcdServer {
     let (client_port, peer_port) = (free_port(), free_port());
     let client_url = format!("http://127.0.0.1:{client_port}");
     let peer_url = format!("http://127.0.0.1:{peer_port}");
     let log = dir.join("etcd.log");
-    let child = Command::new(bin)
-        .args(["--name", "story"])
-        .arg("--data-dir")
-        .arg(dir.join("etcd-data"))
-        .args(["--listen-client-urls", &client_url])
-        .args(["--advertise-client-urls", &client_url])
-        .args(["--listen-peer-urls", &peer_url])
-        .args(["--initial-advertise-peer-urls", &peer_url])
-        .args(["--initial-cluster", &format!("story={peer_url}")])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start etcd: {e}"));
+    let child = ChildGuard::spawn(
+        Command::new(bin)
+            .args(["--name", "story"])
+            .arg("--data-dir")
+            .arg(dir.join("etcd-data"))
+            .args(["--listen-client-urls", &client_url])
+            .args(["--advertise-client-urls", &client_url])
+            .args(["--listen-peer-urls", &peer_url])
+            .args(["--initial-advertise-peer-urls", &peer_url])
+            .args(["--initial-cluster", &format!("story={peer_url}")])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap()),
+    );
     let mut etcd = EtcdServer {
         child,
         url: client_url,
@@ -84,7 +66,7 @@ async fn start_etcd(dir: &Path) -> EtcdServer {
     let http = reqwest::Client::new();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        if let Ok(Some(status)) = etcd.child.try_wait() {
+        if let Some(status) = etcd.child.try_wait() {
             let text = std::fs::read_to_string(&etcd.log).unwrap_or_default();
             panic!("etcd exited with {status} before becoming healthy; log:\n{text}");
         }
@@ -102,36 +84,30 @@ async fn start_etcd(dir: &Path) -> EtcdServer {
     }
 }
 
+/// A `fencelog demo-worker`; SIGKILLed when dropped, which ends a stopped
+/// process too: nothing may outlive a failed run.
 struct Worker {
     name: &'static str,
-    child: Child,
+    child: ChildGuard,
     stdin: Option<ChildStdin>,
     stdout: BufReader<ChildStdout>,
 }
 
-impl Drop for Worker {
-    fn drop(&mut self) {
-        // SIGKILL ends a stopped process too; nothing may outlive a failed run.
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 impl Worker {
     fn start(name: &'static str, etcd: &str, server: &str, log_dir: &Path) -> Worker {
-        let mut child = Command::new(BIN)
-            .args(["demo-worker", "--etcd", etcd, "--server", server])
-            .args(["--stream", STREAM, "--lock-key", LOCK_KEY, "--name", name])
-            .args(["--lease-ttl-s", &LEASE_TTL_S.to_string()])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(log_dir.join(format!("{name}.log"))).unwrap())
-            .spawn()
-            .unwrap();
+        let mut child = ChildGuard::spawn(
+            Command::new(BIN)
+                .args(["demo-worker", "--etcd", etcd, "--server", server])
+                .args(["--stream", STREAM, "--lock-key", LOCK_KEY, "--name", name])
+                .args(["--lease-ttl-s", &LEASE_TTL_S.to_string()])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(std::fs::File::create(log_dir.join(format!("{name}.log"))).unwrap()),
+        );
         Worker {
             name,
-            stdin: child.stdin.take(),
-            stdout: BufReader::new(child.stdout.take().unwrap()),
+            stdin: child.child_mut().stdin.take(),
+            stdout: BufReader::new(child.child_mut().stdout.take().unwrap()),
             child,
         }
     }
@@ -158,19 +134,26 @@ impl Worker {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_worker_loses_its_lease_and_its_late_write_is_rejected() {
+    let Some(etcd_bin) = deps::find_program("etcd") else {
+        deps::missing(
+            "etcd_story",
+            "etcd is not on PATH (Debian: apt-get install etcd-server)",
+        );
+        return;
+    };
     let tmp = tempfile::tempdir().unwrap();
-    let etcd_server = start_etcd(tmp.path()).await;
-    let store = Server::start(&tmp.path().join("fencelog"), "127.0.0.1:0", &[]);
+    let etcd_server = start_etcd(&etcd_bin, tmp.path()).await;
+    let store = serve().data_dir(tmp.path().join("fencelog")).start();
     let etcd = Etcd::new(etcd_server.url.clone());
 
     // A takes the lock and writes its first record.
-    let mut a = Worker::start("A", &etcd_server.url, &store.url, tmp.path());
+    let mut a = Worker::start("A", &etcd_server.url, store.url(), tmp.path());
     let token_a = a.acquired();
     a.send("a-1");
     assert_eq!(a.line(), format!("appended seq=0 token={token_a}"));
 
     // A freezes (think GC pause or VM suspension) and so stops renewing.
-    signal(a.child.id(), "STOP");
+    a.child.sigstop();
     let deadline = Instant::now() + LEASE_GONE_WITHIN;
     while etcd.exists(LOCK_KEY).await.unwrap() {
         assert!(
@@ -181,7 +164,7 @@ async fn paused_worker_loses_its_lease_and_its_late_write_is_rejected() {
     }
 
     // B takes over with a strictly higher token, fences, and writes.
-    let mut b = Worker::start("B", &etcd_server.url, &store.url, tmp.path());
+    let mut b = Worker::start("B", &etcd_server.url, store.url(), tmp.path());
     let token_b = b.acquired();
     assert!(
         token_b > token_a,
@@ -195,22 +178,22 @@ async fn paused_worker_loses_its_lease_and_its_late_write_is_rejected() {
     // A's next piece of work is already waiting in its pipe when it wakes;
     // from its own point of view nothing happened in between.
     a.send("a-late");
-    signal(a.child.id(), "CONT");
+    a.child.sigcont();
     assert_eq!(
         a.line(),
         format!("fenced out: token={token_a} highest={token_b}")
     );
-    let status = a.child.wait().unwrap();
+    let status = a.child.wait();
     assert_eq!(status.code(), Some(3), "A must exit with the stale code");
 
     // B finishes normally and releases the lock.
     drop(b.stdin.take());
     assert_eq!(b.line(), format!("finished token={token_b} appended=2"));
-    assert!(b.child.wait().unwrap().success());
+    assert!(b.child.wait().success());
     assert!(!etcd.exists(LOCK_KEY).await.unwrap(), "B released the lock");
 
     // The store holds exactly what the rightful owners wrote.
-    let client = Client::new(store.url.clone()).unwrap();
+    let client = Client::new(store.url().to_string()).unwrap();
     let read = client
         .read(STREAM, 0, &ReadOptions::default())
         .await

@@ -5,9 +5,12 @@
 //! appends succeed and nothing acknowledged is missing.
 //!
 //! Mounting needs root (CI runs as root). Where it is refused the test says
-//! `SKIPPED` on stderr with the reason, and passes: the in-process variant
-//! below still covers the HTTP mapping on a simulated full disk.
+//! `SKIPPED` on stderr with the reason, and passes — except under
+//! `cargo xtask test`, where that is a failure (`fencelog_testkit::deps`).
+//! The in-process variant below covers the HTTP mapping on a simulated full
+//! disk everywhere.
 
+use crate::support::serve;
 use axum::body::Body;
 use axum::http::Request;
 use axum::Router;
@@ -15,10 +18,11 @@ use fencelog_client::{Client, ClientError, ReadOptions};
 use fencelog_engine::sim::{Fault, FaultKind, SimStorage};
 use fencelog_engine::{Config, Engine};
 use fencelog_server::{app, AppState};
+use fencelog_testkit::deps;
+use fencelog_testkit::process::ServerProcess;
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use tower::ServiceExt;
 
@@ -69,57 +73,17 @@ impl Drop for Mount {
     }
 }
 
-/// The server process, SIGKILLed by its PID when dropped.
-struct Server {
-    child: Child,
-    client: Client,
-    base: String,
-    _stdout: BufReader<ChildStdout>,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(data: &Path, log: &Path) -> Server {
-    let log_file = std::fs::File::create(log).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_fencelog"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(data)
-        .env_remove("FENCELOG_LISTEN")
-        .env_remove("FENCELOG_DATA_DIR")
-        .env_remove("FENCELOG_CONFIG")
-        // Rolls inside the test, so a segment creation can hit the full disk too.
+/// The server on `data`, logging outside the tmpfs (the log must not eat
+/// the space under test); segments roll inside the test, so a segment
+/// creation can hit the full disk too.
+fn start(data: &Path, log: &Path) -> (ServerProcess, Client) {
+    let srv = serve()
+        .data_dir(data)
+        .log_file(log)
         .env("FENCELOG_SEGMENT_BYTES", "262144")
-        .stdout(Stdio::piped())
-        .stderr(log_file)
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    let _ = out.read_line(&mut line);
-    let Some(addr) = line
-        .trim()
-        .strip_prefix("listening on ")
-        .map(str::to_string)
-    else {
-        let _ = child.kill();
-        let status = child.wait();
-        panic!(
-            "no address: {line:?}, exit {status:?}, log:\n{}",
-            std::fs::read_to_string(log).unwrap_or_default()
-        );
-    };
-    let base = format!("http://{addr}");
-    Server {
-        child,
-        client: Client::new(base.clone()).unwrap(),
-        base,
-        _stdout: out,
-    }
+        .start();
+    let client = Client::new(srv.url().to_string()).unwrap();
+    (srv, client)
 }
 
 async fn get_json(base: &str, path: &str) -> (u16, Value) {
@@ -155,15 +119,14 @@ async fn real_server_on_a_full_tmpfs() {
     let mount = match Mount::tmpfs(&mnt, "2m") {
         Ok(m) => m,
         Err(why) => {
-            eprintln!("SKIPPED: the full-disk test on a real filesystem could not run: {why}");
-            println!("SKIPPED: the full-disk test on a real filesystem could not run: {why}");
+            deps::missing("real_server_on_a_full_tmpfs", &why);
             return;
         }
     };
     let data = mnt.join("data");
     let log = tmp.path().join("server.log");
-    let srv = start(&data, &log);
-    let c = &srv.client;
+    let (srv, c) = start(&data, &log);
+    let c = &c;
 
     let filler = "f".repeat(8 << 10);
     let mut acked: Vec<(u64, String)> = Vec::new();
@@ -192,7 +155,7 @@ async fn real_server_on_a_full_tmpfs() {
     assert!(!acked.is_empty());
     // Later writes are refused without being tried, in JSON.
     let resp = reqwest::Client::new()
-        .post(format!("{}/v1/streams/disk/records", srv.base))
+        .post(format!("{}/v1/streams/disk/records", srv.url()))
         .json(&json!({"fencing_token": 7, "records": [{"body": "more"}]}))
         .send()
         .await
@@ -201,7 +164,7 @@ async fn real_server_on_a_full_tmpfs() {
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["error"], json!("insufficient_storage"), "{body}");
     assert!(body["message"].as_str().is_some_and(|m| !m.is_empty()));
-    let (status, health) = get_json(&srv.base, "/healthz").await;
+    let (status, health) = get_json(srv.url(), "/healthz").await;
     assert_eq!(status, 503, "{health}");
     assert_eq!(health["no_space"], json!(true), "{health}");
     // Reads of what was acknowledged still work.
@@ -213,12 +176,12 @@ async fn real_server_on_a_full_tmpfs() {
     );
 
     // The operator frees space and restarts the server.
-    drop(srv);
+    srv.kill9();
     mount.resize("8m");
-    let srv = start(&data, &log);
-    let c = &srv.client;
+    let (srv, c) = start(&data, &log);
+    let c = &c;
     assert_all_there(c, &acked).await;
-    let (status, _) = get_json(&srv.base, "/healthz").await;
+    let (status, _) = get_json(srv.url(), "/healthz").await;
     assert_eq!(status, 200);
     for i in 0..20 {
         let body = format!("after.{i}");
@@ -226,7 +189,7 @@ async fn real_server_on_a_full_tmpfs() {
         acked.push((a.first_seq, body));
     }
     assert_all_there(c, &acked).await;
-    drop(srv);
+    srv.kill9();
     drop(mount);
 }
 

@@ -1,66 +1,13 @@
 //! The real `fencelog serve` binary: killed with SIGKILL it loses nothing it
 //! acknowledged (seed test 5); stopped with SIGTERM it drains and exits 0.
 
+use crate::support::serve;
 use fencelog_testkit::http::{stale_body, state_body, Api};
+use fencelog_testkit::process::ServerProcess;
 use serde_json::json;
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, ChildStdout, Command, Stdio};
 
-struct Server {
-    child: Child,
-    api: Api,
-    // Held so the server never writes to a closed pipe.
-    _stdout: BufReader<ChildStdout>,
-}
-
-impl Drop for Server {
-    // A failed assertion must not leave a server running.
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(data_dir: &Path, log_name: &str) -> Server {
-    start_with(data_dir, log_name, true)
-}
-
-/// Starts the binary on `data_dir`, configured by flags or, with
-/// `flags == false`, by the environment variables alone.
-fn start_with(data_dir: &Path, log_name: &str, flags: bool) -> Server {
-    let log_path = data_dir.with_extension(log_name);
-    let log = std::fs::File::create(&log_path).unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_fencelog"));
-    cmd.arg("serve")
-        .env_remove("FENCELOG_LISTEN")
-        .env_remove("FENCELOG_DATA_DIR");
-    if flags {
-        cmd.args(["--listen", "127.0.0.1:0", "--data-dir"])
-            .arg(data_dir);
-    } else {
-        cmd.env("FENCELOG_LISTEN", "127.0.0.1:0")
-            .env("FENCELOG_DATA_DIR", data_dir);
-    }
-    let mut child = cmd.stdout(Stdio::piped()).stderr(log).spawn().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    stdout.read_line(&mut line).unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| {
-            let _ = child.kill();
-            let status = child.wait();
-            let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-            panic!("unexpected first line {line:?}; exit {status:?}; log:\n{log}")
-        })
-        .to_string();
-    Server {
-        child,
-        api: Api::new(format!("http://{addr}")),
-        _stdout: stdout,
-    }
+fn api_of(srv: &ServerProcess) -> Api {
+    Api::new(srv.url().to_string())
 }
 
 /// Seed test 5: SIGKILL after acknowledged appends and a data-less fence;
@@ -70,8 +17,8 @@ fn start_with(data_dir: &Path, log_name: &str, flags: bool) -> Server {
 async fn sigkill_after_acks_loses_nothing_acknowledged() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
-    let mut srv = start(&data, "log1");
-    let api = &srv.api;
+    let srv = serve().data_dir(&data).start();
+    let api = &api_of(&srv);
     assert_eq!(api.append("orders", 41, &["A1", "A2"]).await.0, 200);
     let (status, b) = api.append("orders", 42, &["B1"]).await;
     assert_eq!(status, 200);
@@ -95,11 +42,10 @@ async fn sigkill_after_acks_loses_nothing_acknowledged() {
         (200, state_body("lease", 0, 9, 0))
     );
 
-    srv.child.kill().unwrap(); // SIGKILL to this child's own pid
-    srv.child.wait().unwrap();
+    srv.kill9();
 
-    let mut srv = start(&data, "log2");
-    let api = &srv.api;
+    let srv = serve().data_dir(&data).start();
+    let api = &api_of(&srv);
     assert_eq!(
         api.state("orders").await,
         (200, state_body("orders", 4, 43, last_ts))
@@ -141,9 +87,7 @@ async fn sigkill_after_acks_loses_nothing_acknowledged() {
     );
     assert_eq!(api.append("orders", 43, &["C1"]).await.0, 200);
     api.assert_healthy().await;
-
-    srv.child.kill().unwrap();
-    srv.child.wait().unwrap();
+    srv.kill9();
 }
 
 /// SIGTERM: live tails end, the process exits 0, and what was acknowledged
@@ -152,24 +96,18 @@ async fn sigkill_after_acks_loses_nothing_acknowledged() {
 async fn sigterm_drains_and_exits_zero() {
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("data");
-    let mut srv = start_with(&data, "log1", false);
-    assert_eq!(srv.api.append("s", 1, &["one", "two"]).await.0, 200);
-    let mut tail = srv.api.tail("s", "start_seq=0", None).await;
+    let srv = serve().data_dir(&data).settings_in_env().start();
+    let api = api_of(&srv);
+    assert_eq!(api.append("s", 1, &["one", "two"]).await.0, 200);
+    let mut tail = api.tail("s", "start_seq=0", None).await;
     tail.expect("records").await;
     // The tail is live on the server; the signal must end it, not hang.
     tail.expect("caught_up").await;
 
-    let status = Command::new("kill")
-        .args(["-TERM", &srv.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    srv.sigterm();
     assert_eq!(tail.next().await, None, "the tail ends on shutdown");
-    let exit = srv.child.wait().unwrap();
-    assert_eq!(exit.code(), Some(0));
+    assert_eq!(srv.wait().code(), Some(0));
 
-    let mut srv = start(&data, "log2");
-    assert_eq!(srv.api.bodies("s").await, ["one", "two"]);
-    srv.child.kill().unwrap();
-    srv.child.wait().unwrap();
+    let srv = serve().data_dir(&data).start();
+    assert_eq!(api_of(&srv).bodies("s").await, ["one", "two"]);
 }

@@ -13,20 +13,17 @@
 //!
 //! `FENCELOG_KILL_CYCLES` (default 150) and `FENCELOG_KILL_SEED` size it.
 
+use crate::support::serve;
 use fencelog_client::{Client, ClientError};
 use fencelog_engine::sim::Rng;
+use fencelog_testkit::process::ServerBuilder;
 use std::collections::{BTreeMap, HashSet};
-use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
-use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const STREAMS: [&str; 2] = ["kill.a", "kill.b"];
-/// A server that has not announced itself by then is hung: killed and
-/// reported, never waited on forever.
-const STARTUP_LIMIT: Duration = Duration::from_secs(30);
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -35,65 +32,13 @@ fn env_or(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// Kills the child by its PID if the guard is dropped with it still
-/// running (a failed assertion must not leave a server behind).
-struct Proc {
-    child: Child,
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn spawn(data: &Path, log: &Path) -> Proc {
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_fencelog"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(data)
-        .env_remove("FENCELOG_LISTEN")
-        .env_remove("FENCELOG_DATA_DIR")
-        .env_remove("FENCELOG_CONFIG")
+/// Every cycle's server: the same directory and log, small segments so the
+/// loop rolls through several.
+fn server(data: &Path, log: &Path) -> ServerBuilder {
+    serve()
+        .data_dir(data)
+        .log_file(log)
         .env("FENCELOG_SEGMENT_BYTES", "65536")
-        .stdout(Stdio::piped())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    Proc { child }
-}
-
-/// Waits for the `listening on` line, with a watchdog that SIGKILLs this
-/// very PID if it never comes.
-fn wait_listening(p: &mut Proc, log: &Path) -> (String, BufReader<ChildStdout>) {
-    let pid = p.child.id();
-    let (done, watch) = mpsc::channel::<()>();
-    let dog = std::thread::spawn(move || {
-        if watch.recv_timeout(STARTUP_LIMIT).is_err() {
-            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-        }
-    });
-    let mut out = BufReader::new(p.child.stdout.take().unwrap());
-    let mut line = String::new();
-    let _ = out.read_line(&mut line);
-    let _ = done.send(());
-    dog.join().unwrap();
-    match line.trim().strip_prefix("listening on ") {
-        Some(addr) => (addr.to_string(), out),
-        None => {
-            let _ = p.child.kill();
-            let status = p.child.wait();
-            panic!(
-                "server did not announce itself: first line {line:?}, exit {status:?}; log:\n{}",
-                std::fs::read_to_string(log).unwrap_or_default()
-            )
-        }
-    }
 }
 
 #[derive(Debug, Clone)]
@@ -275,22 +220,20 @@ fn sigkill_loop_loses_nothing_acknowledged() {
     let (mut startup_kills, mut announced_then_killed_early, mut verified) = (0, 0, 0u64);
     let mut last_addr = String::new();
     for cycle in 0..cycles {
-        let mut p = spawn(&data, &log);
+        let starting = server(&data, &log).spawn();
         if rng.chance(1, 6) {
             // Kill during startup: somewhere between exec and serving.
             std::thread::sleep(Duration::from_micros(rng.below(15_000)));
-            p.child.kill().unwrap();
-            p.child.wait().unwrap();
-            let mut out = String::new();
-            let _ = p.child.stdout.take().unwrap().read_to_string(&mut out);
-            if out.contains("listening on") {
+            let (_, announced) = starting.kill9();
+            if announced {
                 announced_then_killed_early += 1;
             } else {
                 startup_kills += 1;
             }
             continue;
         }
-        let (addr, _out) = wait_listening(&mut p, &log);
+        let p = starting.wait_ready();
+        let addr = p.addr().to_string();
         last_addr = addr.clone();
         let client = Client::builder(format!("http://{addr}"))
             .timeout(Duration::from_secs(10))
@@ -330,22 +273,19 @@ fn sigkill_loop_loses_nothing_acknowledged() {
         // for anything, it is the hostile moment itself.
         let run_for = Duration::from_micros(rng.range(0, 40_000));
         rt.block_on(tokio::time::sleep(run_for));
-        p.child.kill().unwrap();
-        p.child.wait().unwrap();
+        p.kill9();
         stop.store(true, Ordering::Relaxed);
         for t in tasks {
             rt.block_on(t).unwrap();
         }
     }
     // One last start: everything acknowledged in the last cycle too.
-    let mut p = spawn(&data, &log);
-    let (addr, _out) = wait_listening(&mut p, &log);
-    let client = Client::new(format!("http://{addr}")).unwrap();
+    let p = server(&data, &log).start();
+    let client = Client::new(p.url().to_string()).unwrap();
     let l = ledger.lock().unwrap();
     let last = rt.block_on(verify(&client, &l, cycles));
     verified += last;
-    p.child.kill().unwrap();
-    p.child.wait().unwrap();
+    p.kill9();
     let acked_records: usize = l.acked.iter().map(|a| a.bodies.len()).sum();
     println!(
         "{cycles} kill cycles in {:.1?}: {startup_kills} killed before announcing, {announced_then_killed_early} killed right after announcing, {} acknowledged appends ({acked_records} records, all {last} present at the end), {verified} record checks over all restarts, {} stale 409s, {} unknown outcomes, last address {last_addr}",

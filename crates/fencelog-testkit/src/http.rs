@@ -36,6 +36,21 @@ impl TestServer {
     ) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let engine = Engine::open_with(dir.path(), config).unwrap();
+        Self::serve(engine, tweak, server_config, dir).await
+    }
+
+    /// Serves an engine the test opened itself (on a fault-injecting
+    /// storage, say) over `dir`, which the server keeps alive.
+    pub async fn with_engine(engine: Engine, dir: tempfile::TempDir) -> Self {
+        Self::serve(engine, |_| {}, ServerConfig::default(), dir).await
+    }
+
+    async fn serve(
+        engine: Engine,
+        tweak: impl FnOnce(&mut HttpLimits),
+        server_config: ServerConfig,
+        dir: tempfile::TempDir,
+    ) -> Self {
         let mut state = AppState::new(engine.clone());
         tweak(&mut state.limits);
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -52,6 +67,11 @@ impl TestServer {
             task: Some(task),
             dir,
         }
+    }
+
+    /// `http://ADDR`.
+    pub fn url(&self) -> &str {
+        &self.api.base
     }
 
     /// Sends the shutdown signal and waits for the drain and engine shutdown.

@@ -3,23 +3,9 @@
 //! on those paths is the router's 405 fallback, and the document covers the
 //! whole route table the router is built from.
 
-use fencelog_engine::Engine;
-use fencelog_server::{self as http, openapi, AppState, ServerConfig};
+use fencelog_server::openapi;
+use fencelog_testkit::http::TestServer;
 use serde_json::{json, Value};
-
-async fn start() -> (tempfile::TempDir, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::open(dir.path()).unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(http::serve(
-        listener,
-        AppState::new(engine),
-        ServerConfig::default(),
-        std::future::pending::<()>(),
-    ));
-    (dir, format!("http://{addr}"))
-}
 
 /// The router's own "no such route" and "method not allowed" answers, as
 /// opposed to a handler's 404 for a missing stream.
@@ -35,7 +21,8 @@ async fn is_fallback(resp: reqwest::Response) -> (u16, bool) {
 
 #[tokio::test]
 async fn document_matches_the_router() {
-    let (_dir, base) = start().await;
+    let srv = TestServer::start().await;
+    let base = srv.url();
     let http = reqwest::Client::new();
     let doc: Value = http
         .get(format!("{base}/v1/openapi.json"))

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Runs the Python client's tests against the real fencelog binary.
+#
+#   FENCELOG_BIN   the server binary (default: the workspace's debug build,
+#                  target/debug/fencelog)
+#   FENCELOG_PY_VENV  where the virtual environment lives (default:
+#                  target/py-venv); rebuilt when requirements-test.txt changes
+#   PYTHON         the interpreter to build it with (default: python3)
+#
+# Extra arguments go to pytest. Exits non-zero on any failure.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+run() { echo "+ $*" >&2; "$@"; }
+
+bin="${FENCELOG_BIN:-$root/target/debug/fencelog}"
+# Absolute before anything changes directory.
+export FENCELOG_BIN="$(realpath -m -- "$bin")"
+if [ ! -x "$FENCELOG_BIN" ]; then
+  echo "error: fencelog binary not found at $FENCELOG_BIN; run 'cargo build' at the workspace root or set FENCELOG_BIN" >&2
+  exit 1
+fi
+
+venv="${FENCELOG_PY_VENV:-$root/target/py-venv}"
+python="${PYTHON:-python3}"
+want="$(cat "$here/requirements-test.txt" | sha256sum | cut -d' ' -f1) $("$python" --version 2>&1)"
+if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.fencelog-requirements" 2>/dev/null)" != "$want" ]; then
+  run rm -rf "$venv"
+  run "$python" -m venv "$venv"
+  run "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$here/requirements-test.txt"
+  echo "$want" > "$venv/.fencelog-requirements"
+fi
+# The package itself is reinstalled every run, the way a user installs it,
+# so the tests exercise what `pip install ./clients/python` gives.
+run "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps --force-reinstall "$here"
+
+cd "$here"
+run "$venv/bin/python" -m pytest -p no:cacheprovider "$@"

@@ -1,0 +1,67 @@
+"""Python client for fencelog, a fenced append-only log.
+
+Every append carries a fencing token; the server refuses any token below
+the highest it has accepted on the stream, and this client turns that
+refusal into :class:`StaleFencingToken` — "a newer owner took over: stop".
+
+>>> import fencelog                                        # doctest: +SKIP
+>>> with fencelog.Client("http://127.0.0.1:7070") as log:
+...     log.append("invoices", 41, "A: invoice 1001 drafted")
+...     for record in log.iter_records("invoices"):
+...         print(record.seq, record.fencing_token, record.body)
+"""
+
+from .aio import AsyncClient, AsyncTail
+from .client import Client, Tail
+from .errors import (
+    ApiError,
+    BadRequest,
+    ConnectionFailed,
+    Corrupt,
+    FencelogError,
+    Forbidden,
+    InsufficientStorage,
+    NotFound,
+    OutcomeUnknown,
+    OutOfRange,
+    ProtocolError,
+    SeqMismatch,
+    StaleFencingToken,
+    TooLarge,
+    TransportError,
+    Unauthenticated,
+    Unavailable,
+)
+from .types import AppendAck, CaughtUp, ReadPage, Record, StreamPage, StreamState
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ApiError",
+    "AppendAck",
+    "AsyncClient",
+    "AsyncTail",
+    "BadRequest",
+    "CaughtUp",
+    "Client",
+    "ConnectionFailed",
+    "Corrupt",
+    "FencelogError",
+    "Forbidden",
+    "InsufficientStorage",
+    "NotFound",
+    "OutcomeUnknown",
+    "OutOfRange",
+    "ProtocolError",
+    "ReadPage",
+    "Record",
+    "SeqMismatch",
+    "StaleFencingToken",
+    "StreamPage",
+    "StreamState",
+    "Tail",
+    "TooLarge",
+    "TransportError",
+    "Unauthenticated",
+    "Unavailable",
+]

@@ -1,0 +1,234 @@
+"""Every way a fencelog call can fail, as exception types to match on.
+
+The server answers every error with ``{"error": code, "message": text,
+...fields}``; the code picks the class and the fields become attributes, so
+the outcome a fenced producer must handle — "a newer owner took over, stop"
+— is ``except StaleFencingToken``, never a string comparison::
+
+    FencelogError
+    ├── ApiError                 the server answered with an error body
+    │   ├── StaleFencingToken    409: a higher token was accepted; stop writing
+    │   ├── SeqMismatch          412: match_seq_num != the stream's next_seq
+    │   ├── NotFound             404: no such stream
+    │   ├── OutOfRange           416: start_seq is past the stream's tail
+    │   ├── TooLarge             413: batch or body over a server limit
+    │   ├── BadRequest           400
+    │   ├── Unavailable          503: storage failed or shutting down
+    │   ├── InsufficientStorage  507: the server's disk is full
+    │   ├── Corrupt              500: a stored frame failed its checksum
+    │   ├── Unauthenticated      401 (once the server has access tokens)
+    │   └── Forbidden            403 (once the server has access tokens)
+    ├── TransportError           no usable answer arrived
+    │   ├── ConnectionFailed     nothing was sent: safe to retry anything
+    │   └── OutcomeUnknown       a write may or may not have happened
+    └── ProtocolError            an answer this client cannot interpret
+
+Any other code (``not_found`` for a route that does not exist, which means a
+wrong base URL; ``io_error``; codes added after this client) is a plain
+:class:`ApiError` carrying ``code`` and the whole ``body``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Dict, Optional, Type
+
+
+class FencelogError(Exception):
+    """Base of every error raised by this package."""
+
+
+class ProtocolError(FencelogError):
+    """The server answered something that breaks the wire contract: a body
+    that is not the documented JSON, an error without its documented fields,
+    a tail or page that skips or repeats records."""
+
+    def __init__(self, message: str, *, status: Optional[int] = None, raw: bytes = b"") -> None:
+        super().__init__(message)
+        self.status = status
+        self.raw = raw
+
+
+class TransportError(FencelogError):
+    """The request failed below HTTP (connection refused, reset, timed out).
+    For reads, state and listing this is raised after the client's own
+    retries; those calls are idempotent and may simply be called again."""
+
+
+class ConnectionFailed(TransportError):
+    """No connection could be made, so nothing was sent: retrying is safe
+    for every operation, appends included."""
+
+
+class OutcomeUnknown(TransportError):
+    """A write was sent (or may have been) and no answer came back. It may
+    or may not be durable. The client never retries an append; to retry
+    safely, append again with ``match_seq_num`` set to the ``next_seq`` you
+    expected: if the first attempt landed, the retry fails with
+    :class:`SeqMismatch` instead of writing a duplicate."""
+
+
+class ApiError(FencelogError):
+    """The server refused the request with an error body.
+
+    ``code`` is the body's ``error`` field (None when the body was not a
+    fencelog error at all, e.g. a proxy's HTML page), ``message`` its text,
+    ``body`` the whole decoded body, ``status`` the HTTP status.
+    """
+
+    def __init__(self, status: int, body: Dict[str, Any], *, raw: bytes = b"") -> None:
+        code = body.get("error")
+        message = body.get("message")
+        self.status: int = status
+        self.code: Optional[str] = code if isinstance(code, str) else None
+        self.message: str = message if isinstance(message, str) else raw.decode("utf-8", "replace")
+        self.body: Dict[str, Any] = body
+        self.raw: bytes = raw
+        super().__init__(f"{self.code or 'HTTP ' + str(status)}: {self.message}")
+
+
+def _int(body: Dict[str, Any], key: str) -> int:
+    v = body.get(key)
+    # bool is an int subclass; the contract's integers are never booleans.
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise KeyError(key)
+    return v
+
+
+def _str(body: Dict[str, Any], key: str) -> str:
+    v = body.get(key)
+    if not isinstance(v, str):
+        raise KeyError(key)
+    return v
+
+
+def _opt_int(body: Dict[str, Any], key: str) -> Optional[int]:
+    return _int(body, key) if key in body else None
+
+
+class StaleFencingToken(ApiError):
+    """The stream has accepted a higher token than the one presented: a
+    newer owner took over. This is a normal outcome, not a fault — stop
+    writing, and do not retry with the same token."""
+
+    def __init__(self, status: int, body: Dict[str, Any], *, raw: bytes = b"") -> None:
+        super().__init__(status, body, raw=raw)
+        self.stream: str = _str(body, "stream")
+        self.presented_token: int = _int(body, "presented_token")
+        self.highest_token: int = _int(body, "highest_token")
+        self.next_seq: int = _int(body, "next_seq")
+
+
+class SeqMismatch(ApiError):
+    """``match_seq_num`` did not equal the stream's ``next_seq``; nothing
+    was written."""
+
+    def __init__(self, status: int, body: Dict[str, Any], *, raw: bytes = b"") -> None:
+        super().__init__(status, body, raw=raw)
+        self.stream: str = _str(body, "stream")
+        self.match_seq_num: int = _int(body, "match_seq_num")
+        self.next_seq: int = _int(body, "next_seq")
+
+
+class NotFound(ApiError):
+    """The stream does not exist (code ``stream_not_found``). A wrong URL
+    (code ``not_found``) is a plain :class:`ApiError`, not this."""
+
+    def __init__(self, status: int, body: Dict[str, Any], *, raw: bytes = b"") -> None:
+        super().__init__(status, body, raw=raw)
+        self.stream: str = _str(body, "stream")
+
+
+class OutOfRange(ApiError):
+    """A read or tail started past the stream's tail."""
+
+    def __init__(self, status: int, body: Dict[str, Any], *, raw: bytes = b"") -> None:
+        super().__init__(status, body, raw=raw)
+        self.stream: str = _str(body, "stream")
+        self.start_seq: int = _int(body, "start_seq")
+        self.next_seq: int = _int(body, "next_seq")
+
+
+class TooLarge(ApiError):
+    """Over a server limit. ``limit`` is always given; ``actual`` is given
+    for the engine's batch limits (records, bytes) and absent when the HTTP
+    body itself was over the body limit."""
+
+    def __init__(self, status: int, body: Dict[str, Any], *, raw: bytes = b"") -> None:
+        super().__init__(status, body, raw=raw)
+        self.limit: int = _int(body, "limit")
+        self.actual: Optional[int] = _opt_int(body, "actual")
+
+
+class BadRequest(ApiError):
+    """The request is malformed (token 0, bad stream name, bad JSON...);
+    sending it again fails the same way."""
+
+
+class _StorageError(ApiError):
+    def __init__(self, status: int, body: Dict[str, Any], *, raw: bytes = b"") -> None:
+        super().__init__(status, body, raw=raw)
+        v = body.get("outcome_unknown", False)
+        #: True when storage failed while writing *this* request: it may or
+        #: may not be durable after the server restarts.
+        self.outcome_unknown: bool = v is True
+
+
+class Unavailable(_StorageError):
+    """The server takes no writes: its storage failed (until an operator
+    restarts it) or it is shutting down. Reads keep working."""
+
+
+class InsufficientStorage(_StorageError):
+    """The server's disk is full; writes resume after space is freed and the
+    server restarted."""
+
+
+class Corrupt(ApiError):
+    """A stored frame failed its checksum on read; the server refuses to
+    serve wrong bytes. An operator problem, not retryable."""
+
+
+class Unauthenticated(ApiError):
+    """No or unknown access token (for servers with access tokens)."""
+
+
+class Forbidden(ApiError):
+    """The access token does not cover this operation or stream."""
+
+
+_BY_CODE: Dict[str, Type[ApiError]] = {
+    "stale_fencing_token": StaleFencingToken,
+    "seq_mismatch": SeqMismatch,
+    "stream_not_found": NotFound,
+    "out_of_range": OutOfRange,
+    "too_large": TooLarge,
+    "bad_request": BadRequest,
+    "unavailable": Unavailable,
+    "insufficient_storage": InsufficientStorage,
+    "corrupt": Corrupt,
+    "unauthenticated": Unauthenticated,
+    "forbidden": Forbidden,
+}
+
+
+def error_from_body(status: int, raw: bytes) -> FencelogError:
+    """The exception for an error answer. The code decides the class, not
+    the status: a 404 from a wrong URL must not look like a missing stream."""
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        body = None
+    if not isinstance(body, dict) or not isinstance(body.get("error"), str):
+        # Not fencelog's answer (a proxy, a load balancer): keep what came.
+        return ApiError(status, {}, raw=raw)
+    cls = _BY_CODE.get(body["error"], ApiError)
+    try:
+        return cls(status, body, raw=raw)
+    except KeyError as missing:
+        return ProtocolError(
+            f"{body['error']} error without its {missing.args[0]!r} field: {raw!r}",
+            status=status,
+            raw=raw,
+        )
+

@@ -1,0 +1,78 @@
+"""What the API answers, as plain immutable values."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Tuple
+
+
+@dataclass(frozen=True)
+class Record:
+    """One durable record. ``body`` is always the exact bytes appended;
+    ``text`` decodes it as UTF-8 for records that are text."""
+
+    seq: int
+    fencing_token: int
+    timestamp_ms: int
+    body: bytes
+    #: (name, value) pairs, for servers that store record headers; empty
+    #: otherwise. Bytes, because header values need not be text.
+    headers: Tuple[Tuple[bytes, bytes], ...] = field(default=())
+
+    @property
+    def text(self) -> str:
+        """The body as text; raises UnicodeDecodeError for binary bodies."""
+        return self.body.decode("utf-8")
+
+
+@dataclass(frozen=True)
+class AppendAck:
+    """A durable, fenced append: records ``first_seq..=last_seq``."""
+
+    stream: str
+    first_seq: int
+    last_seq: int
+    next_seq: int
+    fencing_token: int
+    timestamp_ms: int
+
+
+@dataclass(frozen=True)
+class StreamState:
+    stream: str
+    first_seq: int
+    next_seq: int
+    highest_token: int
+    last_timestamp_ms: int
+
+
+@dataclass(frozen=True)
+class ReadPage:
+    """One page of a read.
+
+    Continue with ``next_start_seq``. ``next_seq`` is the stream's *tail*
+    when the page was read — starting the next page there would skip every
+    record between this page's end and the tail.
+    """
+
+    records: Tuple[Record, ...]
+    #: The stream's tail at read time (not where the next page starts).
+    next_seq: int
+    #: Where the next page starts: the server's ``next_start_seq`` when it
+    #: sends one, else the seq after the last record, else this page's start.
+    next_start_seq: int
+
+
+@dataclass(frozen=True)
+class CaughtUp:
+    """A tail event: every durable record before ``next_seq`` has been
+    delivered."""
+
+    next_seq: int
+
+
+@dataclass(frozen=True)
+class StreamPage:
+    streams: Tuple[StreamState, ...]
+    #: Pass as ``start_after`` for the next page; None on the last page.
+    next_start_after: Optional[str]

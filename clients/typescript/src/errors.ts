@@ -1,0 +1,235 @@
+/**
+ * Every way a fencelog call can fail, as classes to test with `instanceof`.
+ *
+ * The server answers each error with `{"error": code, "message", ...fields}`;
+ * the code picks the class and the fields become properties. The outcome a
+ * fenced producer must handle — "a newer owner took over, stop" — is
+ * `StaleFencingTokenError`, never a string comparison.
+ *
+ * ```text
+ * FencelogError
+ * ├── ApiError                        the server answered with an error body
+ * │   ├── StaleFencingTokenError      409: a higher token was accepted; stop
+ * │   ├── SeqMismatchError            412
+ * │   ├── NotFoundError               404 stream_not_found
+ * │   ├── OutOfRangeError             416
+ * │   ├── TooLargeError               413
+ * │   ├── BadRequestError             400
+ * │   ├── UnavailableError            503
+ * │   ├── InsufficientStorageError    507
+ * │   ├── CorruptError                500 corrupt
+ * │   ├── UnauthenticatedError        401 (servers with access tokens)
+ * │   └── ForbiddenError              403 (servers with access tokens)
+ * ├── TransportError                  no usable answer
+ * │   ├── ConnectionFailedError       nothing was sent: safe to retry
+ * │   └── OutcomeUnknownError         a write may or may not have happened
+ * └── ProtocolError                   an answer that breaks the wire contract
+ * ```
+ *
+ * Any other code (`not_found` for a route that does not exist, i.e. a wrong
+ * base URL; codes newer than this client) is a plain `ApiError` with its
+ * `code` and `body`.
+ */
+
+export type ErrorBody = { [key: string]: unknown };
+
+export class FencelogError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+/** An answer that breaks the wire contract. */
+export class ProtocolError extends FencelogError {}
+
+/** The request failed below HTTP; for reads, after the client's retries. */
+export class TransportError extends FencelogError {}
+
+/** No connection could be made, so nothing was sent: any call may be retried. */
+export class ConnectionFailedError extends TransportError {}
+
+/**
+ * A write was sent (or may have been) and no answer came: it may or may not
+ * be durable. Appends are never retried by the client; retry with
+ * `matchSeqNum` set to the `nextSeq` you expected, so a first attempt that
+ * did land makes the retry fail with `SeqMismatchError` instead of
+ * duplicating. In browsers, where fetch does not say why it failed, every
+ * failed write is this.
+ */
+export class OutcomeUnknownError extends TransportError {}
+
+/** The server refused the request with an error body. */
+export class ApiError extends FencelogError {
+  /** The body's `error` field; null when the body was not fencelog's (a proxy page). */
+  readonly code: string | null;
+  readonly status: number;
+  /** The decoded body (integers past 2^53 as bigint). */
+  readonly body: ErrorBody;
+  /** The body as received. */
+  readonly raw: string;
+
+  constructor(status: number, body: ErrorBody, raw: string) {
+    const code = typeof body.error === "string" ? body.error : null;
+    const message = typeof body.message === "string" ? body.message : raw;
+    super(`${code ?? `HTTP ${status}`}: ${message}`);
+    this.code = code;
+    this.status = status;
+    this.body = body;
+    this.raw = raw;
+  }
+
+  /** The server's message. */
+  get serverMessage(): string {
+    return typeof this.body.message === "string" ? this.body.message : this.raw;
+  }
+}
+
+class MissingField extends Error {}
+
+function str(body: ErrorBody, key: string): string {
+  const v = body[key];
+  if (typeof v !== "string") throw new MissingField(key);
+  return v;
+}
+
+function seq(body: ErrorBody, key: string): number {
+  const v = body[key];
+  if (typeof v !== "number" || !Number.isSafeInteger(v)) throw new MissingField(key);
+  return v;
+}
+
+function token(body: ErrorBody, key: string): bigint {
+  const v = body[key];
+  if (typeof v === "bigint") return v;
+  if (typeof v === "number" && Number.isSafeInteger(v)) return BigInt(v);
+  throw new MissingField(key);
+}
+
+/** The stream accepted a higher token: a newer owner took over. Stop writing. */
+export class StaleFencingTokenError extends ApiError {
+  readonly stream: string;
+  readonly presentedToken: bigint;
+  readonly highestToken: bigint;
+  readonly nextSeq: number;
+  constructor(status: number, body: ErrorBody, raw: string) {
+    super(status, body, raw);
+    this.stream = str(body, "stream");
+    this.presentedToken = token(body, "presented_token");
+    this.highestToken = token(body, "highest_token");
+    this.nextSeq = seq(body, "next_seq");
+  }
+}
+
+/** `matchSeqNum` was not the stream's `nextSeq`; nothing was written. */
+export class SeqMismatchError extends ApiError {
+  readonly stream: string;
+  readonly matchSeqNum: number;
+  readonly nextSeq: number;
+  constructor(status: number, body: ErrorBody, raw: string) {
+    super(status, body, raw);
+    this.stream = str(body, "stream");
+    this.matchSeqNum = seq(body, "match_seq_num");
+    this.nextSeq = seq(body, "next_seq");
+  }
+}
+
+/** No such stream (`stream_not_found`); a wrong URL is a plain ApiError. */
+export class NotFoundError extends ApiError {
+  readonly stream: string;
+  constructor(status: number, body: ErrorBody, raw: string) {
+    super(status, body, raw);
+    this.stream = str(body, "stream");
+  }
+}
+
+/** A read or tail started past the stream's tail. */
+export class OutOfRangeError extends ApiError {
+  readonly stream: string;
+  readonly startSeq: number;
+  readonly nextSeq: number;
+  constructor(status: number, body: ErrorBody, raw: string) {
+    super(status, body, raw);
+    this.stream = str(body, "stream");
+    this.startSeq = seq(body, "start_seq");
+    this.nextSeq = seq(body, "next_seq");
+  }
+}
+
+/** Over a limit; `actual` is null when the HTTP body itself was too large. */
+export class TooLargeError extends ApiError {
+  readonly limit: number;
+  readonly actual: number | null;
+  constructor(status: number, body: ErrorBody, raw: string) {
+    super(status, body, raw);
+    this.limit = seq(body, "limit");
+    this.actual = "actual" in body ? seq(body, "actual") : null;
+  }
+}
+
+export class BadRequestError extends ApiError {}
+
+class StorageError extends ApiError {
+  /** True when storage failed while writing this very request. */
+  readonly outcomeUnknown: boolean;
+  constructor(status: number, body: ErrorBody, raw: string) {
+    super(status, body, raw);
+    this.outcomeUnknown = body.outcome_unknown === true;
+  }
+}
+
+/** The server takes no writes (storage failed, or shutting down); reads work. */
+export class UnavailableError extends StorageError {}
+
+/** The server's disk is full. */
+export class InsufficientStorageError extends StorageError {}
+
+/** A stored frame failed its checksum; the server refuses to serve it. */
+export class CorruptError extends ApiError {}
+
+export class UnauthenticatedError extends ApiError {}
+
+export class ForbiddenError extends ApiError {}
+
+type ApiErrorClass = new (status: number, body: ErrorBody, raw: string) => ApiError;
+
+const BY_CODE: { [code: string]: ApiErrorClass } = {
+  stale_fencing_token: StaleFencingTokenError,
+  seq_mismatch: SeqMismatchError,
+  stream_not_found: NotFoundError,
+  out_of_range: OutOfRangeError,
+  too_large: TooLargeError,
+  bad_request: BadRequestError,
+  unavailable: UnavailableError,
+  insufficient_storage: InsufficientStorageError,
+  corrupt: CorruptError,
+  unauthenticated: UnauthenticatedError,
+  forbidden: ForbiddenError,
+};
+
+/**
+ * The error for an answer with status `status` and body `raw`, decoded by
+ * `parse`. The code decides the class, not the status: a 404 from a wrong
+ * URL must not look like a missing stream.
+ */
+export function errorFromBody(status: number, raw: string, parse: (text: string) => unknown): FencelogError {
+  let body: unknown;
+  try {
+    body = parse(raw);
+  } catch {
+    body = null;
+  }
+  if (typeof body !== "object" || body === null || Array.isArray(body) || typeof (body as ErrorBody).error !== "string") {
+    return new ApiError(status, {}, raw);
+  }
+  const b = body as ErrorBody;
+  const Cls = BY_CODE[b.error as string] ?? ApiError;
+  try {
+    return new Cls(status, b, raw);
+  } catch (e) {
+    if (e instanceof MissingField) {
+      return new ProtocolError(`${String(b.error)} error without its ${JSON.stringify(e.message)} field: ${raw}`);
+    }
+    throw e;
+  }
+}

@@ -1,0 +1,454 @@
+/**
+ * The wire format without I/O: values the API answers, request bodies,
+ * response decoding, the SSE parser and the tail's cursor.
+ */
+
+import { errorFromBody, FencelogError, InsufficientStorageError, ProtocolError, UnavailableError } from "./errors.js";
+import { parseJson } from "./json.js";
+
+/** A fencing token: bigint, because tokens go up to 2^64-1. */
+export type Token = bigint | number;
+
+/** A record as appended: text (sent as UTF-8) or bytes. */
+export type RecordInput = string | Uint8Array;
+
+const utf8 = new TextEncoder();
+
+/** One durable record. `body` holds the exact bytes appended. */
+export class LogRecord {
+  readonly kind = "record" as const;
+  constructor(
+    readonly seq: number,
+    readonly fencingToken: bigint,
+    readonly timestampMs: number,
+    readonly body: Uint8Array,
+    /** (name, value) pairs, for servers that store record headers; else empty. */
+    readonly headers: ReadonlyArray<readonly [Uint8Array, Uint8Array]> = [],
+  ) {}
+
+  /** The body as text; throws a TypeError for bodies that are not UTF-8. */
+  get text(): string {
+    return new TextDecoder("utf-8", { fatal: true }).decode(this.body);
+  }
+}
+
+/** A tail event: everything durable before `nextSeq` has been delivered. */
+export class CaughtUp {
+  readonly kind = "caught_up" as const;
+  constructor(readonly nextSeq: number) {}
+}
+
+export interface AppendAck {
+  stream: string;
+  firstSeq: number;
+  lastSeq: number;
+  nextSeq: number;
+  fencingToken: bigint;
+  timestampMs: number;
+}
+
+export interface StreamState {
+  stream: string;
+  firstSeq: number;
+  nextSeq: number;
+  highestToken: bigint;
+  lastTimestampMs: number;
+}
+
+/**
+ * One page of a read. Continue from `nextStartSeq`: `nextSeq` is the
+ * stream's *tail* when the page was read, and starting the next page there
+ * would skip every record between this page's end and the tail.
+ */
+export interface ReadPage {
+  records: LogRecord[];
+  /** The stream's tail at read time — not where the next page starts. */
+  nextSeq: number;
+  /** The server's `next_start_seq` when it sends one, else the seq after the last record, else the page's start. */
+  nextStartSeq: number;
+}
+
+export interface StreamPage {
+  streams: StreamState[];
+  /** Pass as `startAfter` for the next page; null on the last page. */
+  nextStartAfter: string | null;
+}
+
+export const BATCH_CONTENT_TYPE = "application/vnd.fencelog.batch";
+
+export function tokenText(token: Token): string {
+  if (typeof token === "bigint") return token.toString();
+  if (typeof token === "number" && Number.isSafeInteger(token)) return BigInt(token).toString();
+  throw new TypeError(`a fencing token is a bigint or a safe integer, got ${String(token)}`);
+}
+
+export function seqText(name: string, v: number | undefined): string | undefined {
+  if (v === undefined) return undefined;
+  if (!Number.isSafeInteger(v)) throw new TypeError(`${name} is an integer, got ${String(v)}`);
+  return String(v);
+}
+
+/** Records as bytes: strings become UTF-8, a lone string or Uint8Array is one record. */
+export function recordBytes(records: RecordInput | Iterable<RecordInput>): Uint8Array[] {
+  const list: Iterable<RecordInput> = typeof records === "string" || records instanceof Uint8Array ? [records] : records;
+  const out: Uint8Array[] = [];
+  for (const r of list) {
+    if (typeof r === "string") out.push(utf8.encode(r));
+    else if (r instanceof Uint8Array) out.push(r);
+    else throw new TypeError(`a record is a string or a Uint8Array, got ${typeof r}`);
+  }
+  return out;
+}
+
+/** The binary batch body: each record as a u32 little-endian length, then its bytes. */
+export function encodeBatch(records: Uint8Array[]): Uint8Array<ArrayBuffer> {
+  let size = 0;
+  for (const r of records) {
+    if (r.length > 0xffffffff) throw new RangeError("a record over 4 GiB cannot be framed");
+    size += 4 + r.length;
+  }
+  const out = new Uint8Array(size);
+  const view = new DataView(out.buffer);
+  let at = 0;
+  for (const r of records) {
+    view.setUint32(at, r.length, true);
+    out.set(r, at + 4);
+    at += 4 + r.length;
+  }
+  return out;
+}
+
+/**
+ * `/v1/streams/{stream}{tail}` with the name escaped: an invalid name
+ * reaches the server's validation intact (and gets its BadRequestError)
+ * instead of changing the path.
+ */
+export function streamPath(stream: string, tail = ""): string {
+  if (typeof stream !== "string") throw new TypeError("a stream name is a string");
+  if (stream === "") throw new RangeError("a stream name cannot be empty");
+  // WHATWG URL parsing (fetch) resolves "." and ".." — escaped or not — as
+  // path segments, so these two can never reach the server's validation.
+  if (stream === "." || stream === "..") throw new RangeError(`a stream name cannot be ${JSON.stringify(stream)}`);
+  const name = encodeURIComponent(stream).replace(/[!'()*]/g, (c) => "%" + c.charCodeAt(0).toString(16).toUpperCase());
+  return `/v1/streams/${name}${tail}`;
+}
+
+// --- decoding ---------------------------------------------------------------
+
+type Obj = { [key: string]: unknown };
+
+function obj(v: unknown, what: string): Obj {
+  if (typeof v !== "object" || v === null || Array.isArray(v)) throw new ProtocolError(`${what} is not an object`);
+  return v as Obj;
+}
+
+function seqOf(o: Obj, key: string): number {
+  const v = o[key];
+  if (typeof v !== "number" || !Number.isSafeInteger(v) || v < 0) {
+    throw new ProtocolError(`field ${key} missing or not a non-negative safe integer: ${String(v)}`);
+  }
+  return v;
+}
+
+function tokenOf(o: Obj, key: string): bigint {
+  const v = o[key];
+  if (typeof v === "bigint") return v;
+  if (typeof v === "number" && Number.isSafeInteger(v)) return BigInt(v);
+  throw new ProtocolError(`field ${key} missing or not an integer: ${String(v)}`);
+}
+
+function strOf(o: Obj, key: string): string {
+  const v = o[key];
+  if (typeof v !== "string") throw new ProtocolError(`field ${key} missing or not a string`);
+  return v;
+}
+
+function base64(text: unknown, what: string): Uint8Array {
+  if (typeof text !== "string" || !/^[A-Za-z0-9+/]*={0,2}$/.test(text) || text.length % 4 !== 0) {
+    throw new ProtocolError(`${what} is not valid base64`);
+  }
+  const bin = atob(text);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+/**
+ * Record headers, for servers that have them: `[name, value]` text pairs
+ * in `headers` (or `{name|name_base64, value|value_base64}` objects), and
+ * base64 pairs in `headers_base64`. All forms are accepted until the
+ * server's format is settled; none is required.
+ */
+function headersOf(o: Obj): Array<readonly [Uint8Array, Uint8Array]> {
+  const out: Array<readonly [Uint8Array, Uint8Array]> = [];
+  for (const [key, isBase64] of [["headers", false], ["headers_base64", true]] as const) {
+    const items = o[key];
+    if (items === undefined || items === null) continue;
+    if (!Array.isArray(items)) throw new ProtocolError(`record ${key} is not a list`);
+    for (const h of items) {
+      if (Array.isArray(h) && h.length === 2) {
+        if (isBase64) out.push([base64(h[0], "header name"), base64(h[1], "header value")]);
+        else if (typeof h[0] === "string" && typeof h[1] === "string") out.push([utf8.encode(h[0]), utf8.encode(h[1])]);
+        else throw new ProtocolError("a header pair is not two strings");
+      } else if (typeof h === "object" && h !== null) {
+        const ho = h as Obj;
+        const part = (p: string): Uint8Array => {
+          if (typeof ho[p] === "string") return utf8.encode(ho[p] as string);
+          if (`${p}_base64` in ho) return base64(ho[`${p}_base64`], `header ${p}`);
+          throw new ProtocolError(`a header has no ${p}`);
+        };
+        out.push([part("name"), part("value")]);
+      } else {
+        throw new ProtocolError("a header is neither a pair nor an object");
+      }
+    }
+  }
+  return out;
+}
+
+export function parseRecord(v: unknown): LogRecord {
+  const o = obj(v, "a record");
+  const seq = seqOf(o, "seq");
+  let body: Uint8Array;
+  if ("body" in o && !("body_base64" in o)) {
+    if (typeof o.body !== "string") throw new ProtocolError(`record ${seq} body is not a string`);
+    body = utf8.encode(o.body);
+  } else if ("body_base64" in o && !("body" in o)) {
+    body = base64(o.body_base64, `record ${seq} body_base64`);
+  } else {
+    throw new ProtocolError(`record ${seq} has not exactly one of body, body_base64`);
+  }
+  return new LogRecord(seq, tokenOf(o, "fencing_token"), seqOf(o, "timestamp_ms"), body, headersOf(o));
+}
+
+export function parseAck(v: unknown): AppendAck {
+  const o = obj(v, "the append answer");
+  return {
+    stream: strOf(o, "stream"),
+    firstSeq: seqOf(o, "first_seq"),
+    lastSeq: seqOf(o, "last_seq"),
+    nextSeq: seqOf(o, "next_seq"),
+    fencingToken: tokenOf(o, "fencing_token"),
+    timestampMs: seqOf(o, "timestamp_ms"),
+  };
+}
+
+export function parseState(v: unknown): StreamState {
+  const o = obj(v, "the stream state");
+  return {
+    stream: strOf(o, "stream"),
+    firstSeq: seqOf(o, "first_seq"),
+    nextSeq: seqOf(o, "next_seq"),
+    highestToken: tokenOf(o, "highest_token"),
+    lastTimestampMs: seqOf(o, "last_timestamp_ms"),
+  };
+}
+
+export function parseStreamPage(v: unknown): StreamPage {
+  const o = obj(v, "the stream list");
+  if (!Array.isArray(o.streams)) throw new ProtocolError("the stream list has no streams array");
+  const after = o.next_start_after;
+  if (after !== null && after !== undefined && typeof after !== "string") {
+    throw new ProtocolError("next_start_after is not a string");
+  }
+  return { streams: o.streams.map(parseState), nextStartAfter: after ?? null };
+}
+
+export function parsePage(startSeq: number, v: unknown): ReadPage {
+  const o = obj(v, "the read answer");
+  if (!Array.isArray(o.records)) throw new ProtocolError("the read answer has no records array");
+  const records = o.records.map(parseRecord);
+  let expected = startSeq;
+  for (const r of records) {
+    // Within a page seqs only go up; anything else would make every cursor wrong.
+    if (r.seq < expected) throw new ProtocolError(`read from ${startSeq} returned seq ${r.seq} out of order`);
+    expected = r.seq + 1;
+  }
+  const nextSeq = seqOf(o, "next_seq");
+  let nextStartSeq: number;
+  if ("next_start_seq" in o) {
+    nextStartSeq = seqOf(o, "next_start_seq");
+    if (nextStartSeq < expected) {
+      throw new ProtocolError(`next_start_seq ${nextStartSeq} would re-read records (last returned ${expected - 1})`);
+    }
+  } else {
+    // Never next_seq: that is the tail, and paging from it skips records.
+    nextStartSeq = expected;
+  }
+  return { records, nextSeq, nextStartSeq };
+}
+
+export function pageIsLast(page: ReadPage): boolean {
+  return page.records.length === 0 || page.nextStartSeq >= page.nextSeq;
+}
+
+export function decodeJson(status: number, text: string): unknown {
+  try {
+    return parseJson(text);
+  } catch (e) {
+    throw new ProtocolError(`answer ${status} is not JSON: ${text.slice(0, 200)}`, { cause: e });
+  }
+}
+
+export function errorFor(status: number, text: string): FencelogError {
+  return errorFromBody(status, text, parseJson);
+}
+
+// --- server-sent events -----------------------------------------------------
+
+export interface SseEvent {
+  event: string;
+  data: string;
+  id: string | null;
+}
+
+/**
+ * Incremental `text/event-stream` parser: bytes in, complete events out.
+ * Lines end in LF, CRLF or CR, even split across chunks; a line is decoded
+ * only once whole, so a UTF-8 sequence split across chunks is fine.
+ */
+export class SseParser {
+  #pending: Uint8Array = new Uint8Array(0);
+  #skipLf = false;
+  #event = "";
+  #data: string[] = [];
+  #hasData = false;
+  #id: string | null = null;
+  #decoder = new TextDecoder("utf-8");
+
+  feed(chunk: Uint8Array): SseEvent[] {
+    const out: SseEvent[] = [];
+    let buf: Uint8Array;
+    if (this.#pending.length === 0) buf = chunk;
+    else {
+      buf = new Uint8Array(this.#pending.length + chunk.length);
+      buf.set(this.#pending);
+      buf.set(chunk, this.#pending.length);
+    }
+    let start = 0;
+    if (this.#skipLf && buf[0] === 0x0a) start = 1;
+    this.#skipLf = false;
+    for (let i = start; i < buf.length; i++) {
+      const b = buf[i];
+      if (b !== 0x0a && b !== 0x0d) continue;
+      const ev = this.#line(this.#decoder.decode(buf.subarray(start, i)));
+      if (ev) out.push(ev);
+      if (b === 0x0d) {
+        if (i + 1 < buf.length) {
+          if (buf[i + 1] === 0x0a) i++;
+        } else {
+          // A CR that ends the chunk may be the first half of a CRLF.
+          this.#skipLf = true;
+        }
+      }
+      start = i + 1;
+    }
+    this.#pending = buf.slice(start);
+    return out;
+  }
+
+  #line(line: string): SseEvent | null {
+    if (line === "") {
+      if (!this.#hasData) {
+        this.#event = "";
+        return null;
+      }
+      const ev = { event: this.#event || "message", data: this.#data.join("\n"), id: this.#id };
+      this.#event = "";
+      this.#data = [];
+      this.#hasData = false;
+      return ev;
+    }
+    if (line.startsWith(":")) return null;
+    const colon = line.indexOf(":");
+    const name = colon < 0 ? line : line.slice(0, colon);
+    let value = colon < 0 ? "" : line.slice(colon + 1);
+    if (value.startsWith(" ")) value = value.slice(1);
+    if (name === "event") this.#event = value;
+    else if (name === "data") {
+      this.#data.push(value);
+      this.#hasData = true;
+    } else if (name === "id" && !value.includes("\0")) this.#id = value;
+    return null;
+  }
+}
+
+export type TailItem = LogRecord | CaughtUp;
+
+/**
+ * The cursor of a live tail: the next seq to deliver, what to ask for on
+ * (re)connect, and what each event means.
+ */
+export class TailState {
+  position: number;
+  deliveredAny = false;
+  parser = new SseParser();
+
+  constructor(
+    readonly stream: string,
+    startSeq: number,
+    readonly events: boolean,
+  ) {
+    this.position = startSeq;
+  }
+
+  /** Last-Event-ID is how SSE resumes; start_seq in the query says the same for proxies that drop it. */
+  requestHeaders(): { [name: string]: string } {
+    return { accept: "text/event-stream", "last-event-id": String(this.position) };
+  }
+
+  query(): string {
+    return `start_seq=${this.position}`;
+  }
+
+  newConnection(): void {
+    this.parser = new SseParser();
+  }
+
+  feed(chunk: Uint8Array): TailItem[] {
+    const out: TailItem[] = [];
+    for (const ev of this.parser.feed(chunk)) {
+      if (ev.event === "records") out.push(...this.#records(ev.data));
+      else if (ev.event === "caught_up") {
+        if (this.events) out.push(new CaughtUp(this.#caughtUpSeq(ev.data)));
+      } else if (ev.event === "error") {
+        throw errorFor(200, ev.data);
+      }
+      // ping, and events added later: liveness only.
+    }
+    return out;
+  }
+
+  #records(data: string): LogRecord[] {
+    const items = decodeJson(200, data);
+    if (!Array.isArray(items)) throw new ProtocolError("a records event is not a list");
+    const out: LogRecord[] = [];
+    for (const item of items) {
+      const rec = parseRecord(item);
+      // A resumed connection may repeat what was delivered.
+      if (rec.seq < this.position) continue;
+      if (rec.seq !== this.position && this.deliveredAny) {
+        throw new ProtocolError(`tail of ${this.stream} skipped from seq ${this.position} to ${rec.seq}`);
+      }
+      this.position = rec.seq + 1;
+      this.deliveredAny = true;
+      out.push(rec);
+    }
+    return out;
+  }
+
+  #caughtUpSeq(data: string): number {
+    try {
+      const v = parseJson(data) as Obj;
+      if (typeof v?.next_seq === "number") return v.next_seq;
+    } catch {
+      // fall through
+    }
+    return this.position;
+  }
+
+  /** Answers worth reconnecting after: 503 and 507 say the server is alive but refusing for now. */
+  static retryable(err: unknown): boolean {
+    return err instanceof UnavailableError || err instanceof InsufficientStorageError;
+  }
+}
