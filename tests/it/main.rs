@@ -5,6 +5,7 @@
 mod support;
 
 mod cli_commands;
+mod cli_explains;
 mod cli_serve_config;
 mod client_errors;
 mod client_tail_restart;
