@@ -91,6 +91,19 @@ fn failures_print_their_actual_cause() {
         "{err}"
     );
     assert!(err.contains("Connection refused"), "{err}");
+    // `.invalid` never resolves (RFC 6761): the lookup failure is named.
+    let o = Cli {
+        url: "no-such-host.invalid:7070".into(),
+    }
+    .run(&["status", "s"]);
+    assert_eq!(code(&o), 1, "{o:?}");
+    let err = stderr(&o);
+    assert!(
+        err.starts_with("fencelog: could not reach the server: ")
+            && err.contains("http://no-such-host.invalid:7070/v1/streams/s")
+            && err.contains("dns error"),
+        "{err}"
+    );
     // A server that is not speaking plain HTTP: here a TLS alert, as a
     // TLS server answers a plain request.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
