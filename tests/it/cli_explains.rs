@@ -405,3 +405,32 @@ fn ctrl_c_during_append_from_stdin_prints_what_was_acknowledged() {
     assert_eq!(child.wait().code(), Some(130));
     drop(stdin);
 }
+
+/// `--header` reaches the server, which refuses headers until on-disk
+/// format version 2 lands: exit 4 with its exact answer, nothing appended.
+#[test]
+fn headers_are_refused_until_the_format_stores_them() {
+    let (_tmp, _server, cli) = start();
+    let o = cli.run(&[
+        "append",
+        "s",
+        "--token",
+        "1",
+        "--header",
+        "trace-id=abc",
+        "--json",
+        "x",
+    ]);
+    assert_eq!(code(&o), 4, "{o:?}");
+    assert_eq!(
+        json_err(&o),
+        json!({"error": "headers_unsupported",
+               "message": "record headers need on-disk format version 2, which this build does not write yet",
+               "stream": "s"})
+    );
+    assert_eq!(
+        code(&cli.run(&["status", "s"])),
+        4,
+        "the stream was created"
+    );
+}

@@ -12,6 +12,10 @@ use std::fmt;
 pub enum ErrorCode {
     /// 400: malformed or invalid input; nothing changed.
     BadRequest,
+    /// 400: records with headers, which this build cannot store yet: they
+    /// need on-disk format version 2. Nothing changed; the same records
+    /// without headers are accepted.
+    HeadersUnsupported,
     /// 404 from a handler: the stream does not exist.
     StreamNotFound,
     /// 404 from the router: no such route.
@@ -41,8 +45,9 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for lookups by name and for tests.
-    pub const ALL: [ErrorCode; 13] = [
+    pub const ALL: [ErrorCode; 14] = [
         ErrorCode::BadRequest,
+        ErrorCode::HeadersUnsupported,
         ErrorCode::StreamNotFound,
         ErrorCode::NotFound,
         ErrorCode::MethodNotAllowed,
@@ -61,6 +66,7 @@ impl ErrorCode {
     pub const fn as_str(self) -> &'static str {
         match self {
             ErrorCode::BadRequest => "bad_request",
+            ErrorCode::HeadersUnsupported => "headers_unsupported",
             ErrorCode::StreamNotFound => "stream_not_found",
             ErrorCode::NotFound => "not_found",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
@@ -79,7 +85,7 @@ impl ErrorCode {
     /// The HTTP status every answer with this code has.
     pub const fn status(self) -> u16 {
         match self {
-            ErrorCode::BadRequest => 400,
+            ErrorCode::BadRequest | ErrorCode::HeadersUnsupported => 400,
             ErrorCode::StreamNotFound | ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::RequestTimeout => 408,

@@ -121,9 +121,8 @@ fn write_answer(stream: &str, err: WriteError) -> ApiError {
         WriteError::Poisoned(failure) => ApiError::storage(&failure, message),
         WriteError::ShuttingDown => ApiError::new(ErrorCode::Unavailable, message),
         WriteError::BadHeaders { error, .. } if error.is_limit() => ApiError::too_large(message),
-        WriteError::BadHeaders { .. } | WriteError::HeadersUnsupported => {
-            ApiError::bad_request(message)
-        }
+        WriteError::BadHeaders { .. } => ApiError::bad_request(message),
+        WriteError::HeadersUnsupported => ApiError::new(ErrorCode::HeadersUnsupported, message),
     }
 }
 

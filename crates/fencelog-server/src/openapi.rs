@@ -90,6 +90,7 @@ pub const ROUTES: &[Route] = &[
         responses: &[
             Answer::Ok(200, "appended and durable", "AppendAck"),
             BAD,
+            Answer::Error(ErrorCode::HeadersUnsupported, "records with headers: this build does not store them yet (they need on-disk format version 2); nothing changed"),
             STALE,
             Answer::Error(ErrorCode::SeqMismatch, "match_seq_num is not the stream's next_seq"),
             Answer::Error(ErrorCode::TooLarge, "over the batch or body limits"),

@@ -6,6 +6,7 @@ mod bad_input;
 mod binary_batch;
 mod fencing;
 mod fuzz_corpus;
+mod headers_refused;
 mod openapi_routes;
 mod read_positions;
 mod reads;
