@@ -8,8 +8,10 @@ use std::process::ExitCode;
 pub mod append;
 pub mod bench;
 pub mod common;
+pub mod completions;
 pub mod demo_worker;
 pub mod fence;
+pub mod man;
 pub mod read;
 pub mod serve;
 mod server_log;
@@ -17,11 +19,12 @@ pub mod signals;
 pub mod start;
 pub mod status;
 pub mod tail;
+pub mod version;
 
 #[derive(Debug, Parser)]
 #[command(
     name = "fencelog",
-    version,
+    version = version::long(),
     about = "A fenced append-only log",
     after_help = common::EXIT_CODES_HELP
 )]
@@ -54,6 +57,10 @@ pub enum Command {
     DemoWorker(demo_worker::Args),
     /// Drive a server (or PostgreSQL / Redis) with load and verify the result.
     Bench(fencelog_bench::BenchArgs),
+    /// Print a shell completion script (bash, zsh or fish).
+    Completions(completions::Args),
+    /// Print the man page, or write every page into a directory.
+    Man(man::Args),
 }
 
 pub fn run() -> ExitCode {
@@ -67,6 +74,8 @@ pub fn run() -> ExitCode {
         Command::Status(args) => status::run(args),
         Command::DemoWorker(args) => demo_worker::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Completions(args) => completions::run(args),
+        Command::Man(args) => man::run(args),
     }
 }
 

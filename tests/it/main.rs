@@ -6,6 +6,7 @@ mod support;
 
 mod cli_commands;
 mod cli_explains;
+mod cli_operator_kit;
 mod cli_serve_config;
 mod client_errors;
 mod client_tail_restart;
@@ -14,3 +15,4 @@ mod http_full_disk;
 mod http_restart;
 mod kill9_loop;
 mod loadgen_smoke;
+mod ops_dashboard;

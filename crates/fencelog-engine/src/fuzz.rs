@@ -240,3 +240,26 @@ fn check_model(engine: &Engine, acked: &Model) {
         }
     }
 }
+
+/// Runs every input of the checked-in corpus of `target`
+/// (`fuzz/corpus/<target>/` at the workspace root) through `run`, the same
+/// body the fuzzer runs, so every test run exercises the targets without a
+/// fuzzer and every crasher once found stays a regression test. Panics,
+/// naming the input, if `run` panics on any of them or the corpus is empty.
+pub fn replay_corpus(target: &str, run: fn(&[u8])) -> usize {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus")
+        .join(target);
+    let mut inputs: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("corpus {}: {e}", dir.display()))
+        .map(|e| e.expect("listing the corpus").path())
+        .collect();
+    inputs.sort();
+    assert!(!inputs.is_empty(), "corpus {} is empty", dir.display());
+    for path in &inputs {
+        let data = std::fs::read(path).expect("reading a corpus input");
+        let outcome = std::panic::catch_unwind(|| run(&data));
+        assert!(outcome.is_ok(), "{target} failed on {}", path.display());
+    }
+    inputs.len()
+}

@@ -53,6 +53,9 @@ mod stream;
 pub mod testing;
 mod writer;
 
+/// The on-disk format version this build writes (the segment header's
+/// version field), shown by `fencelog --version`.
+pub use codec::FORMAT_VERSION;
 pub use config::Config;
 pub use engine::Engine;
 pub use error::{Corruption, OpenError, ReadError, StorageFailure, WriteError};

@@ -35,6 +35,9 @@ pub struct Metrics {
     pub group_records: Histogram,
     /// Requests waiting for the writer when it last took a group.
     pub queue_depth: Gauge<i64, AtomicI64>,
+    /// 1 while the engine accepts writes, 0 once it is poisoned or shutting
+    /// down; set by whoever encodes (a scrape), like `queue_depth`.
+    pub healthy: Gauge<i64, AtomicI64>,
 }
 
 impl Default for Metrics {
@@ -53,6 +56,7 @@ impl Default for Metrics {
             // 1 .. 4096 records per group
             group_records: Histogram::new(exponential_buckets(1.0, 2.0, 13)),
             queue_depth: Gauge::default(),
+            healthy: Gauge::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -104,6 +108,11 @@ impl Default for Metrics {
             "writer_queue_depth",
             "Requests waiting for the writer",
             m.queue_depth.clone(),
+        );
+        registry.register(
+            "healthy",
+            "1 while writes are accepted, 0 once storage failed (until a restart) or shutdown began",
+            m.healthy.clone(),
         );
         Metrics { registry, ..m }
     }

@@ -4,6 +4,7 @@
 
 mod bad_input;
 mod binary_batch;
+mod console_assets;
 mod fencing;
 mod fuzz_corpus;
 mod headers_refused;
