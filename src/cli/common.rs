@@ -245,9 +245,10 @@ pub fn record_line(r: &Record) -> String {
     line
 }
 
-/// A stream's state as one JSON line, in the API's own shape.
-pub fn info_json(s: &StreamInfo) -> Value {
-    serde_json::to_value(s).expect("stream states serialize")
+/// A stream's state as one JSON line, in the API's own shape and field
+/// order (a `Value` would sort the keys).
+pub fn info_json(s: &StreamInfo) -> String {
+    serde_json::to_string(s).expect("stream states serialize")
 }
 
 pub fn info_line(s: &StreamInfo) -> String {

@@ -10,6 +10,7 @@ mod cli_operator_kit;
 mod cli_serve_config;
 mod client_errors;
 mod client_tail_restart;
+mod doc_snippets;
 mod etcd_story;
 mod http_full_disk;
 mod http_restart;
