@@ -33,6 +33,7 @@ mod fast_json;
 #[cfg(feature = "fuzz")]
 #[doc(hidden)]
 pub mod fuzz;
+pub mod http_metrics;
 mod json_append;
 pub mod openapi;
 pub mod ops;
@@ -59,5 +60,9 @@ pub fn app(state: AppState) -> Router {
     router
         .fallback(ops::not_found)
         .method_not_allowed_fallback(ops::method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            http_metrics::track,
+        ))
         .with_state(state)
 }

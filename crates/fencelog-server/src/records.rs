@@ -259,6 +259,7 @@ async fn read_stream(
             batch = read_now().map_err(|e| read_error(stream, e))?;
         }
     }
+    state.http_metrics.read(&batch.records);
     let page = ReadPage::new(RecordJson::all(&batch.records), start_seq, batch.next_seq);
     Ok(Json(page).into_response())
 }

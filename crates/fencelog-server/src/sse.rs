@@ -23,6 +23,7 @@
 //! resumes at exactly the seq it names.
 
 use crate::error::{read_error, ApiError};
+use crate::http_metrics::{HttpMetrics, TailGuard};
 use crate::params::ReadParams;
 use crate::start;
 use crate::state::{AppState, Shutdown};
@@ -33,6 +34,7 @@ use fencelog_api::sse::{self as events, CaughtUp};
 use fencelog_api::{ErrorBody, ReadStart, RecordJson};
 use fencelog_engine::{Engine, ReadError};
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 struct Tail {
@@ -49,6 +51,9 @@ struct Tail {
     /// Whether the consumer still owes itself a `caught_up`.
     behind: bool,
     done: bool,
+    metrics: Arc<HttpMetrics>,
+    /// Counts this tail in `fencelog_tails_live` while it exists.
+    _live: TailGuard,
 }
 
 /// Starts a tail at `resume` (a `Last-Event-ID`) or where the parameters
@@ -81,6 +86,8 @@ pub fn tail(
         shutdown: state.shutdown.clone(),
         behind: true,
         done: false,
+        metrics: state.http_metrics.clone(),
+        _live: state.http_metrics.tail_opened(),
     };
     let events = futures_util::stream::unfold(tail, |mut t| async move {
         let event = t.next_event().await?;
@@ -149,6 +156,7 @@ impl Tail {
                 // Whether this batch reached the tail or not, the consumer
                 // learns it is live only from the empty read after it.
                 self.behind = true;
+                self.metrics.tail_event(&batch.records);
                 let data = serde_json::to_string(&RecordJson::all(&batch.records))
                     .expect("records serialize");
                 return Some(

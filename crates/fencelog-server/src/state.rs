@@ -1,7 +1,9 @@
 //! What every handler shares: the engine, the request-level limits, and the
 //! shutdown signal that ends long-polls and live tails.
 
+use crate::http_metrics::HttpMetrics;
 use fencelog_engine::{Config, Engine};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -72,6 +74,7 @@ pub struct AppState {
     pub engine: Engine,
     pub limits: HttpLimits,
     pub shutdown: Shutdown,
+    pub http_metrics: Arc<HttpMetrics>,
 }
 
 impl AppState {
@@ -82,6 +85,7 @@ impl AppState {
             engine,
             limits,
             shutdown: Shutdown::never(),
+            http_metrics: Arc::default(),
         }
     }
 
