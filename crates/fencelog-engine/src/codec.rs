@@ -601,7 +601,7 @@ mod tests {
                 56,
                 vec![b'/'],
                 DecodeError::BadName(
-                    "stream name has byte 0x2f at index 0; allowed are A-Z a-z 0-9 . _ : -".into(),
+                    "'/' is not allowed in a stream name (at byte 0; allowed are A-Z a-z 0-9 . _ : -)".into(),
                 ),
             ),
         ];

@@ -4,27 +4,15 @@
 //! see published state, which the writer publishes after the sync, so
 //! nothing here can show a record before it is durable.
 
-use crate::codec::{decode_frame, frame_bodies, peek_frame_len};
+use crate::codec::{decode_frame, frame_bodies, peek_frame_len, Frame};
 use crate::error::{Corruption, ReadError};
 use crate::index::FrameLoc;
 use crate::locks;
 use crate::name::validate_stream_name;
+use crate::record::Record;
 use crate::shared::Shared;
 use crate::stream::StreamShared;
 use bytes::Bytes;
-
-/// One record as a reader sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Record {
-    /// Its place in the stream: seqs run from 0 without gaps.
-    pub seq: u64,
-    /// The token of the append that wrote it.
-    pub fencing_token: u64,
-    /// When the writer committed it (Unix ms, never decreasing per stream).
-    pub timestamp_ms: u64,
-    /// A zero-copy slice of the segment where the segment is memory-mapped.
-    pub body: Bytes,
-}
 
 /// The answer to a read: durable records from `start_seq` on, and the
 /// stream's durable `next_seq` at the time of the read.
@@ -36,13 +24,16 @@ pub struct ReadBatch {
     pub next_seq: u64,
 }
 
-/// See [`crate::Engine::read`].
+/// See [`crate::Engine::read`] and [`crate::Engine::read_until`]:
+/// `until_timestamp_ms` ends the read before the first record whose
+/// timestamp is at or past it.
 pub(crate) fn read(
     shared: &Shared,
     stream: &str,
     start_seq: u64,
     max_records: usize,
     max_bytes: usize,
+    until_timestamp_ms: Option<u64>,
 ) -> Result<ReadBatch, ReadError> {
     validate_stream_name(stream).map_err(ReadError::InvalidStreamName)?;
     let s = shared.stream(stream).ok_or(ReadError::NotFound)?;
@@ -57,51 +48,76 @@ pub(crate) fn read(
     if start_seq == next_seq || max_records == 0 {
         return Ok(ReadBatch { records, next_seq });
     }
+    let until = until_timestamp_ms.unwrap_or(u64::MAX);
     let locs = frame_locs(&s, start_seq, next_seq, max_records);
     let mut bytes = 0usize;
-    'frames: for loc in locs {
-        let (buf, start, file) = frame_bytes(shared, &loc)?;
-        let frame = decode_frame(&buf[start..]).map_err(|e| {
-            ReadError::Corrupt(Corruption {
-                file: file.clone(),
-                offset: loc.offset,
-                reason: e.to_string(),
-            })
+    for loc in locs {
+        let full = with_frame(shared, stream, &loc, |buf, start, frame| {
+            // Timestamps never decrease within a stream, so no later frame
+            // can be inside the range either.
+            if frame.header.timestamp_ms >= until {
+                return true;
+            }
+            for (k, body) in frame_bodies(buf, frame, start).into_iter().enumerate() {
+                let seq = loc.first_seq + k as u64;
+                if seq < start_seq {
+                    continue;
+                }
+                if seq >= next_seq
+                    || records.len() >= max_records
+                    || (!records.is_empty() && bytes + body.len() > max_bytes)
+                {
+                    return true;
+                }
+                bytes += body.len();
+                records.push(Record {
+                    seq,
+                    fencing_token: frame.header.fencing_token,
+                    timestamp_ms: frame.header.timestamp_ms,
+                    headers: Vec::new(),
+                    body,
+                });
+            }
+            false
         })?;
-        if frame.name != stream
-            || frame.header.first_seq != loc.first_seq
-            || frame.header.record_count != loc.record_count
-        {
-            return Err(ReadError::Corrupt(Corruption {
-                file,
-                offset: loc.offset,
-                reason: format!(
-                    "index points at a frame of {} seq {}, wanted {stream} seq {}",
-                    frame.name, frame.header.first_seq, loc.first_seq
-                ),
-            }));
-        }
-        for (k, body) in frame_bodies(&buf, &frame, start).into_iter().enumerate() {
-            let seq = loc.first_seq + k as u64;
-            if seq < start_seq {
-                continue;
-            }
-            if seq >= next_seq
-                || records.len() >= max_records
-                || (!records.is_empty() && bytes + body.len() > max_bytes)
-            {
-                break 'frames;
-            }
-            bytes += body.len();
-            records.push(Record {
-                seq,
-                fencing_token: frame.header.fencing_token,
-                timestamp_ms: frame.header.timestamp_ms,
-                body,
-            });
+        if full {
+            break;
         }
     }
     Ok(ReadBatch { records, next_seq })
+}
+
+/// Reads the frame the index of `stream` places at `loc`, verifies its
+/// checksum and that it is the frame the index means, and hands it to `f`
+/// with the buffer holding it and its start there.
+pub(crate) fn with_frame<T>(
+    shared: &Shared,
+    stream: &str,
+    loc: &FrameLoc,
+    f: impl FnOnce(&Bytes, usize, &Frame<'_>) -> T,
+) -> Result<T, ReadError> {
+    let (buf, start, file) = frame_bytes(shared, loc)?;
+    let frame = decode_frame(&buf[start..]).map_err(|e| {
+        ReadError::Corrupt(Corruption {
+            file: file.clone(),
+            offset: loc.offset,
+            reason: e.to_string(),
+        })
+    })?;
+    if frame.name != stream
+        || frame.header.first_seq != loc.first_seq
+        || frame.header.record_count != loc.record_count
+    {
+        return Err(ReadError::Corrupt(Corruption {
+            file,
+            offset: loc.offset,
+            reason: format!(
+                "index points at a frame of {} seq {}, wanted {stream} seq {}",
+                frame.name, frame.header.first_seq, loc.first_seq
+            ),
+        }));
+    }
+    Ok(f(&buf, start, &frame))
 }
 
 /// The frames holding seqs `start_seq..` below `next_seq`, enough for

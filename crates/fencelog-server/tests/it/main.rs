@@ -7,5 +7,8 @@ mod binary_batch;
 mod console_assets;
 mod fencing;
 mod fuzz_corpus;
+mod headers_refused;
+mod http_metrics;
 mod openapi_routes;
+mod read_positions;
 mod reads;
