@@ -56,7 +56,7 @@ fn steps(file: &str, markdown: &str) -> (Vec<Step>, usize) {
             .by_ref()
             .take_while(|(_, l)| l.trim() != "```")
             .collect();
-        if let Some(why) = prev.strip_prefix(NOT_RUN) {
+        if let Some(why) = prev.trim_start().strip_prefix(NOT_RUN) {
             assert!(
                 why.len() > ") -->".len(),
                 "{file}:{n}: say why it is not run"
