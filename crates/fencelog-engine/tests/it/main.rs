@@ -23,5 +23,6 @@ mod poison;
 mod protocol_sim;
 mod recovery;
 mod restart;
+mod seek;
 #[cfg(feature = "mutations")]
 mod writer_panic;
