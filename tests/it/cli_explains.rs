@@ -234,7 +234,7 @@ fn json_errors_are_the_servers_answer_and_records_keep_the_api_order() {
     assert_eq!(
         json_err(&o),
         json!({"error": "out_of_range", "message": "start_seq 9 is past the stream's next_seq 0",
-               "stream": "s", "start_seq": 9, "next_seq": 0})
+               "stream": "s", "start_seq": 9, "first_seq": 0, "next_seq": 0})
     );
     cli.run(&["append", "s", "--token", "5", "x"]);
     let o = cli.run(&["read", "s", "--json"]);
