@@ -132,3 +132,36 @@ async fn wait_for_stream_wakes_on_the_fence_that_creates_it() {
     assert_eq!(e.wait_for_stream("w", Duration::ZERO).await, Ok(true));
     e.shutdown().await;
 }
+
+/// A search never lands below the trim point (those records are not
+/// readable, whatever their time), a tombstone is not found, and a wait
+/// for a deleted stream ends only when a higher token creates it afresh.
+#[tokio::test]
+async fn seeking_respects_the_trim_point_and_the_tombstone() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Engine::open(dir.path()).unwrap();
+    let stamps = fill(&e, 12).await;
+    let cut = 10;
+    assert_eq!(e.trim("t", 1, cut).await.unwrap().first_seq, cut);
+    let last = *stamps.last().unwrap();
+    for t in (stamps[0]..=last + 1).chain([0, u64::MAX]) {
+        let want = brute_first_at(&stamps, t).max(cut);
+        assert_eq!(e.seq_at_timestamp("t", t), Ok(want), "timestamp {t}");
+    }
+    e.delete("t", 1).await.unwrap();
+    assert_eq!(e.seq_at_timestamp("t", 0), Err(ReadError::NotFound));
+    assert_eq!(e.wait_for_stream("t", Duration::ZERO).await, Ok(false));
+    let waiter = {
+        let e = e.clone();
+        tokio::spawn(async move { e.wait_for_stream("t", Duration::from_secs(3600)).await })
+    };
+    tokio::task::yield_now().await;
+    e.fence("t", 2).await.unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(10), waiter).await;
+    assert_eq!(got.expect("woken by the fence").unwrap(), Ok(true));
+    // Created afresh where it was: nothing to find, the tail is the answer.
+    let next_seq = stamps.len() as u64;
+    assert_eq!(e.state("t").unwrap().next_seq, next_seq);
+    assert_eq!(e.seq_at_timestamp("t", 0), Ok(next_seq));
+    e.shutdown().await;
+}
