@@ -282,16 +282,44 @@ fn read_and_tail_start_from_the_end_the_last_n_or_a_time_ago() {
             ChildGuard::spawn(cli.cmd(args).stdout(Stdio::piped()).stderr(Stdio::null()));
         let mut out = BufReader::new(child.child_mut().stdout.take().unwrap());
         if first == "live" {
-            // Nothing is printed until a record lands; the caught-up tail
-            // gets it. The append's own output proves it was sent after
-            // the tail connected only if the tail prints it, which is the
-            // assertion.
+            // Nothing is printed until a record lands. `--from end` starts
+            // where the tail is when the tail connects, so the record is
+            // appended once the server counts the tail as open.
+            wait_for_live_tails(&cli.url, 1);
             assert_eq!(code(&cli.run(&["append", "s", "--token", "1", "live"])), 0);
         }
         let line = next_line(&mut out, "tail");
         assert_eq!(line.split('\t').nth(2), Some(first), "{args:?}: {line}");
         child.signal(Signal::Int);
         assert_eq!(child.wait().code(), Some(0));
+    }
+}
+
+/// Waits until the server at `url` reports `n` live tails open
+/// (`fencelog_tails_live`): the signal that a tail has connected. A
+/// deadline for a failure, not a wait for success.
+fn wait_for_live_tails(url: &str, n: u64) {
+    let addr = url.trim_start_matches("http://").trim_end_matches('/');
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let want = format!("fencelog_tails_live {n}");
+    loop {
+        let mut conn = std::net::TcpStream::connect(addr).unwrap();
+        write!(
+            conn,
+            "GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut text = String::new();
+        conn.read_to_string(&mut text).unwrap();
+        if text.lines().any(|l| l.trim() == want) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the tail never connected: no {want:?} in /metrics"
+        );
+        // Connecting takes a process start and a request; poll gently.
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
 
