@@ -6,9 +6,11 @@ use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
+    /// Stream to fence (1-255 of A-Z a-z 0-9 . _ : -); created if missing.
+    #[arg(value_parser = common::parse_stream)]
     pub stream: String,
-    /// The new owner's fencing token.
-    #[arg(long)]
+    /// The new owner's fencing token (1..=2^64-1).
+    #[arg(long, value_parser = common::parse_token)]
     pub token: u64,
     /// Print the stream state as JSON.
     #[arg(long)]

@@ -161,6 +161,11 @@ async fn append(
     let state = s.shard_state(k);
     let (upload, body) = fencelog_server::records::decode_append(&state, &stream, request).await?;
     check_append(&state, &stream, body.token, &body.records)?;
+    if body.headers.is_some() {
+        // As on a single node: the v2 codec does not store headers yet, and
+        // an op must never drop what the client sent.
+        return Err(write_error(&stream, WriteError::HeadersUnsupported));
+    }
     let op = ClusterOp::Append {
         stream: stream.clone(),
         token: body.token,
@@ -184,7 +189,7 @@ async fn fence(
 ) -> Result<Response, ApiError> {
     let stream = stream_of(path)?;
     let k = s.node.shard_of(&stream);
-    let token = fencelog_server::streams::decode_fence(&s.shard_state(k), &headers, body).await?;
+    let token = fencelog_server::streams::fence_token(&s.shard_state(k), &headers, body).await?;
     if token == 0 {
         return Err(write_error(&stream, WriteError::ZeroToken));
     }

@@ -3,6 +3,7 @@
 //! unsynced tail); an I/O failure while writing poisons the engine.
 
 use crate::name::NameError;
+use crate::record::HeaderError;
 use crate::stream::StreamState;
 use std::fmt;
 use std::io;
@@ -187,6 +188,16 @@ pub enum WriteError {
     },
     /// [`crate::Engine::shutdown`] has begun; nothing was attempted.
     ShuttingDown,
+    /// A record's headers break [`crate::validate_headers`].
+    BadHeaders {
+        /// Which record of the batch, from 0.
+        record: usize,
+        /// What is wrong with its headers.
+        error: HeaderError,
+    },
+    /// This build cannot store record headers yet (the format's HEADERS
+    /// flag is not written). Nothing was attempted.
+    HeadersUnsupported,
 }
 
 impl fmt::Display for WriteError {
@@ -237,6 +248,11 @@ impl fmt::Display for WriteError {
                 "the writer's queue is full ({queue_depth_max} requests); nothing was done, retry shortly"
             ),
             WriteError::ShuttingDown => write!(f, "the engine is shutting down"),
+            WriteError::BadHeaders { record, error } => write!(f, "record {record}: {error}"),
+            WriteError::HeadersUnsupported => write!(
+                f,
+                "record headers are not stored by this build yet"
+            ),
         }
     }
 }

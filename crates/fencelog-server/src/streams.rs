@@ -78,28 +78,6 @@ pub async fn list(
     }))
 }
 
-/// The token of a fence request's body (also used by the cluster crate's
-/// fence route, issue 14).
-pub async fn decode_fence(
-    state: &AppState,
-    headers: &HeaderMap,
-    body: Body,
-) -> Result<u64, ApiError> {
-    if body_kind(headers) != BodyKind::Json {
-        return Err(ApiError::new(
-            ErrorCode::UnsupportedMediaType,
-            "a fence body is JSON: send Content-Type: application/json",
-        ));
-    }
-    let upload = read_capped(headers, body, &state.limits, &state.budget).await?;
-    let obj = strict_json::object(
-        strict_json::document(&upload.bytes)?,
-        "the body",
-        &["fencing_token"],
-    )?;
-    strict_json::token(&obj, "fencing_token")
-}
-
 /// `POST /v1/streams/{stream}/fence` with `{"fencing_token": T}` (and
 /// `Content-Type: application/json`, else 415): raises the stream's highest
 /// token (creating the stream if needed) and answers with its state once
@@ -113,7 +91,9 @@ pub async fn fence(
 ) -> Result<Json<StreamInfo>, ApiError> {
     let caller = caller.map(|Extension(c)| c).unwrap_or_default();
     let stream = stream_name(path)?;
-    let token = decode_fence(&state, &headers, body).await?;
+    let token = fence_token(&state, &headers, body)
+        .await
+        .map_err(|e| e.on_stream(&stream))?;
     let before = state.token_before(&stream);
     match state.engine.fence(&stream, token).await {
         Ok(s) => {
@@ -122,4 +102,23 @@ pub async fn fence(
         }
         Err(e) => Err(state.write_refused(&caller, &stream, e)),
     }
+}
+
+/// The token of a fence request's body: JSON, one object with exactly
+/// `fencing_token` (issue 12: one request, one reading). Also used by the
+/// cluster crate's fence route (issue 14).
+pub async fn fence_token(state: &AppState, headers: &HeaderMap, body: Body) -> Result<u64, ApiError> {
+    if body_kind(headers) != BodyKind::Json {
+        return Err(ApiError::new(
+            ErrorCode::UnsupportedMediaType,
+            "a fence body is JSON: send Content-Type: application/json",
+        ));
+    }
+    let upload = read_capped(headers, body, &state.limits, &state.budget).await?;
+    let obj = strict_json::object(
+        strict_json::document(&upload.bytes)?,
+        "the body",
+        &["fencing_token"],
+    )?;
+    strict_json::token(&obj, "fencing_token")
 }

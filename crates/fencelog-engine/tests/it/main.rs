@@ -24,5 +24,6 @@ mod protocol_sim;
 mod recovery;
 mod replicated;
 mod restart;
+mod seek;
 #[cfg(feature = "mutations")]
 mod writer_panic;
