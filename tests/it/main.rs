@@ -14,6 +14,7 @@ mod cli_serve_config;
 mod client_errors;
 mod client_lifecycle;
 mod client_tail_restart;
+mod cluster_history;
 mod cluster_kill;
 mod cluster_partition;
 mod cluster_procs;

@@ -107,7 +107,11 @@ pub async fn fence(
 /// The token of a fence request's body: JSON, one object with exactly
 /// `fencing_token` (issue 12: one request, one reading). Also used by the
 /// cluster crate's fence route (issue 14).
-pub async fn fence_token(state: &AppState, headers: &HeaderMap, body: Body) -> Result<u64, ApiError> {
+pub async fn fence_token(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<u64, ApiError> {
     if body_kind(headers) != BodyKind::Json {
         return Err(ApiError::new(
             ErrorCode::UnsupportedMediaType,

@@ -1,0 +1,362 @@
+//! The history checker (issue 14): what clients were told, recorded with
+//! logical invoke/complete ticks, judged against every replica's final log.
+//! Pure (no I/O, no engine types), so the protocol simulation and the
+//! real-process cluster tests feed it alike.
+//!
+//! It proves, per stream:
+//! - every replica's final log is identical, and its seqs are dense;
+//! - 0 acknowledged appends lost: each 200 append is in the final log at
+//!   the seq it was told, with its token and bodies;
+//! - 0 stale tokens accepted: the final log's tokens never fall, nothing
+//!   after an acknowledged fence's position carries a lower token, nothing
+//!   answered 409 is in the log, and no write was accepted with a token
+//!   below one already acknowledged when it was sent;
+//! - every 409 is explained: the token it cites is at most the final
+//!   highest, above the token presented, and carried by a write sent
+//!   before the 409 came back that was not itself refused;
+//! - every read is a contiguous slice of the final log, and its `next_seq`
+//!   covers every append acknowledged before the read was sent (tail
+//!   answers are linearizable) and never passes the final one.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// Histories are bounded so a runaway test fails instead of eating memory.
+pub const OPS_MAX: usize = 1_000_000;
+
+/// One record as a reader sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rec {
+    pub seq: u64,
+    pub token: u64,
+    pub body: Vec<u8>,
+}
+
+/// What a client asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Call {
+    Append {
+        stream: String,
+        token: u64,
+        bodies: Vec<Vec<u8>>,
+    },
+    Fence {
+        stream: String,
+        token: u64,
+    },
+    Read {
+        stream: String,
+        start: u64,
+    },
+}
+
+impl Call {
+    pub fn stream(&self) -> &str {
+        match self {
+            Call::Append { stream, .. }
+            | Call::Fence { stream, .. }
+            | Call::Read { stream, .. } => stream,
+        }
+    }
+
+    fn token(&self) -> Option<u64> {
+        match self {
+            Call::Append { token, .. } | Call::Fence { token, .. } => Some(*token),
+            Call::Read { .. } => None,
+        }
+    }
+}
+
+/// What a client was told.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// 200 to an append.
+    Appended { first_seq: u64 },
+    /// 200 to a fence, with the stream's `next_seq`.
+    Fenced { next_seq: u64 },
+    /// 409 `stale_fencing_token`, citing the stream's highest token.
+    Stale { highest: u64 },
+    /// Any other definite refusal (4xx): nothing was applied.
+    Refused(String),
+    /// 503 `outcome_unknown`, a timeout, a broken connection: may or may
+    /// not have applied.
+    Unknown(String),
+    /// 200 to a read.
+    Read { records: Vec<Rec>, next_seq: u64 },
+    /// A read that failed (a 503 without a quorum, a refused connection).
+    ReadFailed(String),
+}
+
+/// One operation: logical ticks from the history's clock, so "sent after
+/// that answer came back" is exact without reading a wall clock.
+#[derive(Debug, Clone)]
+pub struct Op {
+    pub call: Call,
+    pub outcome: Outcome,
+    pub invoked: u64,
+    pub completed: u64,
+}
+
+/// A history shared by concurrent clients.
+#[derive(Debug, Default)]
+pub struct History {
+    clock: AtomicU64,
+    ops: Mutex<Vec<Op>>,
+}
+
+impl History {
+    /// The tick to pass to [`History::complete`]; take it before sending.
+    pub fn invoke(&self) -> u64 {
+        self.clock.fetch_add(1, Ordering::SeqCst)
+    }
+
+    /// Records an answer, taking the completion tick now.
+    pub fn complete(&self, invoked: u64, call: Call, outcome: Outcome) {
+        let completed = self.clock.fetch_add(1, Ordering::SeqCst);
+        let mut ops = self.ops.lock().unwrap();
+        assert!(ops.len() < OPS_MAX, "history over {OPS_MAX} ops");
+        ops.push(Op {
+            call,
+            outcome,
+            invoked,
+            completed,
+        });
+    }
+
+    pub fn ops(&self) -> Vec<Op> {
+        self.ops.lock().unwrap().clone()
+    }
+}
+
+/// One replica's final state of a stream.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FinalLog {
+    pub next_seq: u64,
+    pub highest_token: u64,
+    /// From the stream's first readable seq on.
+    pub records: Vec<Rec>,
+}
+
+/// Every stream of one replica.
+pub type Replica = BTreeMap<String, FinalLog>;
+
+/// What a checked history held.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Report {
+    pub acked: u64,
+    pub fenced: u64,
+    pub stale: u64,
+    pub refused: u64,
+    pub unknown: u64,
+    pub reads: u64,
+    pub read_records: u64,
+    pub final_records: u64,
+}
+
+/// Checks `ops` against the replicas' final logs (see the module comment).
+pub fn check(ops: &[Op], replicas: &[Replica]) -> Result<Report, String> {
+    let first = replicas.first().ok_or("no replica to check against")?;
+    for (i, r) in replicas.iter().enumerate().skip(1) {
+        if r != first {
+            return Err(format!("replica {i}'s final logs differ from replica 0's"));
+        }
+    }
+    let empty = FinalLog::default();
+    let mut report = Report::default();
+    for (name, log) in first {
+        check_log(name, log)?;
+        report.final_records += log.records.len() as u64;
+    }
+    for (i, op) in ops.iter().enumerate() {
+        let log = first.get(op.call.stream()).unwrap_or(&empty);
+        let fail = |what: String| Err(format!("op {i} {:?} -> {:?}: {what}", op.call, op.outcome));
+        if let Err(what) = check_op(op, ops, log, &mut report) {
+            return fail(what);
+        }
+    }
+    Ok(report)
+}
+
+/// Seqs dense and tokens never falling along the log.
+fn check_log(name: &str, log: &FinalLog) -> Result<(), String> {
+    let first_seq = log.next_seq - log.records.len() as u64;
+    for (k, r) in log.records.iter().enumerate() {
+        if r.seq != first_seq + k as u64 {
+            return Err(format!("{name}: seq {} at position {k}: not dense", r.seq));
+        }
+        if r.token > log.highest_token {
+            return Err(format!("{name}: seq {} above the highest token", r.seq));
+        }
+    }
+    for w in log.records.windows(2) {
+        if w[1].token < w[0].token {
+            return Err(format!(
+                "{name}: stale token accepted: seq {} has token {} after token {}",
+                w[1].seq, w[1].token, w[0].token
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn at(log: &FinalLog, seq: u64) -> Option<&Rec> {
+    let first_seq = log.next_seq - log.records.len() as u64;
+    log.records
+        .get(usize::try_from(seq.checked_sub(first_seq)?).ok()?)
+}
+
+fn check_op(op: &Op, ops: &[Op], log: &FinalLog, report: &mut Report) -> Result<(), String> {
+    match (&op.call, &op.outcome) {
+        (Call::Append { token, bodies, .. }, Outcome::Appended { first_seq }) => {
+            report.acked += 1;
+            for (k, body) in bodies.iter().enumerate() {
+                let seq = first_seq + k as u64;
+                let want = Rec {
+                    seq,
+                    token: *token,
+                    body: body.clone(),
+                };
+                if at(log, seq) != Some(&want) {
+                    return Err(format!("acknowledged record at seq {seq} lost"));
+                }
+            }
+            not_below_acked(op, ops)
+        }
+        (Call::Fence { token, .. }, Outcome::Fenced { next_seq }) => {
+            report.fenced += 1;
+            if let Some(r) = log
+                .records
+                .iter()
+                .find(|r| r.seq >= *next_seq && r.token < *token)
+            {
+                return Err(format!(
+                    "seq {} with token {} after the fence",
+                    r.seq, r.token
+                ));
+            }
+            not_below_acked(op, ops)
+        }
+        (call, Outcome::Stale { highest }) => {
+            report.stale += 1;
+            if let Call::Append { bodies, .. } = call {
+                if log.records.iter().any(|r| bodies.contains(&r.body)) {
+                    return Err("a refused record is in the log".into());
+                }
+            }
+            explained(op, ops, *highest, log.highest_token)
+        }
+        (Call::Read { start, .. }, Outcome::Read { records, next_seq }) => {
+            report.reads += 1;
+            report.read_records += records.len() as u64;
+            check_read(op, ops, log, *start, records, *next_seq)
+        }
+        (_, Outcome::Refused(_)) => {
+            report.refused += 1;
+            Ok(())
+        }
+        (_, Outcome::Unknown(_)) => {
+            report.unknown += 1;
+            Ok(())
+        }
+        (_, Outcome::ReadFailed(_)) => Ok(()),
+        _ => Err("answer does not fit the call".into()),
+    }
+}
+
+/// An accepted write: no write with a higher token on its stream had been
+/// acknowledged before it was sent.
+fn not_below_acked(op: &Op, ops: &[Op]) -> Result<(), String> {
+    let token = op.call.token().expect("a write");
+    let before = ops.iter().find(|o| {
+        o.call.stream() == op.call.stream()
+            && o.completed < op.invoked
+            && matches!(o.outcome, Outcome::Appended { .. } | Outcome::Fenced { .. })
+            && o.call.token().is_some_and(|t| t > token)
+    });
+    match before {
+        Some(o) => Err(format!(
+            "accepted although token {:?} was acknowledged before it was sent",
+            o.call.token()
+        )),
+        None => Ok(()),
+    }
+}
+
+/// A 409: a committed higher token explains it.
+fn explained(op: &Op, ops: &[Op], highest: u64, final_highest: u64) -> Result<(), String> {
+    let token = op.call.token().ok_or("a 409 to a read")?;
+    if highest > final_highest {
+        return Err(format!(
+            "cites token {highest} above the final {final_highest}"
+        ));
+    }
+    if highest <= token {
+        return Err(format!(
+            "cites token {highest}, not above the {token} presented"
+        ));
+    }
+    let carried = ops.iter().any(|o| {
+        o.call.stream() == op.call.stream()
+            && o.call.token() == Some(highest)
+            && o.invoked < op.completed
+            && !matches!(o.outcome, Outcome::Stale { .. } | Outcome::Refused(_))
+    });
+    if carried {
+        Ok(())
+    } else {
+        Err(format!(
+            "cites token {highest}, which no earlier unrefused write carried"
+        ))
+    }
+}
+
+fn check_read(
+    op: &Op,
+    ops: &[Op],
+    log: &FinalLog,
+    start: u64,
+    records: &[Rec],
+    next_seq: u64,
+) -> Result<(), String> {
+    if next_seq > log.next_seq {
+        return Err(format!(
+            "next_seq {next_seq} past the final {}",
+            log.next_seq
+        ));
+    }
+    for (k, r) in records.iter().enumerate() {
+        let seq = start + k as u64;
+        if r.seq != seq || at(log, seq) != Some(r) {
+            return Err(format!(
+                "record {k} is not the final log's record at seq {seq}"
+            ));
+        }
+    }
+    if start + records.len() as u64 > next_seq {
+        return Err("records past the next_seq it answered".into());
+    }
+    // Linearizable tail: every append acknowledged before this read was
+    // sent is below the next_seq it answered.
+    let acked_end = ops
+        .iter()
+        .filter(|o| o.call.stream() == op.call.stream() && o.completed < op.invoked)
+        .filter_map(|o| match (&o.call, &o.outcome) {
+            (Call::Append { bodies, .. }, Outcome::Appended { first_seq }) => {
+                Some(first_seq + bodies.len() as u64)
+            }
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    if next_seq < acked_end {
+        return Err(format!(
+            "next_seq {next_seq} misses appends acknowledged up to {acked_end} before the read"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "history_tests.rs"]
+mod tests;
