@@ -19,7 +19,7 @@
 //! unpurged entries), so purging bounds the disk too.
 
 use crate::types::{Entry, LogId, ShardId, TypeConfig, Vote};
-use fencelog_engine::{Storage, StorageFile};
+use fencelog_engine::{wal_mutation, Storage, StorageFile, WalMutation};
 use openraft::storage::LogFlushed;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -176,6 +176,8 @@ impl Done {
 struct Msg {
     bytes: Vec<u8>,
     done: Done,
+    /// A vote record (only the `VoteUnsynced` mutation asks).
+    vote: bool,
 }
 
 /// The node's Raft WAL.
@@ -302,6 +304,7 @@ impl Wal {
             fsyncs: fsyncs.clone(),
             rewritten_len: end,
             rewrite_bytes_min,
+            mutation: wal_mutation(),
         };
         let thread = std::thread::Builder::new()
             .name("fencelog-raft-wal".into())
@@ -328,6 +331,7 @@ impl Wal {
         let msg = Msg {
             bytes: encode_record(rec),
             done,
+            vote: matches!(rec, WalRecord::Vote { .. }),
         };
         let tx = self.tx.lock().unwrap();
         let unsent = match tx.as_ref() {
@@ -385,6 +389,8 @@ struct Writer {
     /// The file's length after the last rewrite (or at open).
     rewritten_len: u64,
     rewrite_bytes_min: u64,
+    /// A deliberate bug for the tests of the tests (see `wal_crash.rs`).
+    mutation: WalMutation,
 }
 
 /// Every shard's in-memory log, shared by the stores and the writer.
@@ -397,6 +403,11 @@ impl Writer {
             let mut group = vec![first];
             while let Ok(m) = rx.try_recv() {
                 group.push(m);
+            }
+            if self.mutation == WalMutation::AckBeforeSync {
+                for m in &mut group {
+                    std::mem::replace(&mut m.done, Done::Nobody).complete(&Ok(()));
+                }
             }
             let result = self.commit(&group, &mut buf);
             for m in group {
@@ -425,10 +436,14 @@ impl Writer {
         }
         buf.clear();
         group.iter().for_each(|m| buf.extend_from_slice(&m.bytes));
+        let unsynced = self.mutation == WalMutation::VoteUnsynced && group.iter().all(|m| m.vote);
         let r = self
             .file
             .write_all_at(buf, self.end)
-            .and_then(|()| self.file.sync_data());
+            .and_then(|()| match unsynced {
+                true => Ok(()),
+                false => self.file.sync_data(),
+            });
         match r {
             Ok(()) => {
                 self.end += buf.len() as u64;

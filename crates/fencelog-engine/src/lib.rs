@@ -67,6 +67,7 @@ pub use error::{Corruption, OpenError, ReadError, StorageFailure, WriteError};
 pub use metrics::Metrics;
 #[cfg(feature = "mutations")]
 pub use mutation::{set_mutation, Mutation};
+pub use mutation::{wal_mutation, WalMutation};
 pub use name::{validate_stream_name, NameError};
 pub use reader::ReadBatch;
 pub use reclaim::ReclaimReport;

@@ -38,6 +38,26 @@ pub(crate) const fn off() -> bool {
 #[cfg(feature = "mutations")]
 pub use imp::*;
 
+/// The deliberate bugs of the cluster crate's Raft WAL (issue 14), which
+/// lives outside the engine but is switched with the engine's
+/// `Mutation`s, so one feature turns every mutation on.
+/// The WAL reads the switch once, when it opens, on the opening thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WalMutation {
+    /// The WAL as shipped.
+    None,
+    /// See `Mutation::WalVoteUnsynced`.
+    VoteUnsynced,
+    /// See `Mutation::WalAckBeforeSync`.
+    AckBeforeSync,
+}
+
+/// Without the `mutations` feature no WAL mutation is ever on.
+#[cfg(not(feature = "mutations"))]
+pub fn wal_mutation() -> WalMutation {
+    WalMutation::None
+}
+
 /// The calling thread's switch, to hand to a thread it spawns.
 #[cfg(not(feature = "mutations"))]
 #[derive(Clone, Copy)]
@@ -97,6 +117,12 @@ mod imp {
         /// highest token, trim point and seal live only in segments that
         /// reclamation then deletes ("a fence outlives its segments" broken).
         CheckpointOmitsStreams,
+        /// The cluster's Raft WAL (issue 14) completes a group of votes
+        /// without its `sync_data`: a vote used before it is durable.
+        WalVoteUnsynced,
+        /// The cluster's Raft WAL completes every group (openraft's append
+        /// callback included) before its `sync_data`, and syncs after.
+        WalAckBeforeSync,
     }
 
     thread_local! {
@@ -118,6 +144,15 @@ mod imp {
     /// The calling thread's switch, to hand to a thread it spawns.
     #[derive(Clone, Copy)]
     pub(crate) struct Inherited(Mutation);
+
+    /// The Raft WAL's deliberate bug switched on for the calling thread.
+    pub fn wal_mutation() -> super::WalMutation {
+        match ACTIVE.with(|a| a.get()) {
+            Mutation::WalVoteUnsynced => super::WalMutation::VoteUnsynced,
+            Mutation::WalAckBeforeSync => super::WalMutation::AckBeforeSync,
+            _ => super::WalMutation::None,
+        }
+    }
 
     pub(crate) fn inherit() -> Inherited {
         Inherited(ACTIVE.with(|a| a.get()))

@@ -5,3 +5,4 @@ mod support;
 mod cluster;
 mod snapshot;
 mod suite;
+mod wal_crash;

@@ -1,0 +1,345 @@
+//! Crash points and I/O faults for the Raft WAL, votes included, on the
+//! engine's simulated disk. A script of votes, appends, truncates and
+//! purges over three shards runs through the log stores one call at a
+//! time. For every storage call: cut the power there (or fail it with
+//! each fault kind), resolve what no sync covered every way, reopen, and
+//! require exactly what was acknowledged — or that plus the one call in
+//! flight. A vote used before it is durable, or an append answered before
+//! its fsync, fails this; the deliberate bugs prove it (see `mutations`).
+
+use fencelog_cluster::log_store::LogStore;
+use fencelog_cluster::types::TypeConfig;
+use fencelog_cluster::wal::Wal;
+use fencelog_engine::sim::{Fault, FaultKind, Resolution, SimStorage};
+use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
+use openraft::testing::{blank_ent, log_id};
+use openraft::{RaftLogReader, Vote};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+const SHARDS: u32 = 3;
+const ROUNDS: u64 = 12;
+/// Indexes read back per shard: the script writes far fewer.
+const INDEX_MAX: u64 = 1_000;
+
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    Vote {
+        shard: u32,
+        term: u64,
+    },
+    Append {
+        shard: u32,
+        term: u64,
+        from: u64,
+        n: u64,
+    },
+    Truncate {
+        shard: u32,
+        since: u64,
+    },
+    Purge {
+        shard: u32,
+        upto: u64,
+    },
+}
+
+/// What one shard's log must hold: vote term, purge point, index → term.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct ShardModel {
+    vote: Option<u64>,
+    purged: Option<(u64, u64)>,
+    entries: BTreeMap<u64, u64>,
+}
+
+type Model = BTreeMap<u32, ShardModel>;
+
+fn apply(m: &Model, step: Step) -> Model {
+    let mut m = m.clone();
+    match step {
+        Step::Vote { shard, term } => m.entry(shard).or_default().vote = Some(term),
+        Step::Append {
+            shard,
+            term,
+            from,
+            n,
+        } => {
+            let s = m.entry(shard).or_default();
+            drop(s.entries.split_off(&from));
+            for i in from..from + n {
+                s.entries.insert(i, term);
+            }
+        }
+        Step::Truncate { shard, since } => {
+            drop(m.entry(shard).or_default().entries.split_off(&since));
+        }
+        Step::Purge { shard, upto } => {
+            let s = m.entry(shard).or_default();
+            let term = s.entries[&upto];
+            s.entries = s.entries.split_off(&(upto + 1));
+            s.purged = Some((term, upto));
+        }
+    }
+    m
+}
+
+/// A fixed script: every shard votes in ever higher terms, appends, and
+/// now and then truncates its last entry or purges its first.
+fn script() -> Vec<Step> {
+    let mut steps = Vec::new();
+    let mut m = Model::new();
+    for r in 0..ROUNDS {
+        let (shard, term) = ((r % SHARDS as u64) as u32, r / SHARDS as u64 + 1);
+        let s = m.get(&shard).cloned().unwrap_or_default();
+        let next = s
+            .entries
+            .keys()
+            .last()
+            .map_or(s.purged.map_or(1, |p| p.1 + 1), |l| l + 1);
+        let mut round = vec![
+            Step::Vote { shard, term },
+            Step::Append {
+                shard,
+                term,
+                from: next,
+                n: 2,
+            },
+        ];
+        if r % 4 == 3 {
+            round.push(Step::Truncate {
+                shard,
+                since: next + 1,
+            });
+        }
+        if r % 5 == 4 {
+            round.push(Step::Purge { shard, upto: next });
+        }
+        for step in round {
+            m = apply(&m, step);
+            steps.push(step);
+        }
+    }
+    steps
+}
+
+async fn run_step(stores: &mut [LogStore], step: Step) -> bool {
+    let r = match step {
+        Step::Vote { shard, term } => stores[shard as usize].save_vote(&Vote::new(term, 1)).await,
+        Step::Append {
+            shard,
+            term,
+            from,
+            n,
+        } => {
+            let ents = (from..from + n).map(|i| blank_ent::<TypeConfig>(term, 1, i));
+            stores[shard as usize].blocking_append(ents).await
+        }
+        Step::Truncate { shard, since } => {
+            stores[shard as usize].truncate(log_id(0, 1, since)).await
+        }
+        Step::Purge { shard, upto } => stores[shard as usize].purge(log_id(0, 1, upto)).await,
+    };
+    r.is_ok()
+}
+
+/// What the script got acknowledged before its first failure, and that
+/// plus the failed step (which may or may not be durable). `None` when the
+/// WAL did not even open. A failed call must poison the WAL: never a later
+/// success built on a failed write.
+type Told = Option<(Model, Model)>;
+
+fn run(rt: &tokio::runtime::Runtime, sim: &SimStorage) -> Result<Told, String> {
+    let Ok(wal) = Wal::open(Arc::new(sim.clone())) else {
+        return Ok(None);
+    };
+    let mut stores: Vec<LogStore> = (0..SHARDS).map(|k| LogStore::new(wal.clone(), k)).collect();
+    let mut acked = Model::new();
+    for step in script() {
+        let next = apply(&acked, step);
+        if !rt.block_on(run_step(&mut stores, step)) {
+            let after = *script().last().unwrap();
+            if wal.poisoned().is_none() || rt.block_on(run_step(&mut stores, after)) {
+                return Err(format!("{step:?} failed but the WAL accepts more"));
+            }
+            return Ok(Some((acked, next)));
+        }
+        acked = next;
+    }
+    Ok(Some((acked.clone(), acked)))
+}
+
+/// What a reopened WAL holds, as a model.
+fn recovered(rt: &tokio::runtime::Runtime, sim: &SimStorage) -> Result<Model, String> {
+    let wal = Wal::open(Arc::new(sim.clone())).map_err(|e| format!("reopen: {e}"))?;
+    let mut m = Model::new();
+    for k in 0..SHARDS {
+        let mut store = LogStore::new(wal.clone(), k);
+        let s = rt.block_on(async {
+            let vote = store.read_vote().await.unwrap().map(|v| v.leader_id.term);
+            let st = store.get_log_state().await.unwrap();
+            let purged = st.last_purged_log_id.map(|p| (p.leader_id.term, p.index));
+            let got = store.try_get_log_entries(0..INDEX_MAX).await.unwrap();
+            let entries = got
+                .iter()
+                .map(|e| (e.log_id.index, e.log_id.leader_id.term))
+                .collect();
+            ShardModel {
+                vote,
+                purged,
+                entries,
+            }
+        });
+        if s != ShardModel::default() {
+            m.insert(k, s);
+        }
+    }
+    wal.close();
+    Ok(m)
+}
+
+/// Purge points carry the term only as the model knows it.
+fn normalise(mut m: Model) -> Model {
+    m.retain(|_, s| *s != ShardModel::default());
+    m.values_mut()
+        .for_each(|s| s.purged = s.purged.map(|p| (0, p.1)));
+    m
+}
+
+fn judge(got: Model, (acked, maybe): &(Model, Model), what: &str) -> Result<(), String> {
+    let (got, acked, maybe) = (
+        normalise(got),
+        normalise(acked.clone()),
+        normalise(maybe.clone()),
+    );
+    if got == acked || got == maybe {
+        return Ok(());
+    }
+    Err(format!(
+        "{what}: recovered {got:?}\nacknowledged {acked:?}\nin flight {maybe:?}"
+    ))
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Every crash point, every resolution; the number of points checked.
+pub fn wal_crash_points() -> Result<u64, String> {
+    let rt = runtime();
+    let dry = SimStorage::new();
+    let (all, _) = run(&rt, &dry)?.expect("the dry run opens");
+    // The process dies, the machine does not: the lock is free again.
+    dry.restart();
+    assert_eq!(
+        normalise(recovered(&rt, &dry)?),
+        normalise(all),
+        "the dry run reopens whole"
+    );
+    let total = dry.op_count();
+    let resolutions = [
+        Resolution::DropAll,
+        Resolution::KeepAll,
+        Resolution::Random(7),
+        Resolution::Random(8),
+    ];
+    for at in 0..total {
+        let sim = SimStorage::new();
+        sim.crash_at(at);
+        let Some(told) = run(&rt, &sim).map_err(|e| format!("power cut at call {at}: {e}"))? else {
+            continue;
+        };
+        for res in resolutions {
+            let disk = sim.fork();
+            disk.crash(res);
+            judge(
+                recovered(&rt, &disk)?,
+                &told,
+                &format!("power cut at call {at}, {res:?}"),
+            )?;
+        }
+    }
+    Ok(total)
+}
+
+/// Every call failed once with every fault kind; the failure poisons the
+/// WAL (checked in `run`), and a crash after it recovers what was told.
+pub fn wal_faults() -> Result<u64, String> {
+    let rt = runtime();
+    let total = {
+        let dry = SimStorage::new();
+        run(&rt, &dry)?.expect("the dry run opens");
+        dry.op_count()
+    };
+    for at in 0..total {
+        for kind in [FaultKind::Eio, FaultKind::NoSpace, FaultKind::ShortWrite] {
+            let sim = SimStorage::new();
+            sim.inject(Fault {
+                at_op: at,
+                kind,
+                persistent: false,
+            });
+            let Some(told) = run(&rt, &sim).map_err(|e| format!("{kind:?} at call {at}: {e}"))?
+            else {
+                continue;
+            };
+            for res in [Resolution::DropAll, Resolution::KeepAll] {
+                let disk = sim.fork();
+                disk.crash(res);
+                judge(
+                    recovered(&rt, &disk)?,
+                    &told,
+                    &format!("{kind:?} at call {at}, {res:?}"),
+                )?;
+            }
+        }
+    }
+    Ok(total)
+}
+
+#[test]
+fn every_wal_crash_point_recovers_what_was_acknowledged() {
+    let points = wal_crash_points().unwrap();
+    assert!(points > 60, "the script made {points} storage calls");
+}
+
+#[test]
+fn every_wal_io_fault_poisons_and_recovers_what_was_acknowledged() {
+    wal_faults().unwrap();
+}
+
+/// The tests of the tests: each deliberate bug of the WAL fails the crash
+/// points (the cluster's dev build always has the engine's `mutations`).
+mod mutations {
+    use fencelog_engine::{set_mutation, Mutation};
+
+    struct Off;
+    impl Drop for Off {
+        fn drop(&mut self) {
+            set_mutation(Mutation::None);
+        }
+    }
+
+    fn caught(m: Mutation) {
+        let _off = Off;
+        set_mutation(m);
+        let r = super::wal_crash_points();
+        assert!(r.is_err(), "{m:?} was not caught");
+        eprintln!(
+            "{m:?} caught: {}",
+            r.unwrap_err().lines().next().unwrap_or("")
+        );
+    }
+
+    #[test]
+    fn a_vote_used_before_its_fsync_is_caught() {
+        caught(Mutation::WalVoteUnsynced);
+    }
+
+    #[test]
+    fn an_append_acknowledged_before_its_fsync_is_caught() {
+        caught(Mutation::WalAckBeforeSync);
+    }
+}
