@@ -126,9 +126,9 @@ fn a_write_accepted_below_an_acknowledged_token_is_caught() {
 fn an_unexplained_409_is_caught() {
     let (mut ops, r) = good();
     ops[3].outcome = Outcome::Stale { highest: 3 };
-    refused(&ops, &[r.clone()], "above the final");
+    refused(&ops, std::slice::from_ref(&r), "above the final");
     ops[3].outcome = Outcome::Stale { highest: 1 };
-    refused(&ops, &[r.clone()], "not above");
+    refused(&ops, std::slice::from_ref(&r), "not above");
     // Token 2 cited, but the only write carrying it came after the 409.
     ops[3].outcome = Outcome::Stale { highest: 2 };
     ops.truncate(4);
@@ -142,9 +142,9 @@ fn reads_that_are_not_slices_or_miss_acked_appends_are_caught() {
     let (mut ops, r) = good();
     let read = |records, next_seq| Outcome::Read { records, next_seq };
     ops[4].outcome = read(vec![rec(0, 1, "a"), rec(1, 2, "q")], 2);
-    refused(&ops, &[r.clone()], "not the final log's record");
+    refused(&ops, std::slice::from_ref(&r), "not the final log's record");
     ops[4].outcome = read(vec![rec(0, 1, "a")], 1);
-    refused(&ops, &[r.clone()], "misses appends");
+    refused(&ops, std::slice::from_ref(&r), "misses appends");
     ops[4].outcome = read(vec![], 3);
     refused(&ops, &[r], "past the final");
 }
