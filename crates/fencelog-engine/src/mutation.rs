@@ -117,6 +117,12 @@ mod imp {
         /// highest token, trim point and seal live only in segments that
         /// reclamation then deletes ("a fence outlives its segments" broken).
         CheckpointOmitsStreams,
+        /// A replicated shard engine (issue 14) applies an entry at its
+        /// own clock instead of the leader's timestamp carried in it.
+        ApplyReadsClock,
+        /// A replicated shard engine writes an entry's frames without its
+        /// Applied marker, so the applied id is not durable with them.
+        AppliedMarkerOmitted,
         /// The cluster's Raft WAL (issue 14) completes a group of votes
         /// without its `sync_data`: a vote used before it is durable.
         WalVoteUnsynced,

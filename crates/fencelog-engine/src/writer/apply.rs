@@ -22,7 +22,9 @@ pub(super) fn plan_apply<H>(
     entry: &ApplyEntry,
 ) -> Vec<Result<Applied, WriteError>> {
     let (now_ms, budget) = (out.ctx.now_ms, out.ctx.budget.take());
-    out.ctx.now_ms = entry.ts_ms;
+    if !mutated!(ApplyReadsClock) {
+        out.ctx.now_ms = entry.ts_ms;
+    }
     let results = entry
         .ops
         .iter()
@@ -33,6 +35,9 @@ pub(super) fn plan_apply<H>(
         })
         .collect();
     (out.ctx.now_ms, out.ctx.budget) = (now_ms, budget);
+    if mutated!(AppliedMarkerOmitted) {
+        return results;
+    }
     let m = &entry.mark;
     let spec = out.spec(FrameKind::Applied, 0, "", 0, 0, 0);
     let mark = AppliedMark {

@@ -210,3 +210,32 @@ fn sim_catches_ignoring_an_fsync_error() {
 fn sim_catches_a_checkpoint_that_omits_streams() {
     assert_sim_catches(Mutation::CheckpointOmitsStreams);
 }
+
+/// Runs a replicated-mode test body with `m` on, on a thread of its own
+/// (the switch is per thread): it must fail (panic) under the mutation.
+fn replicated_test_fails(
+    m: Mutation,
+    body: fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>,
+) {
+    let r = std::thread::spawn(move || {
+        let _off = Off;
+        set_mutation(m);
+        runtime().block_on(body());
+    })
+    .join();
+    assert!(r.is_err(), "{m:?} was not caught");
+}
+
+#[test]
+fn applying_at_the_local_clock_is_caught() {
+    replicated_test_fails(Mutation::ApplyReadsClock, || {
+        Box::pin(crate::replicated::fences_in_order_at_the_leaders_clamped_timestamp())
+    });
+}
+
+#[test]
+fn an_applied_id_not_durable_with_its_frames_is_caught() {
+    replicated_test_fails(Mutation::AppliedMarkerOmitted, || {
+        Box::pin(crate::replicated::marker_is_durable_with_its_entry())
+    });
+}

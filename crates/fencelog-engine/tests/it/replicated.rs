@@ -35,6 +35,11 @@ fn fence(stream: &str, token: u64) -> ReplicatedOp {
 /// answers are the planned ones.
 #[tokio::test]
 async fn apply_batch_fences_in_order_at_the_leaders_clamped_timestamp() {
+    fences_in_order_at_the_leaders_clamped_timestamp().await;
+}
+
+/// The body of the test above (also run under a mutation).
+pub(crate) async fn fences_in_order_at_the_leaders_clamped_timestamp() {
     let dir = tempfile::tempdir().unwrap();
     let e = Engine::open(dir.path()).unwrap();
     let ops = vec![append("s", 5, "a"), fence("s", 7), append("s", 6, "late")];
@@ -74,6 +79,11 @@ async fn apply_batch_fences_in_order_at_the_leaders_clamped_timestamp() {
 /// on every replica.
 #[tokio::test]
 async fn applied_marker_is_durable_with_its_entry() {
+    marker_is_durable_with_its_entry().await;
+}
+
+/// The body of the test above (also run under a mutation).
+pub(crate) async fn marker_is_durable_with_its_entry() {
     let dir = tempfile::tempdir().unwrap();
     {
         let e = Engine::open(dir.path()).unwrap();
