@@ -10,6 +10,7 @@ pub mod bench;
 pub mod common;
 pub mod completions;
 pub mod demo_worker;
+pub mod dev_cluster;
 pub mod fence;
 pub mod lifecycle;
 pub mod man;
@@ -73,6 +74,8 @@ pub enum Command {
     /// Set a stream's retention (by age and by size).
     #[command(after_help = common::EXIT_CODES_HELP)]
     Config(lifecycle::ConfigArgs),
+    /// Start a three-node cluster on loopback until Ctrl-C (for trying it out).
+    DevCluster(dev_cluster::Args),
     /// The etcd-locked worker of the end-to-end test and example.
     #[command(hide = true)]
     DemoWorker(demo_worker::Args),
@@ -99,6 +102,7 @@ pub fn run() -> ExitCode {
         Command::Seal(args) => lifecycle::seal(args),
         Command::Delete(args) => lifecycle::delete(args),
         Command::Config(args) => lifecycle::config(args),
+        Command::DevCluster(args) => dev_cluster::run(args),
         Command::DemoWorker(args) => demo_worker::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Token(args) => token::run(args),

@@ -123,3 +123,79 @@ async fn a_paused_leader_cannot_commit_a_stale_write() {
         assert_eq!(c.records(id, "lock").await, expected, "node {id}");
     }
 }
+
+/// `fencelog dev-cluster` starts three nodes that form one cluster (a
+/// write through node 2 is read back through node 3) and SIGTERM stops it
+/// and every node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dev_cluster_starts_three_nodes_and_stops_them() {
+    use std::io::{BufRead, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let ports: Vec<String> = crate::cluster_support::free_ports(3)
+        .iter()
+        .map(|p| p.to_string())
+        .collect();
+    let mut cmd = std::process::Command::new(crate::support::BIN);
+    cmd.args(["dev-cluster", "--shards", "2", "--ports", &ports.join(",")])
+        .arg("--data-dir")
+        .arg(dir.path())
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped());
+    let mut dev = fencelog_testkit::process::ChildGuard::spawn(&mut cmd);
+    let mut out = BufReader::new(dev.child_mut().stdout.take().unwrap());
+    let mut urls = Vec::new();
+    for i in 1..=3 {
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        let want = format!("node {i}: http://127.0.0.1:{}", ports[i - 1]);
+        assert_eq!(line.trim_end(), want);
+        urls.push(format!("http://127.0.0.1:{}", ports[i - 1]));
+    }
+    let http = reqwest::Client::new();
+    let body = serde_json::json!({ "fencing_token": 1, "records": [{ "body": "hi" }] });
+    let deadline = std::time::Instant::now() + crate::cluster_support::WAIT;
+    loop {
+        let r = http
+            .post(format!("{}/v1/streams/dev/records", urls[1]))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        match r.status().as_u16() {
+            200 => break,
+            // No leader elected yet: nothing was proposed.
+            503 => {
+                let v: Value = r.json().await.unwrap();
+                assert_eq!(v["outcome_unknown"], false, "{v}");
+            }
+            s => panic!("append through node 2: {s}"),
+        }
+        assert!(std::time::Instant::now() < deadline, "no leader");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    loop {
+        let r = http
+            .get(format!("{}/v1/streams/dev/records", urls[2]))
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        let v: Value = r.json().await.unwrap();
+        if status == 200 {
+            assert_eq!(v["records"][0]["body"], "hi", "{v}");
+            break;
+        }
+        // Node 3 has not heard from the shard's leader yet.
+        assert_eq!((status, &v["error"]), (503, &Value::from("unavailable")));
+        assert!(std::time::Instant::now() < deadline, "node 3: {v}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    dev.signal(fencelog_testkit::process::Signal::Term);
+    assert!(dev.wait().success());
+    for url in &urls {
+        assert!(
+            http.get(format!("{url}/healthz")).send().await.is_err(),
+            "{url} still serves after dev-cluster stopped"
+        );
+    }
+}

@@ -20,7 +20,7 @@ pub struct ProcCluster {
 
 /// Free loopback ports (bound then released: another process could take
 /// one in between, which fails the start loudly rather than silently).
-fn free_ports(n: usize) -> Vec<u16> {
+pub fn free_ports(n: usize) -> Vec<u16> {
     let socks: Vec<_> = (0..n)
         .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
         .collect();
