@@ -94,8 +94,20 @@ impl ChildGuard {
         );
     }
 
+    /// SIGSTOP, and waits until every thread of the child is stopped:
+    /// the signal is delivered asynchronously, and a thread still running
+    /// could otherwise serve a request sent "to a paused process".
     pub fn sigstop(&self) {
         self.signal(Signal::Stop);
+        let deadline = Instant::now() + STOP_LIMIT;
+        while !all_threads_stopped(self.pid()) {
+            assert!(
+                Instant::now() < deadline,
+                "{} not stopped within {STOP_LIMIT:?}",
+                self.pid()
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 
     pub fn sigcont(&self) {
@@ -124,6 +136,24 @@ impl ChildGuard {
         self.reaped |= status.is_some();
         status
     }
+}
+
+/// How long a SIGSTOP may take to stop every thread.
+const STOP_LIMIT: Duration = Duration::from_secs(10);
+
+/// Whether every thread of `pid` is in state T (stopped), from
+/// `/proc/<pid>/task/*/stat` (the state follows the `)` closing the name).
+fn all_threads_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    tasks.flatten().all(|t| {
+        let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+        let state = stat
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.chars().next());
+        matches!(state, Some('T') | Some('t'))
+    })
 }
 
 impl Drop for ChildGuard {
