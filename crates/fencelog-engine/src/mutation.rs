@@ -97,6 +97,11 @@ mod imp {
         /// highest token, trim point and seal live only in segments that
         /// reclamation then deletes ("a fence outlives its segments" broken).
         CheckpointOmitsStreams,
+        /// Recovery skips the check that the last segment the MANIFEST
+        /// lists exists, so one deleted while the server was stopped is
+        /// taken for the end of the log (issue 12; first and middle ones
+        /// were always noticed by the group-id gap).
+        IgnoreMissingLastSegment,
     }
 
     thread_local! {
