@@ -99,8 +99,8 @@ mod imp {
         CheckpointOmitsStreams,
         /// Recovery skips the check that the last segment the MANIFEST
         /// lists exists, so one deleted while the server was stopped is
-        /// taken for the end of the log (issue 12; first and middle ones
-        /// were always noticed by the group-id gap).
+        /// taken for the end of the log (issue 12). First and middle ones
+        /// keep their check.
         IgnoreMissingLastSegment,
     }
 
