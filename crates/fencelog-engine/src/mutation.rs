@@ -117,6 +117,11 @@ mod imp {
         /// highest token, trim point and seal live only in segments that
         /// reclamation then deletes ("a fence outlives its segments" broken).
         CheckpointOmitsStreams,
+        /// Recovery skips the check that the last segment the MANIFEST
+        /// lists exists, so one deleted while the server was stopped is
+        /// taken for the end of the log (issue 12). First and middle ones
+        /// keep their check.
+        IgnoreMissingLastSegment,
         /// A replicated shard engine (issue 14) applies an entry at its
         /// own clock instead of the leader's timestamp carried in it.
         ApplyReadsClock,
