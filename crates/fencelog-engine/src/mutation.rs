@@ -97,6 +97,11 @@ mod imp {
         /// highest token, trim point and seal live only in segments that
         /// reclamation then deletes ("a fence outlives its segments" broken).
         CheckpointOmitsStreams,
+        /// The writer encodes an append with headers as a plain batch: the
+        /// flag HEADERS and every header are lost, the bodies kept.
+        HeadersDropped,
+        /// Readers return each record's headers in reverse order.
+        HeadersReversed,
     }
 
     thread_local! {
