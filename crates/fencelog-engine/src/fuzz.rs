@@ -10,7 +10,6 @@ use crate::codec::{
 };
 use crate::sim::{Resolution, SimStorage};
 use crate::{Config, Engine, RecordIn, WriteError};
-use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::Arc;
 
