@@ -13,6 +13,9 @@ use crate::{Config, Engine, RecordIn, WriteError};
 use std::collections::HashMap;
 use std::sync::Arc;
 
+/// A record's headers as the decoder borrows them: (name, value) pairs.
+type Headers<'a> = Vec<(&'a [u8], &'a [u8])>;
+
 /// The frame decoder never panics, and whatever decodes re-encodes to the
 /// very same bytes (so decoding loses nothing and accepts no slack), for
 /// every kind and flag: headers, producer trailers, configs, cursors and
@@ -24,7 +27,7 @@ pub fn frame_decoder(data: &[u8]) {
     let Ok(frame) = decode_frame(data, crate::codec::FORMAT_VERSION) else {
         return;
     };
-    let records: Vec<(Vec<(&[u8], &[u8])>, &[u8])> = frame
+    let records: Vec<(Headers<'_>, &[u8])> = frame
         .records()
         .map(|r| (r.headers().collect(), r.body))
         .collect();

@@ -62,11 +62,12 @@ fn documented_layout_matches_the_decoder() {
     let traced = std::fs::read(dir.join("records_headers")).unwrap();
     let f = decode_frame(&traced, FORMAT_VERSION).unwrap();
     assert_eq!(f.header.flags & FLAG_HEADERS, FLAG_HEADERS);
-    let records: Vec<(Vec<(&[u8], &[u8])>, &[u8])> = f
+    type Headers<'a> = Vec<(&'a [u8], &'a [u8])>;
+    let records: Vec<(Headers<'_>, &[u8])> = f
         .records()
         .map(|r| (r.headers().collect(), r.body))
         .collect();
-    let trace: Vec<(&[u8], &[u8])> = vec![
+    let trace: Headers<'_> = vec![
         (b"trace-id", b"abc"),
         (b"trace-id", b""),
         (b"bin\xff", b"\x00\xfe"),
