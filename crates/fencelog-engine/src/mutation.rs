@@ -102,6 +102,11 @@ mod imp {
         HeadersDropped,
         /// Readers return each record's headers in reverse order.
         HeadersReversed,
+        /// Recovery skips the check that the last segment the MANIFEST
+        /// lists exists, so one deleted while the server was stopped is
+        /// taken for the end of the log (issue 12). First and middle ones
+        /// keep their check.
+        IgnoreMissingLastSegment,
     }
 
     thread_local! {
