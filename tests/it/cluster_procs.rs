@@ -199,3 +199,76 @@ async fn dev_cluster_starts_three_nodes_and_stops_them() {
         );
     }
 }
+
+/// Record headers in cluster mode, as on a single node (issue 16 §2): a
+/// batch mixing records with and without headers, written through a
+/// follower, reads back exactly through the other follower and the leader;
+/// over a limit or malformed, the refusal is the single node's exact 413 or
+/// 400 body, and nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_headers_come_back_exactly_through_another_node() {
+    use serde_json::json;
+    let c = ProcCluster::start(3, 1, &[]);
+    let ids = [1, 2, 3];
+    let leader = c.leader(0, &ids).await;
+    let (via, read_at) = match others(&ids, leader)[..] {
+        [a, b] => (a, b),
+        _ => unreachable!("three nodes"),
+    };
+    let path = "/v1/streams/h/records";
+    let batch = json!({"fencing_token": 1, "records": [
+        {"body": "traced", "headers": [["trace-id", "abc"], ["trace-id", ""]]},
+        {"body": "plain"},
+        {"body_base64": "/w==", "headers_base64": [["dHJhY2UtaWQ=", "/w=="]]},
+    ]});
+    let (s, ack, _) = c.post(via, path, &batch).await;
+    assert_eq!((s, &ack["first_seq"]), (200, &json!(0)), "{ack}");
+    let many: Vec<Value> = (0..65).map(|_| json!(["n", "v"])).collect();
+    let refused = [
+        (
+            json!({"fencing_token": 1, "records": [{"body": "b", "headers": many}]}),
+            413,
+            json!({"error": "too_large", "message": "records[0]: 65 headers, the limit is 64 per record",
+                   "limit": 64, "actual": 65, "stream": "h"}),
+        ),
+        (
+            json!({"fencing_token": 1, "records": [{"body": "b", "headers": [["", "v"]]}]}),
+            400,
+            json!({"error": "bad_request", "message": "records[0]: header 0 has an empty name",
+                   "stream": "h"}),
+        ),
+    ];
+    for (body, status, expected) in refused {
+        let (s, v, _) = c.post(read_at, path, &body).await;
+        assert_eq!((s, v), (status, expected));
+    }
+    c.converged(0, &ids).await;
+    let page = |id: usize| {
+        let url = format!("{}{path}?start_seq=0", c.url(id));
+        let http = c.http.clone();
+        async move {
+            http.get(url)
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        }
+    };
+    let read = page(read_at).await;
+    let ts = &read["records"][0]["timestamp_ms"];
+    let expected = json!({
+        "records": [
+            {"seq": 0, "fencing_token": 1, "timestamp_ms": ts,
+             "headers": [["trace-id", "abc"], ["trace-id", ""]], "body": "traced"},
+            {"seq": 1, "fencing_token": 1, "timestamp_ms": ts, "body": "plain"},
+            {"seq": 2, "fencing_token": 1, "timestamp_ms": ts,
+             "headers_base64": [["dHJhY2UtaWQ=", "/w=="]], "body_base64": "/w=="},
+        ],
+        "next_start_seq": 3,
+        "next_seq": 3,
+    });
+    assert_eq!(read, expected);
+    assert_eq!(page(leader).await, expected, "the leader's replica");
+}

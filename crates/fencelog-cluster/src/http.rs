@@ -16,7 +16,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use bytes::Bytes;
 use fencelog_api::{AppendAck, ErrorCode, Field, StreamInfo};
-use fencelog_engine::{validate_stream_name, Applied, WriteError};
+use fencelog_engine::{validate_stream_name, Applied, Header, WriteError};
 use fencelog_server::error::write_error;
 use fencelog_server::{ApiError, AppState, HttpLimits, Shutdown};
 use std::sync::Arc;
@@ -126,9 +126,16 @@ fn check_append(
     stream: &str,
     token: u64,
     records: &[Bytes],
+    headers: &[Vec<Header>],
 ) -> Result<(), ApiError> {
     let c = state.engine.config();
-    let bytes: usize = records.iter().map(|r| r.len()).sum();
+    // Header names and values count like body bytes, as on a single node.
+    let bytes: usize = records.iter().map(|r| r.len()).sum::<usize>()
+        + headers
+            .iter()
+            .flatten()
+            .map(|h| h.name.len() + h.value.len())
+            .sum::<usize>();
     let err = if token == 0 {
         WriteError::ZeroToken
     } else if records.is_empty() {
@@ -159,18 +166,27 @@ async fn append(
     let stream = stream_of(path)?;
     let k = s.node.shard_of(&stream);
     let state = s.shard_state(k);
-    let (upload, body) = fencelog_server::records::decode_append(&state, &stream, request).await?;
-    check_append(&state, &stream, body.token, &body.records)?;
-    if body.headers.is_some() {
-        // As on a single node: the v2 codec does not store headers yet, and
-        // an op must never drop what the client sent.
-        return Err(write_error(&stream, WriteError::HeadersUnsupported));
-    }
+    // Every error names the stream, as the single node's route answers.
+    let (upload, body) = fencelog_server::records::decode_append(&state, &stream, request)
+        .await
+        .map_err(|e| e.on_stream(&stream))?;
+    // `decode_append` checked each record's headers (413 / 400 as on a
+    // single node); the batch's byte limit counts them here.
+    let headers = body.headers.unwrap_or_default();
+    check_append(&state, &stream, body.token, &body.records, &headers)?;
     let op = ClusterOp::Append {
         stream: stream.clone(),
         token: body.token,
         match_seq: body.match_seq_num,
         records: body.records.iter().map(|r| r.to_vec()).collect(),
+        headers: headers
+            .iter()
+            .map(|h| {
+                h.iter()
+                    .map(|h| (h.name.to_vec(), h.value.to_vec()))
+                    .collect()
+            })
+            .collect(),
     };
     // The records are copied into the op: the upload's budget share goes.
     drop(upload);

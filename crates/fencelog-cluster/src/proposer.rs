@@ -53,7 +53,17 @@ fn now_ms() -> u64 {
 
 fn op_bytes(op: &ClusterOp) -> usize {
     match op {
-        ClusterOp::Append { records, .. } => records.iter().map(|r| r.len() + 4).sum(),
+        ClusterOp::Append {
+            records, headers, ..
+        } => {
+            let bodies: usize = records.iter().map(|r| r.len() + 4).sum();
+            let names_values: usize = headers
+                .iter()
+                .flatten()
+                .map(|(n, v)| n.len() + v.len() + 8)
+                .sum();
+            bodies + names_values
+        }
         ClusterOp::Fence { .. } => 0,
     }
 }

@@ -8,7 +8,7 @@
 //! reads a clock.
 
 use bytes::Bytes;
-use fencelog_engine::{Ack, Applied, ReplicatedOp, StreamState, WriteError};
+use fencelog_engine::{Ack, Applied, Header, ReplicatedOp, StreamState, WriteError};
 use serde::{Deserialize, Serialize};
 
 /// A node's id, as given by `--node-id`.
@@ -29,6 +29,10 @@ pub enum ClusterOp {
         match_seq: Option<u64>,
         /// The record bodies.
         records: Vec<Vec<u8>>,
+        /// Empty when no record has headers; else one list of (name,
+        /// value) per record, in order, checked against the engine's
+        /// limits before proposing.
+        headers: Vec<Vec<(Vec<u8>, Vec<u8>)>>,
     },
     /// A fence.
     Fence {
@@ -55,10 +59,19 @@ impl ClusterOp {
                 token,
                 match_seq,
                 records,
+                headers,
             } => ReplicatedOp::Append {
                 stream: stream.clone(),
                 token: *token,
                 records: records.iter().map(|r| Bytes::from(r.clone())).collect(),
+                headers: headers
+                    .iter()
+                    .map(|h| {
+                        h.iter()
+                            .map(|(n, v)| Header::new(n.clone(), v.clone()))
+                            .collect()
+                    })
+                    .collect(),
                 match_seq_num: *match_seq,
             },
             ClusterOp::Fence { stream, token } => ReplicatedOp::Fence {

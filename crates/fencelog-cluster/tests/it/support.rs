@@ -45,6 +45,7 @@ pub fn append(stream: &str, token: u64, body: &str) -> ClusterOp {
         token,
         match_seq: None,
         records: vec![body.as_bytes().to_vec()],
+        headers: vec![],
     }
 }
 

@@ -11,6 +11,8 @@ use super::protocol::{Answer, Applied, ApplyEntry, Op, ReplicatedOp};
 use crate::codec::{encode_frame_with, AppliedMark, FrameKind, PayloadSpec, FRAME_RECORDS_MAX};
 use crate::error::WriteError;
 use crate::name::validate_stream_name;
+use crate::record::validate_headers;
+use crate::record::Header;
 use std::collections::HashMap;
 use tokio::sync::oneshot;
 
@@ -55,7 +57,10 @@ pub(super) fn plan_apply<H>(
 /// format's caps, identical on every node, so refusing is deterministic.
 fn check_format(op: &ReplicatedOp) -> Result<(), WriteError> {
     validate_stream_name(op.stream()).map_err(WriteError::InvalidStreamName)?;
-    if let ReplicatedOp::Append { records, .. } = op {
+    if let ReplicatedOp::Append {
+        records, headers, ..
+    } = op
+    {
         if records.is_empty() {
             return Err(WriteError::EmptyBatch);
         }
@@ -66,6 +71,27 @@ fn check_format(op: &ReplicatedOp) -> Result<(), WriteError> {
                 actual: records.len() as u64,
             });
         }
+        check_headers(records.len(), headers)?;
+    }
+    Ok(())
+}
+
+/// Headers are none at all or one list per record, each within the
+/// format's limits (the leader checked them; a list the decoder would not
+/// believe must never reach the encoder).
+fn check_headers(records: usize, headers: &[Vec<Header>]) -> Result<(), WriteError> {
+    if headers.is_empty() {
+        return Ok(());
+    }
+    if headers.len() != records {
+        return Err(WriteError::TooLarge {
+            what: "header lists in the batch",
+            limit: records as u64,
+            actual: headers.len() as u64,
+        });
+    }
+    for (record, h) in headers.iter().enumerate() {
+        validate_headers(h).map_err(|error| WriteError::BadHeaders { record, error })?;
     }
     Ok(())
 }
@@ -77,11 +103,19 @@ fn to_op(op: &ReplicatedOp) -> Op {
         ReplicatedOp::Append {
             token,
             records,
+            headers,
             match_seq_num,
             ..
         } => Op::Append {
             token: *token,
             records: records.clone(),
+            // A batch whose lists are all empty is a plain append, byte for
+            // byte, as on a single node.
+            headers: if headers.iter().all(Vec::is_empty) {
+                Vec::new()
+            } else {
+                headers.clone()
+            },
             match_seq_num: *match_seq_num,
             reply: oneshot::channel().0,
         },

@@ -265,3 +265,24 @@ fn an_applied_id_not_durable_with_its_frames_is_caught() {
         Box::pin(crate::replicated::marker_is_durable_with_its_entry())
     });
 }
+
+/// A writer that loses the flag HEADERS (and the headers with it) while
+/// keeping every body: the checker compares each record's headers with
+/// what was appended.
+#[test]
+fn a_writer_that_drops_headers_is_caught() {
+    let m = Mutation::HeadersDropped;
+    assert_caught(m, with_mutation(m, || crash_points(&crash_suite())));
+}
+
+/// Headers served in the wrong order are wrong headers.
+#[test]
+fn a_reader_that_reorders_headers_is_caught() {
+    let m = Mutation::HeadersReversed;
+    assert_caught(m, with_mutation(m, || crash_points(&crash_suite())));
+}
+
+#[test]
+fn sim_catches_a_writer_that_drops_headers() {
+    assert_sim_catches(Mutation::HeadersDropped);
+}
