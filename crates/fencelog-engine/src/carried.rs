@@ -1,8 +1,9 @@
 //! Per-stream state that format v2 defines for issue 11 — idempotent
-//! producers and fenced cursors — which no request writes yet, but which a
-//! log may hold (a later version, or the hand-encoded frames of the tests).
-//! Recovery validates it with the fence rule, keeps it bounded, and the
-//! checkpoint carries it, so compaction never loses it. Pure.
+//! producers and fenced cursors. The writer plans producer appends and
+//! cursor commits with it, recovery replays their frames with the same
+//! functions (so the state a restart rebuilds, LRU order and evictions
+//! included, is the state the writer had), and the checkpoint carries it,
+//! so compaction never loses it. Pure.
 
 use crate::codec::checkpoint::{CursorEntry, ProducerEntry};
 use crate::fence::{self, FenceState, ProducerCheck, Refusal, Verdict};
@@ -42,7 +43,7 @@ impl Carried {
         self.producer_token_floor == 0 && self.producers.is_empty() && self.cursors.is_empty()
     }
 
-    fn producer(&self, id: &str) -> Option<&ProducerEntry> {
+    pub fn producer(&self, id: &str) -> Option<&ProducerEntry> {
         self.producers.iter().find(|p| p.id == id)
     }
 
@@ -56,8 +57,9 @@ impl Carried {
     }
 
     /// Applies an idempotent append the rule accepted (rules 2 and 5),
-    /// evicting the least recently used producer beyond `max`.
-    pub fn apply_producer(&mut self, w: ProducerWrite<'_>, max: usize) -> Result<(), Refusal> {
+    /// evicting the least recently used producer beyond `max`. Returns how
+    /// many it evicted.
+    pub fn apply_producer(&mut self, w: ProducerWrite<'_>, max: usize) -> Result<u64, Refusal> {
         let check = self.producer_check(w.id, w.seq);
         if fence::check_producer(check, w.token)? == Verdict::Duplicate {
             // The writer answers a duplicate without writing it.
@@ -76,6 +78,7 @@ impl Carried {
             Some(p) => *p = entry,
             None => self.producers.push(entry),
         }
+        let mut evicted_count = 0;
         while self.producers.len() > max.max(1) {
             let lru = (0..self.producers.len())
                 .min_by_key(|&i| (self.producers[i].last_used_group, i))
@@ -83,9 +86,15 @@ impl Carried {
             let evicted = self.producers.remove(lru);
             // Every write the evicted producer applied carried a token ≤
             // its last one, so no retry of it can pass the floor.
-            self.producer_token_floor = self.producer_token_floor.max(evicted.token + 1);
+            let floor = if mutated!(EvictWithoutFloor) {
+                0
+            } else {
+                evicted.token + 1
+            };
+            self.producer_token_floor = self.producer_token_floor.max(floor);
+            evicted_count += 1;
         }
-        Ok(())
+        Ok(evicted_count)
     }
 
     /// Applies a cursor commit the cursor rule accepts.
@@ -96,7 +105,7 @@ impl Carried {
         token: u64,
         seq: u64,
         timestamp_ms: u64,
-    ) -> Result<(), Refusal> {
+    ) -> Result<CursorEntry, Refusal> {
         let current = self
             .cursors
             .iter()
@@ -111,8 +120,8 @@ impl Carried {
         };
         let full = self.cursors.len() >= CURSORS_PER_STREAM_MAX;
         match self.cursors.iter_mut().find(|c| c.name == name) {
-            Some(c) => *c = entry,
-            None if !full => self.cursors.push(entry),
+            Some(c) => *c = entry.clone(),
+            None if !full => self.cursors.push(entry.clone()),
             None => {
                 return Err(Refusal::CursorOutOfRange {
                     seq,
@@ -120,7 +129,7 @@ impl Carried {
                 })
             }
         }
-        Ok(())
+        Ok(entry)
     }
 
     /// The lowest cursor position, for retention that respects cursors.

@@ -54,10 +54,12 @@ mod stream;
 pub mod testing;
 mod writer;
 
-pub use codec::checkpoint::{AppliedState, FenceBy, FenceEvent};
+pub use codec::checkpoint::{AppliedState, CursorEntry, FenceBy, FenceEvent, ProducerEntry};
 pub use codec::{Retention, StreamConfig};
 pub use config::Config;
 pub use engine::Engine;
+/// Operations one multi-stream batch may carry.
+pub use engine::BATCH_OPS_MAX;
 pub use error::{Corruption, OpenError, ReadError, StorageFailure, WriteError};
 pub use metrics::Metrics;
 #[cfg(feature = "mutations")]
@@ -68,4 +70,4 @@ pub use reclaim::ReclaimReport;
 pub use recovery::{RecoveryReport, Truncation};
 pub use storage::{DirStorage, Storage, StorageFile};
 pub use stream::StreamState;
-pub use writer::Ack;
+pub use writer::{Ack, AppendOptions, BatchAck, BatchAction, BatchOp, ProducerSeq};

@@ -93,6 +93,21 @@ mod imp {
         DeleteBeforeCheckpoint,
         /// The checkpoint leaves tombstones out.
         ForgetTombstoneAtCheckpoint,
+        /// Evicting a producer does not raise the stream's producer token
+        /// floor, so a retry of an evicted producer's write is applied a
+        /// second time (issue 11).
+        EvictWithoutFloor,
+        /// A duplicate producer append is written again instead of being
+        /// answered with its original ack (issue 11).
+        DuplicateWritten,
+        /// The deadline is compared with the request's arrival instead of
+        /// the writer's timestamp: a timestamp above the deadline slips in.
+        DeadlineIgnored,
+        /// A multi-stream batch applies the operations before the first
+        /// refusal instead of none.
+        BatchPartial,
+        /// A cursor commit with an equal token may move the cursor back.
+        CursorBackwards,
     }
 
     thread_local! {

@@ -9,7 +9,7 @@ use crate::error::WriteError;
 use crate::locks;
 use crate::name::validate_stream_name;
 use crate::stream::StreamState;
-use crate::writer::{Ack, Msg, Op, Reply, Request};
+use crate::writer::{Ack, AppendOptions, Msg, Op, Reply, Request};
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
 use tokio::sync::oneshot;
@@ -19,7 +19,7 @@ impl Engine {
     /// `token` (if the write carries one) against the stream's durable
     /// highest token. A sealed stream is left to the writer, whose rule
     /// answers `stream_sealed` before it looks at the token.
-    fn precheck(&self, stream: &str, token: Option<u64>) -> Result<(), WriteError> {
+    pub(super) fn precheck(&self, stream: &str, token: Option<u64>) -> Result<(), WriteError> {
         validate_stream_name(stream).map_err(WriteError::InvalidStreamName)?;
         if token == Some(0) {
             return Err(WriteError::ZeroToken);
@@ -51,7 +51,7 @@ impl Engine {
         Ok(())
     }
 
-    fn check_batch(&self, records: &[Bytes]) -> Result<(), WriteError> {
+    pub(super) fn check_batch(&self, records: &[Bytes]) -> Result<(), WriteError> {
         let c = &self.shared().config;
         if records.is_empty() {
             return Err(WriteError::EmptyBatch);
@@ -84,7 +84,7 @@ impl Engine {
 
     /// Sends `op` (made with its reply channel) for `stream` and waits for
     /// the answer.
-    async fn request<T>(
+    pub(super) async fn request<T>(
         &self,
         stream: &str,
         op: impl FnOnce(Reply<T>) -> Op,
@@ -107,12 +107,44 @@ impl Engine {
         records: Vec<Bytes>,
         match_seq_num: Option<u64>,
     ) -> Result<Ack, WriteError> {
-        self.precheck(stream, Some(fencing_token))?;
+        let options = AppendOptions {
+            match_seq_num,
+            ..Default::default()
+        };
+        self.append_with(stream, fencing_token, records, options)
+            .await
+    }
+
+    /// An append with an idempotent producer and a deadline (issue 11):
+    /// see [`AppendOptions`]. A producer's retry of its last applied
+    /// append answers that append's ack with `duplicate` set — checked
+    /// before the token, so a writer fenced out since learns its write
+    /// landed — and writes nothing.
+    pub async fn append_with(
+        &self,
+        stream: &str,
+        fencing_token: u64,
+        records: Vec<Bytes>,
+        options: AppendOptions,
+    ) -> Result<Ack, WriteError> {
+        match &options.producer {
+            // A duplicate is answered whatever the token: no fast path.
+            Some(p) => {
+                validate_short_name("producer_id", &p.id)?;
+                if fencing_token == 0 {
+                    return Err(WriteError::ZeroToken);
+                }
+                self.precheck(stream, None)?;
+            }
+            None => self.precheck(stream, Some(fencing_token))?,
+        }
         self.check_batch(&records)?;
         self.request(stream, |reply| Op::Append {
             token: fencing_token,
             records,
-            match_seq_num,
+            match_seq_num: options.match_seq_num,
+            producer: options.producer,
+            not_after_ms: options.not_after_ms,
             reply,
         })
         .await
@@ -122,9 +154,22 @@ impl Engine {
     /// Creates the stream if it does not exist, or recreates it from its
     /// tombstone with a token above the tombstone's.
     pub async fn fence(&self, stream: &str, fencing_token: u64) -> Result<StreamState, WriteError> {
+        self.fence_with(stream, fencing_token, None).await
+    }
+
+    /// A fence accepted only if the writer's timestamp for it is at most
+    /// `not_after_ms` (else [`WriteError::DeadlineExceeded`], nothing
+    /// changed).
+    pub async fn fence_with(
+        &self,
+        stream: &str,
+        fencing_token: u64,
+        not_after_ms: Option<u64>,
+    ) -> Result<StreamState, WriteError> {
         self.precheck(stream, Some(fencing_token))?;
         self.request(stream, |reply| Op::Fence {
             token: fencing_token,
+            not_after_ms,
             reply,
         })
         .await
@@ -142,10 +187,22 @@ impl Engine {
         fencing_token: u64,
         trim_seq: u64,
     ) -> Result<StreamState, WriteError> {
+        self.trim_with(stream, fencing_token, trim_seq, None).await
+    }
+
+    /// A trim with a deadline, as [`Engine::fence_with`].
+    pub async fn trim_with(
+        &self,
+        stream: &str,
+        fencing_token: u64,
+        trim_seq: u64,
+        not_after_ms: Option<u64>,
+    ) -> Result<StreamState, WriteError> {
         self.precheck(stream, Some(fencing_token))?;
         self.request(stream, |reply| Op::Trim {
             token: fencing_token,
             trim_seq,
+            not_after_ms,
             reply,
         })
         .await
@@ -156,9 +213,20 @@ impl Engine {
     /// keep working. Sealing a sealed stream again with an accepted token
     /// changes nothing.
     pub async fn seal(&self, stream: &str, fencing_token: u64) -> Result<StreamState, WriteError> {
+        self.seal_with(stream, fencing_token, None).await
+    }
+
+    /// A seal with a deadline, as [`Engine::fence_with`].
+    pub async fn seal_with(
+        &self,
+        stream: &str,
+        fencing_token: u64,
+        not_after_ms: Option<u64>,
+    ) -> Result<StreamState, WriteError> {
         self.precheck(stream, Some(fencing_token))?;
         self.request(stream, |reply| Op::Seal {
             token: fencing_token,
+            not_after_ms,
             reply,
         })
         .await
@@ -211,4 +279,10 @@ impl Engine {
         })
         .await
     }
+}
+
+/// Producer ids and cursor names: 1..=64 bytes of `[A-Za-z0-9._:-]`.
+pub(super) fn validate_short_name(what: &str, name: &str) -> Result<(), WriteError> {
+    crate::codec::check_short_name(name.as_bytes(), crate::codec::PRODUCER_ID_BYTES_MAX)
+        .map_err(|e| WriteError::BadInput(format!("{what} {name:?}: {e}")))
 }

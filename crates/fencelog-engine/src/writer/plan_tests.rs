@@ -16,6 +16,8 @@ fn append(stream: &str, token: u64, n: usize, m: Option<u64>) -> (Request, Appen
         token,
         records,
         match_seq_num: m,
+        producer: None,
+        not_after_ms: None,
         reply,
     };
     (
@@ -42,19 +44,28 @@ fn state_op(
 }
 
 fn fence(stream: &str, token: u64) -> (Request, StateRx) {
-    state_op(stream, |reply| Op::Fence { token, reply })
+    state_op(stream, |reply| Op::Fence {
+        token,
+        not_after_ms: None,
+        reply,
+    })
 }
 
 fn trim(stream: &str, token: u64, trim_seq: u64) -> (Request, StateRx) {
     state_op(stream, |reply| Op::Trim {
         token,
         trim_seq,
+        not_after_ms: None,
         reply,
     })
 }
 
 fn seal(stream: &str, token: u64) -> (Request, StateRx) {
-    state_op(stream, |reply| Op::Seal { token, reply })
+    state_op(stream, |reply| Op::Seal {
+        token,
+        not_after_ms: None,
+        reply,
+    })
 }
 
 fn delete(stream: &str, token: u64) -> (Request, StateRx) {
@@ -80,6 +91,9 @@ impl Lookup<()> for Disk {
     fn points_at(&mut self, name: &str, first_seq: u64, at: (u64, u64)) -> bool {
         self.points.iter().any(|p| *p == (name, first_seq, at))
     }
+    fn carried(&mut self, _: &str) -> crate::carried::Carried {
+        Default::default()
+    }
 }
 
 fn live(highest_token: u64, next_seq: u64) -> FenceState {
@@ -104,6 +118,7 @@ fn ctx() -> Context {
         now_ms: NOW_MS,
         defaults: Defaults::default(),
         budget: None,
+        producers_max: 2,
     }
 }
 

@@ -8,9 +8,12 @@ mod support;
 
 mod api;
 mod basic;
+mod batches;
 mod config_caps;
 mod corruption_at_rest;
 mod crash_points;
+mod cursors;
+mod deadlines;
 mod faults_io;
 mod faults_restart_after_eio;
 mod fuzz_corpus;
@@ -19,6 +22,7 @@ mod lifecycle;
 #[cfg(feature = "mutations")]
 mod mutations;
 mod poison;
+mod producers;
 mod protocol_sim;
 mod recovery;
 mod restart;
