@@ -13,6 +13,7 @@ pub mod append;
 pub mod batch;
 pub mod error;
 pub mod header;
+pub mod producer;
 pub mod read;
 pub mod record;
 pub mod sse;
@@ -20,6 +21,10 @@ pub mod stream;
 
 pub use append::{AppendAck, AppendRequest};
 pub use error::{ErrorBody, ErrorCode, Field};
+pub use producer::{
+    BatchOpRequest, BatchRequest, CursorInfo, CursorList, CursorRequest, FenceJson, FenceList,
+    ProducerInfo,
+};
 pub use read::ReadPage;
 pub use record::{BodyError, BodyJson, RecordJson};
 pub use sse::{SseEvent, SseParser};

@@ -357,6 +357,9 @@ impl Client {
         let body = AppendRequest {
             fencing_token,
             match_seq_num,
+            not_after_ms: None,
+            producer_id: None,
+            producer_seq: None,
             records: records.iter().map(|r| BodyJson::encode(r)).collect(),
         };
         let req = self

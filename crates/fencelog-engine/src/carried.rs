@@ -110,7 +110,8 @@ impl Carried {
             .cursors
             .iter()
             .find(|c| c.name == name)
-            .map(|c| (c.token, c.seq));
+            .map(|c| (c.token, c.seq))
+            .map(|(t, seq)| (t, if mutated!(CursorBackwards) { 0 } else { seq }));
         fence::check_cursor(state, current, token, seq)?;
         let entry = CursorEntry {
             name: name.to_string(),

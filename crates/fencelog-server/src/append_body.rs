@@ -7,12 +7,15 @@ use axum::http::{header, HeaderMap};
 use bytes::Bytes;
 use fencelog_api::header as wire;
 
-/// A decoded append: token, records and optional `match_seq_num`.
+/// A decoded append: token, records, and the optional `match_seq_num`,
+/// idempotent producer (id, seq) and deadline.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct AppendBody {
     pub(crate) token: u64,
     pub(crate) records: Vec<Bytes>,
     pub(crate) match_seq_num: Option<u64>,
+    pub(crate) producer: Option<(String, u64)>,
+    pub(crate) not_after_ms: Option<u64>,
 }
 
 /// How an append body is encoded, from its `Content-Type` essence.

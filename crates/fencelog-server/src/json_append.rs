@@ -32,6 +32,8 @@ pub(crate) fn parse_value(bytes: &[u8]) -> Result<AppendBody, ApiError> {
     };
     let token = token_from_json(obj.get("fencing_token"))?;
     let match_seq_num = seq_from_json("match_seq_num", obj.get("match_seq_num"))?;
+    let not_after_ms = seq_from_json("not_after_ms", obj.get("not_after_ms"))?;
+    let producer = producer_from_json(&obj)?;
     let items = match obj.get("records") {
         None | Some(Value::Null) => return Err(ApiError::bad_request("records is required")),
         Some(Value::Array(items)) if items.is_empty() => {
@@ -48,12 +50,34 @@ pub(crate) fn parse_value(bytes: &[u8]) -> Result<AppendBody, ApiError> {
         token,
         records,
         match_seq_num,
+        producer,
+        not_after_ms,
     })
+}
+
+/// `producer_id` (a string) and `producer_seq`: both or neither.
+fn producer_from_json(obj: &Map<String, Value>) -> Result<Option<(String, u64)>, ApiError> {
+    let seq = seq_from_json("producer_seq", obj.get("producer_seq"))?;
+    let id = match obj.get("producer_id") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(id)) => Some(id.clone()),
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "producer_id must be a string, got {other}"
+            )))
+        }
+    };
+    match (id, seq) {
+        (Some(id), Some(seq)) => Ok(Some((id, seq))),
+        (None, None) => Ok(None),
+        (Some(_), None) => Err(ApiError::bad_request("producer_id needs producer_seq")),
+        (None, Some(_)) => Err(ApiError::bad_request("producer_seq needs producer_id")),
+    }
 }
 
 /// One record object: exactly one field, `body` or `body_base64`, a
 /// string (the api crate's rule, with its messages).
-fn parse_record(i: usize, item: &Value) -> Result<Bytes, ApiError> {
+pub(crate) fn parse_record(i: usize, item: &Value) -> Result<Bytes, ApiError> {
     let bad = |what: &dyn Display| ApiError::bad_request(format!("records[{i}] {what}"));
     let Value::Object(obj) = item else {
         return Err(bad(&"must be an object"));

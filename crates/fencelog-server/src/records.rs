@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bytes::Bytes;
 use fencelog_api::{batch, header as wire, AppendAck, ReadPage, RecordJson};
-use fencelog_engine::{Engine, ReadError, WriteError};
+use fencelog_engine::{AppendOptions, Engine, ProducerSeq, ReadError, WriteError};
 use std::collections::HashMap;
 
 /// `POST /v1/streams/{stream}/records`. JSON when `Content-Type` is
@@ -40,6 +40,8 @@ pub async fn append(
         // Header errors first: no point reading a body we will refuse.
         let token = token_from_header(headers)?;
         let match_seq_num = seq_from_header(headers, wire::MATCH_SEQ_NUM)?;
+        let not_after_ms = seq_from_header(headers, wire::NOT_AFTER_MS)?;
+        let producer = producer_from_headers(headers)?;
         let bytes = read_capped(headers, body, &state.limits).await?;
         let records = if kind == BodyKind::Batch {
             batch_records(&stream, &state, &bytes)?
@@ -50,15 +52,47 @@ pub async fn append(
             token,
             records,
             match_seq_num,
+            producer,
+            not_after_ms,
         }
+    };
+    let options = AppendOptions {
+        match_seq_num: req.match_seq_num,
+        producer: req.producer.map(|(id, seq)| ProducerSeq { id, seq }),
+        not_after_ms: req.not_after_ms,
     };
     match state
         .engine
-        .append(&stream, req.token, req.records, req.match_seq_num)
+        .append_with(&stream, req.token, req.records, options)
         .await
     {
         Ok(ack) => Ok(Json(AppendAck::new(stream, ack))),
         Err(e) => Err(write_error(&stream, e)),
+    }
+}
+
+/// `Producer-Id` and `Producer-Seq` of a raw or binary append: both or
+/// neither.
+fn producer_from_headers(headers: &HeaderMap) -> Result<Option<(String, u64)>, ApiError> {
+    let seq = seq_from_header(headers, wire::PRODUCER_SEQ)?;
+    let id = match headers.get(wire::PRODUCER_ID) {
+        None => None,
+        Some(v) => Some(
+            v.to_str()
+                .map_err(|_| ApiError::bad_request("header Producer-Id is not ASCII"))?
+                .trim()
+                .to_string(),
+        ),
+    };
+    match (id, seq) {
+        (Some(id), Some(seq)) => Ok(Some((id, seq))),
+        (None, None) => Ok(None),
+        (Some(_), None) => Err(ApiError::bad_request(
+            "header Producer-Id needs Producer-Seq",
+        )),
+        (None, Some(_)) => Err(ApiError::bad_request(
+            "header Producer-Seq needs Producer-Id",
+        )),
     }
 }
 
@@ -80,6 +114,19 @@ fn batch_records(stream: &str, state: &AppState, body: &Bytes) -> Result<Vec<Byt
         ));
     }
     batch::split_records(body).map_err(|e| ApiError::bad_request(e.to_string()))
+}
+
+/// Where `cursor=NAME` says a read or tail starts; with `start_seq` too it
+/// is a 400 (which one?).
+fn cursor_seq(engine: &Engine, stream: &str, name: &str, q: &QueryParams) -> Result<u64, ApiError> {
+    if q.str("start_seq").is_some() {
+        return Err(ApiError::bad_request("give start_seq or cursor, not both"));
+    }
+    match engine.cursor(stream, name) {
+        Ok(Some(c)) => Ok(c.seq),
+        Ok(None) => Err(crate::producers::cursor_not_found(stream, name)),
+        Err(e) => Err(read_error(stream, e)),
+    }
 }
 
 fn wants_event_stream(headers: &HeaderMap) -> bool {
@@ -113,7 +160,11 @@ pub async fn read(
     query: Result<Query<HashMap<String, String>>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let stream = stream_name(path)?;
-    let params = ReadParams::parse(&QueryParams::from_extractor(query)?)?;
+    let q = QueryParams::from_extractor(query)?;
+    let mut params = ReadParams::parse(&q)?;
+    if let Some(name) = q.str("cursor") {
+        params.start_seq = cursor_seq(&state.engine, &stream, name, &q)?;
+    }
     if params.follow || wants_event_stream(&headers) {
         let resume = seq_from_header(&headers, wire::LAST_EVENT_ID)?;
         let start = start_at(

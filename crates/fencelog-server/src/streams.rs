@@ -2,7 +2,7 @@
 
 use crate::body::read_capped;
 use crate::error::{read_error, write_error, ApiError};
-use crate::params::{stream_name, token_from_json, QueryParams};
+use crate::params::{seq_from_json, stream_name, token_from_json, QueryParams};
 use crate::state::AppState;
 use axum::body::Body;
 use axum::extract::rejection::{PathRejection, QueryRejection};
@@ -72,7 +72,8 @@ pub async fn fence(
         return Err(ApiError::bad_request("the body must be a JSON object"));
     };
     let token = token_from_json(obj.get("fencing_token"))?;
-    match state.engine.fence(&stream, token).await {
+    let not_after_ms = seq_from_json("not_after_ms", obj.get("not_after_ms"))?;
+    match state.engine.fence_with(&stream, token, not_after_ms).await {
         Ok(s) => Ok(Json(s.into())),
         Err(e) => Err(write_error(&stream, e)),
     }

@@ -14,6 +14,8 @@ mod corruption_at_rest;
 mod crash_points;
 mod cursors;
 mod deadlines;
+mod exactly_once;
+mod exactly_once_check;
 mod faults_io;
 mod faults_restart_after_eio;
 mod fuzz_corpus;
@@ -22,6 +24,8 @@ mod lifecycle;
 #[cfg(feature = "mutations")]
 mod mutations;
 mod poison;
+#[cfg(feature = "mutations")]
+mod producer_mutations;
 mod producers;
 mod protocol_sim;
 mod recovery;

@@ -8,4 +8,5 @@ mod fencing;
 mod fuzz_corpus;
 mod lifecycle;
 mod openapi_routes;
+mod producers;
 mod reads;
