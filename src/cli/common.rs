@@ -22,13 +22,15 @@ pub const EXIT_REJECTED: u8 = 4;
 /// Shown by `fencelog --help`.
 pub const EXIT_CODES_HELP: &str = "\
 Exit codes of the client commands (append, read, tail, fence, status, trim,
-seal, delete, config):
+seal, delete, config, producer, fences, cursor):
   0  success
   1  failure: server unreachable or unavailable, or a write's outcome is unknown
   2  usage error (bad arguments)
-  3  stale fencing token: a newer owner took over the stream; stop writing
+  3  stale fencing token (or producer fenced): a newer owner took over the
+     stream; stop writing
   4  other rejection: stream sealed, seq mismatch, stream not found, bad
-     request, too large, out of range";
+     request, too large, out of range, producer seq stale or gap, deadline
+     exceeded, producer or cursor not found";
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServerArgs {
@@ -59,8 +61,12 @@ pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
 
 pub fn exit_code(err: &ClientError) -> u8 {
     match err {
-        ClientError::StaleToken { .. } => EXIT_STALE,
-        ClientError::SeqMismatch { .. }
+        ClientError::StaleToken { .. } | ClientError::ProducerFenced { .. } => EXIT_STALE,
+        ClientError::BatchRefused { first, .. } => exit_code(first),
+        ClientError::ProducerSeqStale { .. }
+        | ClientError::ProducerSeqGap { .. }
+        | ClientError::DeadlineExceeded { .. }
+        | ClientError::SeqMismatch { .. }
         | ClientError::StreamSealed { .. }
         | ClientError::NotFound
         | ClientError::OutOfRange { .. }
@@ -125,6 +131,24 @@ pub fn error_json(err: &ClientError) -> Value {
         }
         ClientError::Transport { .. } => return local("transport"),
         ClientError::Protocol { .. } => return local("protocol"),
+        ClientError::ProducerFenced { floor } => {
+            answer(ErrorCode::ProducerFenced).with(Field::ProducerTokenFloor, floor)
+        }
+        ClientError::ProducerSeqStale { last } => {
+            answer(ErrorCode::ProducerSeqStale).with(Field::LastProducerSeq, last)
+        }
+        ClientError::ProducerSeqGap { expected } => {
+            answer(ErrorCode::ProducerSeqGap).with(Field::ExpectedProducerSeq, expected)
+        }
+        ClientError::DeadlineExceeded { writer_ms } => {
+            answer(ErrorCode::DeadlineExceeded).with(Field::WriterMs, writer_ms)
+        }
+        ClientError::BatchRefused { ref first, ref ops } => {
+            let mut v = error_json(first);
+            v["message"] = json!(message);
+            v[Field::Ops.as_str()] = json!(ops);
+            return v;
+        }
     };
     body.to_value()
 }

@@ -6,6 +6,7 @@ mod support;
 
 mod cli_commands;
 mod cli_lifecycle;
+mod cli_producers;
 mod cli_serve_config;
 mod client_errors;
 mod client_lifecycle;

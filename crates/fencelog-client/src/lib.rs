@@ -18,13 +18,19 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Appends are never retried by the client: if the connection fails after
-//! the request was sent, the append may or may not have happened and the
-//! error is [`ClientError::OutcomeUnknown`]. Reads, state and listing are
+//! Plain appends are never retried by the client: if the connection fails
+//! after the request was sent, the append may or may not have happened and
+//! the error is [`ClientError::OutcomeUnknown`]. A [`Producer`] (an
+//! idempotent producer id) does retry, with the same `producer_seq`, which
+//! the server applies at most once. Reads, state and listing are
 //! idempotent and are retried on transport errors.
 
 #[cfg(feature = "etcd")]
 pub mod etcd;
+mod producer;
+
+pub use fencelog_api::{CursorInfo, CursorList, FenceJson, FenceList, ProducerInfo};
+pub use producer::{BatchOp, Producer, PRODUCER_RETRIES_MAX};
 
 use bytes::Bytes;
 use fencelog_api::{
@@ -113,6 +119,30 @@ pub enum ClientError {
         status: u16,
         body: String,
     },
+    /// An idempotent producer the stream does not know, with a token below
+    /// its producer token floor (it may retry an evicted producer's write).
+    ProducerFenced {
+        floor: u64,
+    },
+    /// The producer's seq is below its last applied one.
+    ProducerSeqStale {
+        last: u64,
+    },
+    /// The producer's seq skips ahead; the stream expects `expected`.
+    ProducerSeqGap {
+        expected: u64,
+    },
+    /// The server's time was past the request's `not_after_ms`; nothing
+    /// changed.
+    DeadlineExceeded {
+        writer_ms: u64,
+    },
+    /// A multi-stream batch was refused whole: `first` is the first
+    /// refusal, `ops` every op's outcome (an ack or an error body).
+    BatchRefused {
+        first: Box<ClientError>,
+        ops: Vec<serde_json::Value>,
+    },
 }
 
 impl fmt::Display for ClientError {
@@ -161,6 +191,22 @@ impl fmt::Display for ClientError {
             ClientError::Transport { source } => write!(f, "could not reach the server: {source}"),
             ClientError::Protocol { status, body } => {
                 write!(f, "unexpected answer {status}: {body}")
+            }
+            ClientError::ProducerFenced { floor } => write!(
+                f,
+                "producer fenced: unknown to the stream and below its producer token floor {floor}"
+            ),
+            ClientError::ProducerSeqStale { last } => {
+                write!(f, "producer_seq below the last applied one, {last}")
+            }
+            ClientError::ProducerSeqGap { expected } => {
+                write!(f, "producer_seq skips ahead: expected {expected}")
+            }
+            ClientError::DeadlineExceeded { writer_ms } => {
+                write!(f, "deadline exceeded: the server's time was {writer_ms} ms")
+            }
+            ClientError::BatchRefused { first, ops } => {
+                write!(f, "batch of {} ops refused, none applied: {first}", ops.len())
             }
         }
     }
@@ -262,14 +308,14 @@ impl ClientBuilder {
 /// connection pool.
 #[derive(Debug, Clone)]
 pub struct Client {
-    http: reqwest::Client,
-    base: String,
-    timeout: Duration,
+    pub(crate) http: reqwest::Client,
+    pub(crate) base: String,
+    pub(crate) timeout: Duration,
 }
 
 /// Stream names are `[A-Za-z0-9._:-]`, all URL-safe, but a caller may pass
 /// anything: escape so a bad name reaches the server's validation intact.
-fn escape_segment(s: &str) -> String {
+pub(crate) fn escape_segment(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-') {
@@ -300,7 +346,7 @@ impl Client {
         &self.base
     }
 
-    fn stream_url(&self, stream: &str, tail: &str) -> String {
+    pub(crate) fn stream_url(&self, stream: &str, tail: &str) -> String {
         format!(
             "{}/v1/streams/{}{}",
             self.base,
@@ -659,7 +705,7 @@ impl Client {
         }
     }
 
-    async fn send_once<T: for<'de> Deserialize<'de>>(
+    pub(crate) async fn send_once<T: for<'de> Deserialize<'de>>(
         &self,
         req: reqwest::RequestBuilder,
     ) -> Result<T, ClientError> {
@@ -678,10 +724,22 @@ impl Client {
         T: for<'de> Deserialize<'de>,
         F: Fn() -> reqwest::RequestBuilder,
     {
+        decode_response(self.send_idempotent_raw(make).await?).await
+    }
+
+    /// An idempotent request, retried on transport errors; the response
+    /// undecoded.
+    pub(crate) async fn send_idempotent_raw<F>(
+        &self,
+        make: F,
+    ) -> Result<reqwest::Response, ClientError>
+    where
+        F: Fn() -> reqwest::RequestBuilder,
+    {
         let mut attempt = 0;
         loop {
             match make().send().await {
-                Ok(resp) => return decode_response(resp).await,
+                Ok(resp) => return Ok(resp),
                 Err(source) if attempt < IDEMPOTENT_RETRIES_MAX && !source.is_builder() => {
                     attempt += 1;
                     tokio::time::sleep(TAIL_BACKOFF_MIN * attempt).await;
@@ -692,7 +750,7 @@ impl Client {
     }
 }
 
-async fn decode_response<T: for<'de> Deserialize<'de>>(
+pub(crate) async fn decode_response<T: for<'de> Deserialize<'de>>(
     resp: reqwest::Response,
 ) -> Result<T, ClientError> {
     let status = resp.status();
@@ -784,16 +842,39 @@ fn decode_record(r: RecordJson) -> Result<Record, ClientError> {
     })
 }
 
-async fn error_from_response(resp: reqwest::Response) -> ClientError {
+pub(crate) async fn error_from_response(resp: reqwest::Response) -> ClientError {
+    let status = resp.status().as_u16();
+    let bytes = resp.bytes().await.unwrap_or_default();
+    let body = ErrorBody::decode(&bytes);
+    let ops = body
+        .as_ref()
+        .and_then(|b| b.get(fencelog_api::Field::Ops))
+        .and_then(serde_json::Value::as_array)
+        .cloned();
+    if let Some(ops) = ops {
+        let mut without = body.clone().expect("ops came from the body");
+        without.fields.remove(fencelog_api::Field::Ops.as_str());
+        let first = Box::new(error_from_body(status, Some(without), &bytes));
+        return ClientError::BatchRefused { first, ops };
+    }
+    error_from_body(status, body, &bytes)
+}
+
+/// The error an answer with `status` and (if it decoded) `body` means.
+fn error_from_body(status: u16, body: Option<ErrorBody>, bytes: &[u8]) -> ClientError {
+    use fencelog_api::Field;
+    let named = |f: Field| {
+        body.as_ref()
+            .and_then(|b| b.get(f))
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0)
+    };
     const NOT_FOUND: u16 = ErrorCode::StreamNotFound.status();
     const OUT_OF_RANGE: u16 = ErrorCode::OutOfRange.status();
     const TOO_LARGE: u16 = ErrorCode::TooLarge.status();
     const BAD_REQUEST: u16 = ErrorCode::BadRequest.status();
     const UNAVAILABLE: u16 = ErrorCode::Unavailable.status();
     const INSUFFICIENT_STORAGE: u16 = ErrorCode::InsufficientStorage.status();
-    let status = resp.status().as_u16();
-    let bytes = resp.bytes().await.unwrap_or_default();
-    let body = ErrorBody::decode(&bytes);
     let field = |get: fn(&ErrorBody) -> Option<u64>| body.as_ref().and_then(get).unwrap_or(0);
     let message = || body.as_ref().map(|b| b.message.clone()).unwrap_or_default();
     let outcome_unknown = body.as_ref().is_some_and(ErrorBody::outcome_unknown);
@@ -812,6 +893,18 @@ async fn error_from_response(resp: reqwest::Response) -> ClientError {
         (Some(ErrorCode::SeqMismatch), _) => ClientError::SeqMismatch {
             expected: field(ErrorBody::match_seq_num),
             next_seq: field(ErrorBody::next_seq),
+        },
+        (Some(ErrorCode::ProducerFenced), _) => ClientError::ProducerFenced {
+            floor: named(Field::ProducerTokenFloor),
+        },
+        (Some(ErrorCode::ProducerSeqStale), _) => ClientError::ProducerSeqStale {
+            last: named(Field::LastProducerSeq),
+        },
+        (Some(ErrorCode::ProducerSeqGap), _) => ClientError::ProducerSeqGap {
+            expected: named(Field::ExpectedProducerSeq),
+        },
+        (Some(ErrorCode::DeadlineExceeded), _) => ClientError::DeadlineExceeded {
+            writer_ms: named(Field::WriterMs),
         },
         (Some(ErrorCode::StreamSealed), _) => ClientError::StreamSealed {
             first_seq: field(ErrorBody::first_seq),
@@ -838,7 +931,7 @@ async fn error_from_response(resp: reqwest::Response) -> ClientError {
         },
         _ => ClientError::Protocol {
             status,
-            body: String::from_utf8_lossy(&bytes).into_owned(),
+            body: String::from_utf8_lossy(bytes).into_owned(),
         },
     }
 }

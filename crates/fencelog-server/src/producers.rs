@@ -184,8 +184,8 @@ fn ack_json(stream: &str, ack: BatchAck) -> Value {
     v.expect("acks serialise")
 }
 
-/// The answer of a refused batch: the first refusal's code, every op's
-/// outcome in `ops`.
+/// The answer of a refused batch: the first refusal's code and fields,
+/// every op's outcome in `ops`.
 fn refused(streams: &[String], outcomes: Vec<Result<BatchAck, WriteError>>) -> ApiError {
     let mut first: Option<ApiError> = None;
     let mut ops = Vec::with_capacity(outcomes.len());
@@ -205,7 +205,11 @@ fn refused(streams: &[String], outcomes: Vec<Result<BatchAck, WriteError>>) -> A
         "{refused} of the batch's {} operations were refused; none was applied",
         ops.len()
     );
-    ApiError::new(first.code(), message).with(Field::Ops, Value::Array(ops))
+    // The first refusal's fields (so a client reads it like a single
+    // op's answer), the batch's message, and every outcome.
+    let mut top = first;
+    top.body.message = message;
+    top.with(Field::Ops, Value::Array(ops))
 }
 
 const OP_FIELDS: [&str; 5] = [

@@ -4,6 +4,7 @@
 
 mod bad_input;
 mod binary_batch;
+mod client_producer;
 mod fencing;
 mod fuzz_corpus;
 mod lifecycle;
