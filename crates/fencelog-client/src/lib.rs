@@ -498,7 +498,7 @@ impl Client {
     }
 
     /// Seals the stream: every later append, fence and trim fails with
-    /// [`ClientError::StreamSealed`]. Sealing again is idempotent.
+    /// [`ClientError::StreamSealed`]. Sealing again with the highest token is idempotent; a higher token is written and becomes the highest.
     pub async fn seal(&self, stream: &str, fencing_token: u64) -> Result<StreamInfo, ClientError> {
         let req = self
             .http

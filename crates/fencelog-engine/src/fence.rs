@@ -13,7 +13,8 @@
 //!    token, so a fenced-out owner can learn its write landed;
 //! 3. a sealed stream: append, fence, trim and a config with a token →
 //!    [`Refusal::Sealed`] whatever the token; a seal on a sealed stream is
-//!    idempotent with a token ≥ the highest, else stale;
+//!    idempotent with the highest token, raises the token (a seal frame)
+//!    with a higher one, and is stale with a lower one;
 //! 4. the token: below the highest → [`Refusal::Stale`]; on a tombstone
 //!    even an equal token is stale (a stale owner can never resurrect the
 //!    stream), and a higher one recreates it — by an append or a fence; a
@@ -273,12 +274,15 @@ pub fn check_retention(state: FenceState, first_seq: u64) -> Effect {
     })
 }
 
-/// A seal. Sealing a sealed stream with a token ≥ the highest is
-/// idempotent (nothing written); a lower token is stale.
+/// A seal. Sealing a sealed stream with the highest token is idempotent
+/// (nothing written); a lower token is stale. A higher one is written: an
+/// accepted token must be the stream's from then on, or a delete carrying
+/// a token between the two could still change the stream (a refinement of
+/// format-v2.md's "idempotent success", recorded in docs/design.md).
 pub fn check_seal(state: FenceState, token: u64) -> Result<Effect, Refusal> {
     nonzero(token)?;
     token_on_live(state, token)?;
-    if state.sealed {
+    if state.sealed && token == state.highest_token {
         return Ok(Effect::Nothing);
     }
     Ok(Effect::Frame(Change::Seal))

@@ -102,7 +102,8 @@ fn row3_sealed() {
         assert_eq!(check_config(s, Some(token)), Err(Refusal::Sealed));
     }
     assert_eq!(check_seal(s, 5), Ok(Effect::Nothing));
-    assert_eq!(check_seal(s, 6), Ok(Effect::Nothing));
+    // A higher token is written, so no delete below it can follow.
+    assert_eq!(check_seal(s, 6), Ok(Effect::Frame(Change::Seal)));
     assert_eq!(check_seal(s, 4), Err(stale(4, 5, 3)));
     assert_eq!(check_config(s, None), Ok(5));
     assert_eq!(check_delete(s, 5), Ok(Effect::Frame(Change::Delete)));

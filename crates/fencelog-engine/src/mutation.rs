@@ -93,6 +93,10 @@ mod imp {
         DeleteBeforeCheckpoint,
         /// The checkpoint leaves tombstones out.
         ForgetTombstoneAtCheckpoint,
+        /// The checkpoint leaves out every live stream, so a stream's
+        /// highest token, trim point and seal live only in segments that
+        /// reclamation then deletes ("a fence outlives its segments" broken).
+        CheckpointOmitsStreams,
         /// Evicting a producer does not raise the stream's producer token
         /// floor, so a retry of an evicted producer's write is applied a
         /// second time (issue 11).
@@ -100,8 +104,8 @@ mod imp {
         /// A duplicate producer append is written again instead of being
         /// answered with its original ack (issue 11).
         DuplicateWritten,
-        /// The deadline is compared with the request's arrival instead of
-        /// the writer's timestamp: a timestamp above the deadline slips in.
+        /// The writer does not check `not_after_ms`: a write whose
+        /// timestamp is above its deadline slips in.
         DeadlineIgnored,
         /// A multi-stream batch applies the operations before the first
         /// refusal instead of none.

@@ -62,7 +62,6 @@ const BAD: Answer = Answer::Error(ErrorCode::BadRequest, "");
 const UNAVAILABLE: Answer =
     Answer::Error(ErrorCode::Unavailable, "storage failed or shutting down");
 const FULL: Answer = Answer::Error(ErrorCode::InsufficientStorage, "disk full");
-const MISSING: Answer = Answer::Error(ErrorCode::StreamNotFound, "");
 const SEALED: Answer = Answer::Error(
     ErrorCode::StreamSealed,
     "the stream is sealed; carries first_seq, next_seq, highest_token",
@@ -194,7 +193,7 @@ pub const ROUTES: &[Route] = &[
         headers: &[],
         request_body: Some(fence_body),
         responses: &[
-            Answer::Ok(200, "sealed and durable (sealing again is idempotent)", "StreamState"),
+            Answer::Ok(200, "sealed and durable (sealing again with the highest token is idempotent; a higher one raises it)", "StreamState"),
             BAD,
             GONE,
             STALE,

@@ -70,7 +70,7 @@ pub fn retention_from_json(field: &str, value: Option<&Value>) -> Result<Retenti
         None | Some(Value::Null) => Ok(Retention::Default),
         Some(Value::String(s)) if s == RETENTION_UNLIMITED => Ok(Retention::Unlimited),
         Some(Value::Number(n)) => match n.as_u64() {
-            Some(v) if v >= 1 && v < u64::MAX => Ok(Retention::Limit(v)),
+            Some(v) if (1..u64::MAX).contains(&v) => Ok(Retention::Limit(v)),
             _ => Err(ApiError::bad_request(format!(
                 "{field} must be a positive integer, \"{RETENTION_UNLIMITED}\" or null, got {n}"
             ))),

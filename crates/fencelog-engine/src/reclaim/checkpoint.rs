@@ -35,7 +35,11 @@ pub(super) fn write(shared: &Shared, report: &mut ReclaimReport) -> Result<(), S
     let mut io: Result<(), std::io::Error> = Ok(());
     shared.each_stream(|stream, s| {
         let e = s.capture(stream);
-        if (e.deleted && mutated!(ForgetTombstoneAtCheckpoint)) || io.is_err() {
+        let omit = match e.deleted {
+            true => mutated!(ForgetTombstoneAtCheckpoint),
+            false => mutated!(CheckpointOmitsStreams),
+        };
+        if omit || io.is_err() {
             return;
         }
         newest = newest.max(e.as_of_group);

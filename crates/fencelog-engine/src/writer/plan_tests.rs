@@ -89,7 +89,7 @@ impl Lookup<()> for Disk {
         })
     }
     fn points_at(&mut self, name: &str, first_seq: u64, at: (u64, u64)) -> bool {
-        self.points.iter().any(|p| *p == (name, first_seq, at))
+        self.points.contains(&(name, first_seq, at))
     }
     fn carried(&mut self, _: &str) -> crate::carried::Carried {
         Default::default()

@@ -8,6 +8,10 @@ use crate::support::env_or;
 use std::time::Instant;
 
 fn run(seed: u64, steps: usize, segment_bytes: u64) {
+    run_suite(seed, steps, segment_bytes, false);
+}
+
+fn run_suite(seed: u64, steps: usize, segment_bytes: u64, lifecycle: bool) {
     let suite = CrashSuite {
         seed,
         steps,
@@ -15,13 +19,29 @@ fn run(seed: u64, steps: usize, segment_bytes: u64) {
         random_when_many: env_or("FENCELOG_CRASH_RANDOM", 64) as usize,
         random_extra: env_or("FENCELOG_CRASH_EXTRA", 6) as usize,
         stride: 1,
+        lifecycle,
     };
     let started = Instant::now();
     match crash_points(&suite) {
-        Ok(s) => println!(
-            "seed {seed}: {} of {} crash points, {} resolutions, {} recoveries, max {} unsynced ops, dry run {} acks from {} groups, {:.1?}",
-            s.points, s.ops, s.resolutions, s.recoveries, s.max_unsynced, s.dry_acks, s.dry_groups, started.elapsed()
-        ),
+        Ok(s) => {
+            println!(
+                "seed {seed}: {} of {} crash points, {} resolutions, {} recoveries, max {} unsynced ops, dry run {} acks from {} groups, {:.1?}",
+                s.points, s.ops, s.resolutions, s.recoveries, s.max_unsynced, s.dry_acks, s.dry_groups, started.elapsed()
+            );
+            if lifecycle {
+                println!(
+                    "  dry run reclamation: {} passes, {} checkpoints, {} segments deleted, {} frames compacted",
+                    s.dry_reclaims, s.dry_checkpoints, s.dry_deleted_segments, s.dry_compacted_frames
+                );
+                // The script must really exercise every reclamation step,
+                // or crashing inside them proves nothing.
+                assert!(s.dry_reclaims > 0 && s.dry_checkpoints > 0, "{s:?}");
+                assert!(
+                    s.dry_deleted_segments > 0 && s.dry_compacted_frames > 0,
+                    "{s:?}"
+                );
+            }
+        }
         Err(e) => panic!("crash-point violation (replay with this seed): {e}"),
     }
 }
@@ -38,4 +58,13 @@ fn every_crash_point_with_rolls() {
 #[test]
 fn every_crash_point_second_script() {
     run(env_or("FENCELOG_CRASH_SEED2", 0x5EED_0002), 150, 16384);
+}
+
+/// Trims (in range, below, past the tail, stale), seals, deletes and
+/// recreations above the tombstone, retention by bytes, and reclamation
+/// passes (retention trims, checkpoints, compaction, segment deletion) among
+/// ordinary traffic: power cut at every storage call of all of them.
+#[test]
+fn every_crash_point_of_the_lifecycle() {
+    run_suite(env_or("FENCELOG_CRASH_SEED3", 0x5EED_0003), 150, 4096, true);
 }

@@ -8,13 +8,25 @@ use std::time::Instant;
 
 #[test]
 fn every_call_failed_every_way() {
-    let seed = env_or("FENCELOG_FAULT_SEED", 0xFA17_0001);
+    run(env_or("FENCELOG_FAULT_SEED", 0xFA17_0001), 60, false);
+}
+
+/// The same for trims, seals, deletes, retention and every step of
+/// reclamation (checkpoint, MANIFEST rewrites, compaction copies, segment
+/// unlinks): poisoned or harmless, never a lost token or record.
+#[test]
+fn every_call_of_the_lifecycle_failed_every_way() {
+    run(env_or("FENCELOG_FAULT_SEED2", 0xFA17_0002), 90, true);
+}
+
+fn run(seed: u64, steps: usize, lifecycle: bool) {
     let suite = FaultSuite {
         seed,
-        steps: 60,
+        steps,
         segment_bytes: 4096,
         stride: 1,
         recovery_disks: env_or("FENCELOG_FAULT_RECOVERY_DISKS", 6) as usize,
+        lifecycle,
     };
     let started = Instant::now();
     match fault_points(&suite) {

@@ -81,9 +81,13 @@ async fn a_sealed_stream_refuses_writes_whatever_the_token_and_keeps_serving_rea
             Err(WriteError::StreamSealed(_))
         ));
     }
-    // Sealing again with an accepted token is idempotent.
-    assert!(e.seal("s", 4).await.unwrap().sealed);
+    // Sealing again with the highest token is idempotent; a higher one
+    // raises the token (so nothing carrying 3 changes the stream again).
+    assert!(e.seal("s", 3).await.unwrap().sealed);
     assert_eq!(state(&e, "s").highest_token, 3);
+    assert!(e.seal("s", 4).await.unwrap().sealed);
+    assert_eq!(state(&e, "s").highest_token, 4);
+    assert_eq!(e.delete("s", 3).await, Err(stale(3, 4, 1)));
     let r = e.read("s", 0, 10, 1 << 20).unwrap();
     assert_eq!((bodies(&r), r.sealed), (recs(&["a"]), true));
     // A long-poll at the tail of a sealed stream returns at once.
@@ -429,5 +433,97 @@ async fn compaction_carries_a_slow_streams_record_forward() {
     // A second pass finds nothing more to do.
     let r = e.reclaim().await.unwrap();
     assert_eq!((r.compacted, r.deleted.len()), (0, 0), "{r:?}");
+    e.shutdown().await;
+}
+
+/// Retention by bytes trims whole frames from the front until the stream
+/// holds no more than its limit; the token and `next_seq` stay; a restart
+/// keeps the trim point; and a stream under the server default is trimmed
+/// the same way while a stream with `Unlimited` keeps everything.
+#[tokio::test]
+async fn retention_by_bytes_trims_whole_frames_from_the_front() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = Config {
+        retention_bytes: Some(1000),
+        ..small(1 << 20)
+    };
+    let body = "r".repeat(200);
+    {
+        let e = Engine::open_with(dir.path(), cfg.clone()).unwrap();
+        for i in 0..10 {
+            for s in ["own", "default", "kept"] {
+                e.append(s, 3, recs(&[&format!("{i}{body}")]), None)
+                    .await
+                    .unwrap();
+            }
+        }
+        let own = StreamConfig {
+            retention_bytes: Retention::Limit(600),
+            ..StreamConfig::default()
+        };
+        e.set_config("own", None, own).await.unwrap();
+        let keep = StreamConfig {
+            retention_bytes: Retention::Unlimited,
+            ..StreamConfig::default()
+        };
+        e.set_config("kept", Some(3), keep).await.unwrap();
+        let r = e.reclaim().await.unwrap();
+        assert_eq!(r.retention_trims, 2, "{r:?}");
+        for (s, limit) in [("own", 600), ("default", 1000)] {
+            let st = state(&e, s);
+            assert!(st.bytes <= limit, "{s}: {st:?}");
+            // Whole frames: one more would have fitted only above the limit.
+            let frame = st.bytes / (st.next_seq - st.first_seq);
+            assert!(st.bytes + frame > limit, "{s} trimmed too far: {st:?}");
+            assert_eq!((st.next_seq, st.highest_token), (10, 3));
+            let first = e.read(s, st.first_seq, 1, 1 << 20).unwrap();
+            assert_eq!(bodies(&first), recs(&[&format!("{}{body}", st.first_seq)]));
+        }
+        assert_eq!(state(&e, "kept").first_seq, 0);
+        // A second pass has nothing more to do.
+        assert_eq!(e.reclaim().await.unwrap().retention_trims, 0);
+        e.shutdown().await;
+    }
+    let e = Engine::open_with(dir.path(), cfg).unwrap();
+    let own = state(&e, "own");
+    assert!(own.first_seq > 0 && own.bytes <= 600, "{own:?}");
+    assert!(matches!(
+        e.read("own", own.first_seq - 1, 1, 1 << 20),
+        Err(ReadError::OutOfRange { .. })
+    ));
+    assert_eq!(own.retention_bytes, Some(600));
+    assert_eq!(
+        e.append("own", 2, recs(&["stale"]), None).await,
+        Err(stale(2, 3, 10))
+    );
+    e.shutdown().await;
+}
+
+/// Retention by age trims records older than the limit, and only those.
+/// The one sleep is the age itself passing (there is no clock to inject).
+#[tokio::test]
+async fn retention_by_age_trims_only_expired_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Engine::open_with(dir.path(), small(1 << 20)).unwrap();
+    e.append("s", 4, recs(&["old", "older"]), None)
+        .await
+        .unwrap();
+    let age = StreamConfig {
+        retention_age_s: Retention::Limit(1),
+        ..StreamConfig::default()
+    };
+    e.set_config("s", Some(4), age).await.unwrap();
+    // Nothing is a second old yet.
+    assert_eq!(e.reclaim().await.unwrap().retention_trims, 0);
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    e.append("s", 4, recs(&["new"]), None).await.unwrap();
+    let r = e.reclaim().await.unwrap();
+    assert_eq!(r.retention_trims, 1, "{r:?}");
+    let st = state(&e, "s");
+    assert_eq!((st.first_seq, st.next_seq, st.highest_token), (2, 3, 4));
+    assert_eq!(
+        bodies(&e.read("s", 2, 10, 1 << 20).unwrap()),
+        recs(&["new"])
+    );
     e.shutdown().await;
 }

@@ -21,6 +21,7 @@ mod faults_restart_after_eio;
 mod fuzz_corpus;
 mod groups;
 mod lifecycle;
+mod long_run;
 #[cfg(feature = "mutations")]
 mod mutations;
 mod poison;

@@ -35,6 +35,21 @@ fn crash_suite() -> CrashSuite {
         random_when_many: 16,
         random_extra: 1,
         stride: 1,
+        lifecycle: false,
+    }
+}
+
+/// The lifecycle script: trims, seals, deletes, retention, checkpoints,
+/// compaction and segment deletion.
+fn lifecycle_crash_suite() -> CrashSuite {
+    CrashSuite {
+        seed: 0x5EED_0003,
+        steps: 150,
+        segment_bytes: 4096,
+        random_when_many: 4,
+        random_extra: 0,
+        stride: 1,
+        lifecycle: true,
     }
 }
 
@@ -45,6 +60,7 @@ fn fault_suite() -> FaultSuite {
         segment_bytes: 4096,
         stride: 1,
         recovery_disks: 0,
+        lifecycle: false,
     }
 }
 
@@ -68,6 +84,7 @@ fn assert_caught<T: std::fmt::Debug>(m: Mutation, r: Result<T, String>) {
 fn the_suites_pass_without_a_mutation() {
     with_mutation(Mutation::None, || {
         crash_points(&crash_suite()).unwrap();
+        crash_points(&lifecycle_crash_suite()).unwrap();
         fault_points(&fault_suite()).unwrap();
         corruption(&corruption_suite()).unwrap();
     });
@@ -120,6 +137,40 @@ fn a_panicking_writer_is_caught() {
     assert_caught(m, with_mutation(m, || crash_points(&crash_suite())));
 }
 
+/// "A fence outlives its segments": deleting segments before the
+/// checkpoint that carries their state is durable loses tokens, seals and
+/// tombstones at a crash in between.
+#[test]
+fn deleting_segments_before_the_checkpoint_is_durable_is_caught() {
+    let m = Mutation::DeleteBeforeCheckpoint;
+    assert_caught(
+        m,
+        with_mutation(m, || crash_points(&lifecycle_crash_suite())),
+    );
+}
+
+/// A checkpoint without the live streams' entries: once the segments that
+/// carried their fences are deleted, a restart forgets them.
+#[test]
+fn a_checkpoint_that_omits_streams_is_caught() {
+    let m = Mutation::CheckpointOmitsStreams;
+    assert_caught(
+        m,
+        with_mutation(m, || crash_points(&lifecycle_crash_suite())),
+    );
+}
+
+/// A checkpoint without tombstones: a deleted stream's token goes with its
+/// segments, and a stale owner could resurrect it.
+#[test]
+fn a_checkpoint_that_forgets_tombstones_is_caught() {
+    let m = Mutation::ForgetTombstoneAtCheckpoint;
+    assert_caught(
+        m,
+        with_mutation(m, || crash_points(&lifecycle_crash_suite())),
+    );
+}
+
 /// Tests of the test: with a deliberate durability bug switched on, some
 /// seed among the first few dozen must produce a violation.
 fn assert_sim_catches(m: Mutation) {
@@ -153,4 +204,9 @@ fn sim_catches_serving_unsynced_records() {
 #[test]
 fn sim_catches_ignoring_an_fsync_error() {
     assert_sim_catches(Mutation::IgnoreSyncError);
+}
+
+#[test]
+fn sim_catches_a_checkpoint_that_omits_streams() {
+    assert_sim_catches(Mutation::CheckpointOmitsStreams);
 }

@@ -22,7 +22,8 @@
 //! `FENCELOG_SIM_SEEDS` (default 2000), `FENCELOG_SIM_OPS` (default 500)
 //! and `FENCELOG_SIM_SEED` (run one seed) size the run.
 
-use crate::support::{env_or, verify, Attempt, Mode, Model, Outcome};
+use crate::support::verify::StreamDump;
+use crate::support::{env_or, verify, Attempt, Kind, Mode, Model, Outcome};
 use bytes::Bytes;
 use fencelog_engine::sim::{Fault, FaultKind, Resolution, Rng, SimStorage};
 use fencelog_engine::{Config, Engine, ReadBatch, ReadError, WriteError};
@@ -105,6 +106,12 @@ enum ReqKind {
         match_seq: Option<u64>,
     },
     Fence,
+    /// Trim to this seq (the owner's view of its consumers' progress).
+    Trim {
+        to: u64,
+    },
+    Seal,
+    Delete,
     Read {
         start: u64,
         max: usize,
@@ -125,6 +132,8 @@ struct Req {
 enum Res {
     Acked(fencelog_engine::Ack),
     Fenced(fencelog_engine::StreamState),
+    /// A trim, seal or delete applied; the stream's state after it.
+    Done(fencelog_engine::StreamState),
     Read(ReadBatch),
     Stale {
         highest: u64,
@@ -133,6 +142,8 @@ enum Res {
     Mismatch {
         next_seq: u64,
     },
+    /// 409 `stream_sealed`: definitely not applied.
+    Sealed,
     /// Refused without being attempted: definitely not applied.
     Refused(String),
     Unknown(String),
@@ -142,10 +153,12 @@ enum Res {
 impl Res {
     fn label(&self) -> &'static str {
         match self {
-            Res::Acked(_) | Res::Fenced(_) | Res::Read(_) => "ok",
-            Res::Stale { .. } | Res::Mismatch { .. } | Res::Refused(_) | Res::ReadFailed(_) => {
-                "failed"
-            }
+            Res::Acked(_) | Res::Fenced(_) | Res::Done(_) | Res::Read(_) => "ok",
+            Res::Stale { .. }
+            | Res::Mismatch { .. }
+            | Res::Sealed
+            | Res::Refused(_)
+            | Res::ReadFailed(_) => "failed",
             Res::Unknown(_) => "unknown",
         }
     }
@@ -167,6 +180,11 @@ pub(crate) struct Stats {
     acked: u64,
     acked_records: u64,
     fences_ok: u64,
+    trims_ok: u64,
+    seals_ok: u64,
+    deletes_ok: u64,
+    sealed_refusals: u64,
+    reclaims: u64,
     stale: u64,
     mismatched: u64,
     unknown: u64,
@@ -186,6 +204,11 @@ impl Stats {
         self.acked += o.acked;
         self.acked_records += o.acked_records;
         self.fences_ok += o.fences_ok;
+        self.trims_ok += o.trims_ok;
+        self.seals_ok += o.seals_ok;
+        self.deletes_ok += o.deletes_ok;
+        self.sealed_refusals += o.sealed_refusals;
+        self.reclaims += o.reclaims;
         self.stale += o.stale;
         self.mismatched += o.mismatched;
         self.unknown += o.unknown;
@@ -216,6 +239,8 @@ fn body(stream: &str, attempt: usize, k: usize, size: usize, rng: &mut Rng) -> B
 struct Floor {
     token: u64,
     next_seq: u64,
+    /// The trim point an answer proved: nothing below is ever served again.
+    first_seq: u64,
 }
 
 struct Sim {
@@ -251,6 +276,7 @@ fn classify_write(e: WriteError) -> Res {
             highest, next_seq, ..
         } => Res::Stale { highest, next_seq },
         WriteError::SeqMismatch { next_seq, .. } => Res::Mismatch { next_seq },
+        WriteError::StreamSealed(_) => Res::Sealed,
         WriteError::StorageFailed(_) | WriteError::ShuttingDown => Res::Unknown(e.to_string()),
         e => Res::Refused(e.to_string()),
     }
@@ -354,16 +380,28 @@ impl Sim {
                     token,
                     writes_left,
                 } => {
-                    let match_seq = rng.chance(1, 4).then_some(worker.known_next[stream]);
+                    let known = worker.known_next[stream];
+                    // Owners (and stale owners waking up) mostly append;
+                    // now and then they trim what consumers are done with,
+                    // seal the stream, or delete it (a later lease then
+                    // recreates it above the tombstone).
+                    let kind = match rng.below(200) {
+                        0..=19 => ReqKind::Trim {
+                            to: known.saturating_sub(rng.below(4)) + rng.below(2),
+                        },
+                        20 => ReqKind::Seal,
+                        21..=24 => ReqKind::Delete,
+                        _ => ReqKind::Append {
+                            records: rng.range(1, 3) as usize,
+                            size: rng.range(12, 48) as usize,
+                            match_seq: rng.chance(1, 4).then_some(known),
+                        },
+                    };
                     self.network.push(Req {
                         worker: w,
                         stream,
                         token,
-                        kind: ReqKind::Append {
-                            records: rng.range(1, 3) as usize,
-                            size: rng.range(12, 48) as usize,
-                            match_seq,
-                        },
+                        kind,
                     });
                     worker.phase = if rng.chance(1, 4) {
                         Phase::Paused {
@@ -436,6 +474,7 @@ impl Sim {
                     .collect();
                 self.model.attempts.push(Attempt {
                     stream: name.to_string(),
+                    kind: Kind::Append,
                     token,
                     bodies: bodies.clone(),
                     outcome: Outcome::Pending,
@@ -455,6 +494,7 @@ impl Sim {
                 let id = self.model.attempts.len();
                 self.model.attempts.push(Attempt {
                     stream: name.to_string(),
+                    kind: Kind::Fence,
                     token,
                     bodies: Vec::new(),
                     outcome: Outcome::Pending,
@@ -464,6 +504,35 @@ impl Sim {
                     Box::pin(async move {
                         match engine.fence(name, token).await {
                             Ok(s) => Res::Fenced(s),
+                            Err(e) => classify_write(e),
+                        }
+                    }),
+                )
+            }
+            ReqKind::Trim { .. } | ReqKind::Seal | ReqKind::Delete => {
+                let (kind, op) = match req.kind {
+                    ReqKind::Trim { to } => (Kind::Trim, Some(to)),
+                    ReqKind::Seal => (Kind::Seal, None),
+                    _ => (Kind::Delete, None),
+                };
+                let id = self.model.attempts.len();
+                self.model.attempts.push(Attempt {
+                    stream: name.to_string(),
+                    kind,
+                    token,
+                    bodies: Vec::new(),
+                    outcome: Outcome::Pending,
+                });
+                (
+                    Some(id),
+                    Box::pin(async move {
+                        let r = match (kind, op) {
+                            (Kind::Trim, Some(to)) => engine.trim(name, token, to).await,
+                            (Kind::Seal, _) => engine.seal(name, token).await,
+                            _ => engine.delete(name, token).await,
+                        };
+                        match r {
+                            Ok(s) => Res::Done(s),
                             Err(e) => classify_write(e),
                         }
                     }),
@@ -517,7 +586,7 @@ impl Sim {
             self.stats.ops += 1;
             let s = req.stream;
             let fail = |what: String| Err(format!("wave {} {req:?} -> {res:?}: {what}", self.wave));
-            let ok = matches!(res, Res::Acked(_) | Res::Fenced(_));
+            let ok = matches!(res, Res::Acked(_) | Res::Fenced(_) | Res::Done(_));
             if ok && failed_before {
                 return fail(
                     "acknowledged by an engine that had already reported a storage failure".into(),
@@ -559,11 +628,44 @@ impl Sim {
                     }
                     self.stats.fences_ok += 1;
                 }
+                Res::Done(st) => {
+                    if req.token < floors[s].token || st.highest_token < req.token {
+                        return fail(format!(
+                            "accepted against durable token {}",
+                            floors[s].token
+                        ));
+                    }
+                    if st.first_seq < floors[s].first_seq {
+                        return fail(format!(
+                            "answered first_seq {} below the trim point {} proved before",
+                            st.first_seq, floors[s].first_seq
+                        ));
+                    }
+                    match req.kind {
+                        ReqKind::Trim { .. } => self.stats.trims_ok += 1,
+                        ReqKind::Seal => self.stats.seals_ok += 1,
+                        _ => self.stats.deletes_ok += 1,
+                    }
+                    self.workers[req.worker].known_next[s] = st.next_seq;
+                }
+                Res::Sealed => {
+                    self.stats.sealed_refusals += 1;
+                    // The owner finds its stream finished and deletes it to
+                    // start over (the next lease recreates it above the
+                    // tombstone).
+                    if self.rng.chance(1, 2) {
+                        self.network.push(Req {
+                            kind: ReqKind::Delete,
+                            ..req.clone()
+                        });
+                    }
+                }
                 Res::Stale { highest, .. } => {
-                    if *highest <= req.token {
-                        return fail(
-                            "409 names a highest token not above the one presented".into(),
-                        );
+                    // Equal is refused only by a tombstone (a stale owner
+                    // never resurrects a stream with the token that
+                    // deleted it); the final check explains it.
+                    if *highest < req.token {
+                        return fail("409 names a highest token below the one presented".into());
                     }
                     self.stats.stale += 1;
                     // The worker learns it lost ownership and starts over.
@@ -584,6 +686,12 @@ impl Sim {
                 }
                 Res::Read(b) => {
                     self.stats.reads += 1;
+                    if let Some(r) = b.records.first().filter(|r| r.seq < floors[s].first_seq) {
+                        return fail(format!(
+                            "read served seq {} below the trim point {} proved before",
+                            r.seq, floors[s].first_seq
+                        ));
+                    }
                     if b.next_seq < floors[s].next_seq {
                         return fail(format!(
                             "read sees next_seq {} below the durable {}",
@@ -603,6 +711,11 @@ impl Sim {
                         first_seq: a.first_seq,
                     },
                     Res::Fenced(_) => Outcome::FenceAcked,
+                    Res::Done(st) => Outcome::Done {
+                        first_seq: st.first_seq,
+                        next_seq: st.next_seq,
+                        highest_token: st.highest_token,
+                    },
                     Res::Unknown(_) => Outcome::Unknown,
                     _ => Outcome::Rejected,
                 };
@@ -628,9 +741,10 @@ impl Sim {
                     f.token = f.token.max(a.fencing_token);
                     f.next_seq = f.next_seq.max(a.next_seq);
                 }
-                Res::Fenced(st) => {
+                Res::Fenced(st) | Res::Done(st) => {
                     f.token = f.token.max(st.highest_token);
                     f.next_seq = f.next_seq.max(st.next_seq);
+                    f.first_seq = f.first_seq.max(st.first_seq);
                 }
                 Res::Stale { highest, next_seq } => {
                     f.token = f.token.max(*highest);
@@ -688,14 +802,14 @@ impl Sim {
         let engine = Engine::open_storage(Arc::new(self.disk.clone()), self.cfg.clone())
             .map_err(|e| format!("epoch {}: reopen failed: {e}", self.epoch))?;
         for (s, f) in self.floors.iter().enumerate() {
-            let (next, highest) = match engine.state(STREAMS[s]) {
-                Ok(st) => (st.next_seq, st.highest_token),
-                Err(ReadError::NotFound) => (0, 0),
+            let (next, highest, first) = match engine.state(STREAMS[s]) {
+                Ok(st) => (st.next_seq, st.highest_token, st.first_seq),
+                Err(ReadError::NotFound) => (0, 0, 0),
                 Err(e) => return Err(format!("epoch {}: state: {e}", self.epoch)),
             };
-            if highest < f.token || next < f.next_seq {
+            if highest < f.token || next < f.next_seq || first < f.first_seq {
                 return Err(format!(
-                    "epoch {}: {} recovered with highest_token {highest}, next_seq {next}, but answers before the {} proved {f:?} durable",
+                    "epoch {}: {} recovered with highest_token {highest}, next_seq {next}, first_seq {first}, but answers before the {} proved {f:?} durable",
                     self.epoch,
                     STREAMS[s],
                     if power_loss { "power loss" } else { "kill" }
@@ -764,6 +878,8 @@ impl Sim {
             self.deliver(wave, kill).await?;
             if kill.is_some() {
                 self.reopen(false)?;
+            } else if self.rng.chance(1, 6) {
+                self.reclaim().await?;
             }
         }
         // The end: one more power loss, then everything is judged against
@@ -772,14 +888,103 @@ impl Sim {
         self.check_final()
     }
 
+    /// A reclamation pass between waves (retention, compaction,
+    /// checkpoint, segment deletion) on the faulty disk: it either works
+    /// or poisons the engine like a failed group.
+    async fn reclaim(&mut self) -> Result<(), String> {
+        match self.engine().reclaim().await {
+            Ok(_) => self.stats.reclaims += 1,
+            Err(WriteError::StorageFailed(_) | WriteError::Poisoned(_)) => {
+                if self.engine().poisoned().is_none() {
+                    return Err("a failed reclamation pass left the engine healthy".into());
+                }
+                if !self.failed_in_epoch {
+                    self.failed_in_epoch = true;
+                    self.stats.poisonings += 1;
+                }
+            }
+            Err(e) => return Err(format!("reclamation pass: {e}")),
+        }
+        if self.disk.faults_fired() > self.faults_fired_at_epoch_start {
+            self.fault_in_epoch = true;
+        }
+        Ok(())
+    }
+
+    /// The lifecycle rules over the whole history, in wave order: no write
+    /// is accepted after an acknowledged seal (until a delete that may have
+    /// applied); no write with a token at or below an acknowledged delete's
+    /// is accepted afterwards (no resurrection below a tombstone); no read
+    /// returns a record below a trim point an earlier answer proved.
+    fn check_lifecycle_history(&self) -> Result<(), String> {
+        #[derive(Default, Clone, Copy)]
+        struct Seen {
+            sealed_in: Option<u64>,
+            tomb: Option<(u64, u64)>,
+            first_seq: (u64, u64),
+        }
+        let mut seen = [Seen::default(); 2];
+        for (i, h) in self.history.iter().enumerate() {
+            let st = &mut seen[h.req.stream];
+            let earlier = |wave: u64| wave < h.wave;
+            let fail = |what: &str| {
+                Err(format!(
+                    "op {i} (wave {}) {:?} -> {:?}: {what}",
+                    h.wave, h.req, h.res
+                ))
+            };
+            let write_ok = matches!(h.res, Res::Acked(_) | Res::Fenced(_))
+                || matches!((&h.req.kind, &h.res), (ReqKind::Trim { .. }, Res::Done(_)));
+            if write_ok && st.sealed_in.is_some_and(earlier) {
+                return fail("accepted after an acknowledged seal");
+            }
+            if matches!(h.res, Res::Acked(_) | Res::Fenced(_) | Res::Done(_))
+                && st.tomb.is_some_and(|(w, t)| earlier(w) && h.req.token <= t)
+            {
+                return fail("accepted at or below an acknowledged tombstone's token");
+            }
+            if let Res::Read(b) = &h.res {
+                let (w, first) = st.first_seq;
+                if earlier(w) && b.records.first().is_some_and(|r| r.seq < first) {
+                    return fail("served a record below a proved trim point");
+                }
+            }
+            let maybe = !matches!(
+                h.res,
+                Res::Stale { .. }
+                    | Res::Mismatch { .. }
+                    | Res::Sealed
+                    | Res::Refused(_)
+                    | Res::ReadFailed(_)
+            );
+            match (&h.req.kind, &h.res) {
+                (ReqKind::Seal, Res::Done(_)) => st.sealed_in = Some(h.wave),
+                (ReqKind::Delete, Res::Done(_)) => {
+                    st.sealed_in = None;
+                    st.tomb = Some((h.wave, h.req.token));
+                }
+                (ReqKind::Delete, _) if maybe => st.sealed_in = None,
+                _ => {}
+            }
+            if let Res::Done(s) | Res::Fenced(s) = &h.res {
+                if s.first_seq > st.first_seq.1 {
+                    st.first_seq = (h.wave, s.first_seq);
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn check_final(&mut self) -> Result<(), String> {
+        self.check_lifecycle_history()?;
         let engine = self.engine().clone();
         let dump = verify(&engine, &self.model, Mode::Recovered)?;
         self.stats.final_records = crate::support::dump_records(&dump);
-        let empty = (0, 0, Vec::new());
+        let empty = StreamDump::default();
         for (i, h) in self.history.iter().enumerate() {
             let name = STREAMS[h.req.stream];
-            let (next, highest, log) = dump.get(name).unwrap_or(&empty);
+            let d = dump.get(name).unwrap_or(&empty);
+            let (next, highest) = (&d.next_seq, &d.highest_token);
             let fail = |what: String| {
                 Err(format!(
                     "op {i} (epoch {}, wave {}) {:?} -> {:?}: {what}",
@@ -798,7 +1003,11 @@ impl Sim {
                         unreachable!()
                     };
                     for (k, r) in b.records.iter().enumerate() {
-                        let want = log.get((start + k as u64) as usize);
+                        if r.seq < d.first_seq {
+                            // Trimmed or deleted since: nothing to compare.
+                            continue;
+                        }
+                        let want = d.at(start + k as u64);
                         if r.seq != start + k as u64
                             || want.map(|(_, t, body)| (*t, body))
                                 != Some((r.fencing_token, &r.body))
@@ -823,7 +1032,13 @@ impl Sim {
                     let explained = self.history[..i].iter().any(|o| {
                         o.req.stream == h.req.stream
                             && o.req.token == *h409
-                            && matches!(o.res, Res::Acked(_) | Res::Fenced(_) | Res::Unknown(_))
+                            && matches!(
+                                o.res,
+                                Res::Acked(_) | Res::Fenced(_) | Res::Done(_) | Res::Unknown(_)
+                            )
+                            // Equal to the token presented: only a
+                            // tombstone refuses that, so a delete carried it.
+                            && (*h409 > h.req.token || matches!(o.req.kind, ReqKind::Delete))
                     });
                     if !explained {
                         return fail(format!(
@@ -939,4 +1154,6 @@ fn fencing_protocol_under_hostile_timing() {
     assert!(st.acked > 0 && st.stale > 0 && st.mismatched > 0 && st.reads > 0);
     assert!(st.duplicates > 0 && st.unknown > 0 && st.refused_poisoned > 0);
     assert!(st.power_losses > seeds && st.kills > 0 && st.faults_fired > 0);
+    assert!(st.trims_ok > 0 && st.seals_ok > 0 && st.deletes_ok > 0 && st.sealed_refusals > 0);
+    assert!(st.reclaims > 0);
 }

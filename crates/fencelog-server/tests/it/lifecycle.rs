@@ -333,3 +333,57 @@ async fn config_sets_retention_durably_and_refuses_what_it_cannot_mean() {
     );
     api.assert_healthy().await;
 }
+
+/// The disk budget: filled to `data_bytes_max`, appends get 507 (definitely
+/// not applied) while `/healthz` stays 200 and reads, fences, trims and
+/// seals work; once a trim and a reclamation pass bring usage down,
+/// appends succeed again without a restart.
+#[tokio::test]
+async fn a_full_budget_refuses_appends_until_a_trim_frees_space() {
+    const BUDGET: u64 = 64 << 10;
+    let config = fencelog_engine::Config {
+        segment_bytes_max: 4096,
+        data_bytes_max: Some(BUDGET),
+        reclaim_interval_ms: 0,
+        ..fencelog_engine::Config::default()
+    };
+    let s = TestServer::start_with(config, |_| {}, Default::default()).await;
+    let api = &s.api;
+    let body = "f".repeat(500);
+    let mut appended = 0u64;
+    let full = loop {
+        let (status, b) = api.append("fill", 5, &[&body]).await;
+        match status {
+            200 => appended += 1,
+            507 => break b,
+            _ => panic!("{status}: {b}"),
+        }
+        assert!(appended < 1000, "the budget never filled");
+    };
+    assert_eq!(full["error"], json!("insufficient_storage"), "{full}");
+    assert_eq!(full["limit"], json!(BUDGET));
+    assert_eq!(full["outcome_unknown"], json!(false));
+    assert!(full["actual"].as_u64().unwrap() <= BUDGET, "{full}");
+    // Healthy: the budget is not a storage failure.
+    api.assert_healthy().await;
+    let (status, st) = api.state("fill").await;
+    assert_eq!((status, &st["next_seq"]), (200, &json!(appended)));
+    assert_eq!(api.read("fill", "start_seq=0&count=1").await.0, 200);
+    assert_eq!(api.fence("other", 1).await.0, 200);
+    // Nothing of the refused append was applied.
+    let (status, again) = api.append("fill", 5, &[&body]).await;
+    assert_eq!(
+        (status, &again["error"]),
+        (507, &json!("insufficient_storage"))
+    );
+    assert_eq!(api.state("fill").await.1["next_seq"], json!(appended));
+    // Trim nearly everything; reclamation gives the segments back.
+    let (status, t) = trim(api, "fill", 5, appended - 1).await;
+    assert_eq!(status, 200, "{t}");
+    let r = s.engine.reclaim().await.unwrap();
+    assert!(!r.deleted.is_empty(), "{r:?}");
+    let (status, a) = api.append("fill", 5, &[&body]).await;
+    assert_eq!((status, &a["first_seq"]), (200, &json!(appended)), "{a}");
+    api.assert_healthy().await;
+    s.stop().await.unwrap();
+}

@@ -11,3 +11,4 @@ mod lifecycle;
 mod openapi_routes;
 mod producers;
 mod reads;
+mod upgrade_v1;

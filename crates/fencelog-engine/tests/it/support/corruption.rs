@@ -7,6 +7,7 @@
 use super::*;
 use fencelog_engine::sim::Resolution;
 use fencelog_engine::testing::{decode_frame, FORMAT_VERSION, SEGMENT_HEADER_BYTES};
+use std::collections::BTreeMap;
 
 #[derive(Debug, Clone)]
 pub struct CorruptionSuite {
@@ -267,9 +268,9 @@ pub fn corruption(suite: &CorruptionSuite) -> Result<CorruptionStats, String> {
             .map(|f| f.records)
             .sum();
         let expect = if in_last_group {
-            Expect::Either(lost_if_cut, name.clone())
+            Expect::Either(lost_if_cut, name.to_string())
         } else {
-            Expect::Refuse(name.clone())
+            Expect::Refuse(name.to_string())
         };
         let what = format!("flip {i}: bit {bit} of byte {at} in {name}");
         if let Opened::Yes(r) = ck.case(&with(&name, &b), &what, expect).map_err(&fail)? {
@@ -347,4 +348,139 @@ pub fn corruption(suite: &CorruptionSuite) -> Result<CorruptionStats, String> {
 pub fn next_segment_name(last: &str) -> String {
     let n: u64 = last.trim_end_matches(".seg").parse().unwrap();
     format!("{:020}.seg", n + 1)
+}
+
+/// What the lifecycle corruption cases found.
+#[derive(Debug, Default)]
+pub struct LifecycleCorruptionStats {
+    pub checkpoint_bytes: usize,
+    pub manifest_bytes: usize,
+    pub compacted_segments: usize,
+    pub cases: u64,
+}
+
+/// Damage to what reclamation leaves behind: every byte of the checkpoint
+/// and of the MANIFEST flipped, the checkpoint cut at every length, and
+/// random flips inside segments that received compacted (RELOCATED)
+/// frames. Each must refuse to open naming the damaged file (a checkpoint
+/// or MANIFEST is never guessed around: it may be the only copy of a
+/// fence); a flip in the last group of the last segment may instead be cut
+/// as a torn write.
+pub fn lifecycle_corruption(suite: &CorruptionSuite) -> Result<LifecycleCorruptionStats, String> {
+    let fail = |what: String| format!("seed {}: {what}", suite.seed);
+    let rt = runtime();
+    let cfg = config(suite.segment_bytes);
+    let base = SimStorage::new();
+    let engine = open(&base, &cfg).map_err(|e| fail(e.to_string()))?;
+    let model = rt
+        .block_on(run_script(
+            &engine,
+            &lifecycle_script(suite.seed, suite.steps),
+        ))
+        .map_err(&fail)?;
+    rt.block_on(engine.shutdown());
+    drop(engine);
+    base.crash(Resolution::DropAll);
+    let names = base.file_names();
+    let ckpt = names
+        .iter()
+        .find(|n| n.ends_with(".ckpt"))
+        .cloned()
+        .ok_or_else(|| fail(format!("no checkpoint among {names:?}")))?;
+    let segs: Vec<String> = names
+        .iter()
+        .filter(|n| n.ends_with(".seg"))
+        .cloned()
+        .collect();
+    let last = segs.last().cloned().unwrap_or_default();
+    let compacted: Vec<String> = segs
+        .iter()
+        .filter(|s| {
+            frames_of(&base.contents(s).unwrap())
+                .iter()
+                .any(|(f, relocated)| *relocated && f.records > 0)
+        })
+        .cloned()
+        .collect();
+    if compacted.is_empty() {
+        return Err(fail(format!(
+            "no segment holds a compacted frame: {segs:?}"
+        )));
+    }
+    // Readable records of the intact log: trims make this less than what
+    // was acknowledged.
+    let total = {
+        let e = open(&base.fork(), &cfg).map_err(|e| fail(format!("intact: {e}")))?;
+        dump_records(&verify(&e, &model, Mode::Recovered).map_err(&fail)?)
+    };
+    let mut ck = Checker {
+        cfg,
+        model: &model,
+        total,
+        stats: CorruptionStats::default(),
+    };
+    let with = |name: &str, bytes: &[u8]| {
+        let d = base.fork();
+        d.set_contents(name, bytes);
+        d
+    };
+    let mut rng = Rng::new(suite.seed ^ 0xC4EC);
+    for file in [ckpt.as_str(), "MANIFEST"] {
+        let bytes = base.contents(file).unwrap();
+        for at in 0..bytes.len() {
+            let mut b = bytes.clone();
+            let bit = rng.below(8);
+            b[at] ^= 1 << bit;
+            let what = format!("bit {bit} of byte {at} of {file} flipped");
+            ck.case(&with(file, &b), &what, Expect::Refuse(file.into()))
+                .map_err(&fail)?;
+        }
+    }
+    let ckpt_bytes = base.contents(&ckpt).unwrap();
+    for len in 0..ckpt_bytes.len() {
+        let what = format!("{ckpt} cut to {len} bytes");
+        ck.case(
+            &with(&ckpt, &ckpt_bytes[..len]),
+            &what,
+            Expect::Refuse(ckpt.clone()),
+        )
+        .map_err(&fail)?;
+    }
+    for seg in &compacted {
+        let bytes = base.contents(seg).unwrap();
+        let fs = frames_of(&bytes);
+        let last_group = fs.last().map(|(f, _)| f.group_id);
+        for _ in 0..suite.flips {
+            let (f, _) = fs[rng.below(fs.len() as u64) as usize];
+            let at = rng.range(f.offset as u64, f.end as u64) as usize;
+            let mut b = bytes.clone();
+            b[at] ^= 1 << rng.below(8);
+            let what = format!("byte {at} of compacted {seg} flipped");
+            let expect = if *seg == last && Some(f.group_id) == last_group {
+                Expect::Either(u64::MAX, seg.clone())
+            } else {
+                Expect::Refuse(seg.clone())
+            };
+            ck.case(&with(seg, &b), &what, expect).map_err(&fail)?;
+        }
+    }
+    Ok(LifecycleCorruptionStats {
+        checkpoint_bytes: ckpt_bytes.len(),
+        manifest_bytes: base.contents("MANIFEST").unwrap().len(),
+        compacted_segments: compacted.len(),
+        cases: ck.stats.cases,
+    })
+}
+
+/// The frames of a segment with whether each is a compacted copy.
+fn frames_of(seg: &[u8]) -> Vec<(FrameInfo, bool)> {
+    frames(seg)
+        .into_iter()
+        .map(|f| {
+            let relocated = decode_frame(&seg[f.offset..], FORMAT_VERSION)
+                .map(|d| d.header.relocated())
+                .unwrap_or(false);
+            (f, relocated)
+        })
+        .collect()
 }

@@ -18,6 +18,9 @@ pub struct CrashSuite {
     pub random_extra: usize,
     /// Only every `stride`-th crash point (1 = all of them).
     pub stride: u64,
+    /// The lifecycle script (trims, seals, deletes, retention, reclamation)
+    /// instead of the original one.
+    pub lifecycle: bool,
 }
 
 #[derive(Debug, Default)]
@@ -31,12 +34,20 @@ pub struct CrashStats {
     /// requests means bursts really shared an fsync.
     pub dry_acks: u64,
     pub dry_groups: u64,
+    /// Reclamation passes of the dry run, and what they did.
+    pub dry_reclaims: u64,
+    pub dry_checkpoints: u64,
+    pub dry_deleted_segments: u64,
+    pub dry_compacted_frames: u64,
 }
 
 pub fn crash_points(suite: &CrashSuite) -> Result<CrashStats, String> {
     let rt = runtime();
     let cfg = config(suite.segment_bytes);
-    let steps = script(suite.seed, suite.steps);
+    let steps = match suite.lifecycle {
+        true => lifecycle_script(suite.seed, suite.steps),
+        false => script(suite.seed, suite.steps),
+    };
     let fail = |what: String| format!("seed {}: {what}", suite.seed);
 
     // Dry run: how many storage calls the whole script makes.
@@ -51,6 +62,12 @@ pub fn crash_points(suite: &CrashSuite) -> Result<CrashStats, String> {
         },
     )
     .map_err(&fail)?;
+    let dry = engine.metrics();
+    let (checkpoints, deleted, copied) = (
+        dry.checkpoints.get(),
+        dry.segments_deleted.get(),
+        dry.compaction_frames_copied.get(),
+    );
     drop(engine);
     let total = sim.op_count();
     // Every group is one fdatasync of the data; the first segment and each
@@ -59,12 +76,14 @@ pub fn crash_points(suite: &CrashSuite) -> Result<CrashStats, String> {
     let get = |k: &str| calls.get(k).copied().unwrap_or(0);
     let mut stats = CrashStats {
         ops: total,
-        dry_acks: model
-            .attempts
-            .iter()
-            .filter(|a| matches!(a.outcome, Outcome::Acked { .. } | Outcome::FenceAcked))
-            .count() as u64,
-        dry_groups: get("sync_data") - get("sync_dir"),
+        dry_acks: model.attempts.iter().filter(|a| a.acked()).count() as u64,
+        // Every sync_data not of a new segment, a MANIFEST or a checkpoint
+        // is a group's.
+        dry_groups: get("sync_data") - get("create"),
+        dry_reclaims: model.reclaims,
+        dry_checkpoints: checkpoints,
+        dry_deleted_segments: deleted,
+        dry_compacted_frames: copied,
         ..Default::default()
     };
     let mut rng = Rng::new(suite.seed ^ 0xC0FF_EE00);

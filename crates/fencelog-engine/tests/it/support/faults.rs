@@ -17,6 +17,9 @@ pub struct FaultSuite {
     /// Disks with something for recovery to repair, each faulted at every
     /// recovery call.
     pub recovery_disks: usize,
+    /// The lifecycle script (trims, seals, deletes, retention, reclamation)
+    /// instead of the original one.
+    pub lifecycle: bool,
 }
 
 #[derive(Debug, Default)]
@@ -34,7 +37,10 @@ fn is_read_op(op: &str) -> bool {
 pub fn fault_points(suite: &FaultSuite) -> Result<FaultStats, String> {
     let rt = runtime();
     let cfg = config(suite.segment_bytes);
-    let steps = script(suite.seed, suite.steps);
+    let steps = match suite.lifecycle {
+        true => lifecycle_script(suite.seed, suite.steps),
+        false => script(suite.seed, suite.steps),
+    };
     let fail = |what: String| format!("seed {}: {what}", suite.seed);
 
     let sim = SimStorage::new();

@@ -1,6 +1,7 @@
-//! Shared by the crash, fault, corruption and mutation suites: a scripted
-//! workload, a model of what every request was told, and the invariant
-//! checker that compares an engine against that model.
+//! Shared by the crash, fault, corruption and mutation suites: scripted
+//! workloads ([`script`]), a model of what every request was told, and the
+//! invariant checker that compares an engine against that model
+//! ([`verify`]).
 //!
 //! Each suite is a plain function returning `Err(violation)` so the
 //! mutation tests can run it with a deliberate bug switched on and assert
@@ -10,14 +11,19 @@ pub mod corruption;
 pub mod crash;
 pub mod faults;
 pub mod gate;
+pub mod script;
+pub mod verify;
+
+pub use script::{lifecycle_script, script};
+pub use verify::{dump_records, verify, Mode};
 
 use bytes::Bytes;
-use fencelog_engine::sim::{Rng, SimStorage};
-use fencelog_engine::{Config, Engine, OpenError, ReadError, WriteError};
-use std::collections::{BTreeMap, HashMap};
+pub use fencelog_engine::sim::Rng;
+use fencelog_engine::sim::SimStorage;
+use fencelog_engine::{Config, Engine, OpenError, Retention, StreamConfig, WriteError};
 use std::sync::Arc;
 
-pub const STREAMS: [&str; 3] = ["alpha", "beta", "g.1:x-y"];
+pub const STREAMS: [&str; 4] = ["alpha", "beta", "g.1:x-y", "doomed"];
 
 /// Suite sizes can be raised for a deeper run without editing code.
 pub fn env_or(name: &str, default: u64) -> u64 {
@@ -55,6 +61,17 @@ pub enum MatchSeq {
     Wrong,
 }
 
+/// Where a trim aims, relative to the stream when it is sent.
+#[derive(Debug, Clone, Copy)]
+pub enum TrimTo {
+    /// Below the current trim point: a no-op.
+    Below,
+    /// This share (per cent) of the readable records.
+    Inside(u8),
+    /// Past the tail: clamped to `next_seq`.
+    Past,
+}
+
 #[derive(Debug, Clone)]
 pub enum Step {
     Append {
@@ -68,83 +85,40 @@ pub enum Step {
         stream: usize,
         token: u64,
     },
+    Trim {
+        stream: usize,
+        token: u64,
+        to: TrimTo,
+    },
+    Seal {
+        stream: usize,
+        token: u64,
+    },
+    Delete {
+        stream: usize,
+        token: u64,
+    },
+    /// An operator's retention change (no token).
+    Config {
+        stream: usize,
+        retention_bytes: Option<u64>,
+    },
+    /// A reclamation pass: retention, compaction, checkpoint, deletion.
+    Reclaim,
     /// Requests submitted back to back without waiting, so the writer can
     /// put several in one group (arrival order is the vector's order).
     Burst(Vec<Step>),
 }
 
-/// A deterministic script: appends in batches, fences (some data-less, some
-/// re-fences), stale writers, `match_seq_num` both ways, and bursts where a
-/// higher token arrives before a lower one in the same group. Ends with a
-/// data-less fence on every stream so the highest token must come from a
-/// fence frame.
-pub fn script(seed: u64, steps: usize) -> Vec<Step> {
-    let mut rng = Rng::new(seed);
-    let mut tok = [1u64; 3];
-    let mut out = Vec::new();
-    let one = |rng: &mut Rng, tok: &mut [u64; 3]| -> Step {
-        let s = rng.below(3) as usize;
-        match rng.below(100) {
-            0..=54 => Step::Append {
-                stream: s,
-                token: tok[s],
-                records: rng.range(1, 4) as usize,
-                size: rng.range(8, 200) as usize,
-                match_seq: MatchSeq::No,
-            },
-            55..=66 => {
-                tok[s] += rng.below(3);
-                Step::Fence {
-                    stream: s,
-                    token: tok[s],
-                }
-            }
-            67..=76 => Step::Append {
-                stream: s,
-                token: tok[s].saturating_sub(1).max(1),
-                records: 1,
-                size: 16,
-                match_seq: MatchSeq::No,
-            },
-            77..=84 => {
-                tok[s] += 1;
-                Step::Append {
-                    stream: s,
-                    token: tok[s],
-                    records: 2,
-                    size: 40,
-                    match_seq: MatchSeq::No,
-                }
-            }
-            _ => Step::Append {
-                stream: s,
-                token: tok[s],
-                records: 1,
-                size: 24,
-                match_seq: if rng.chance(1, 2) {
-                    MatchSeq::Right
-                } else {
-                    MatchSeq::Wrong
-                },
-            },
-        }
-    };
-    for _ in 0..steps {
-        if rng.chance(1, 6) {
-            let n = rng.range(3, 8);
-            let burst = (0..n).map(|_| one(&mut rng, &mut tok)).collect();
-            out.push(Step::Burst(burst));
-        } else {
-            out.push(one(&mut rng, &mut tok));
-        }
-    }
-    for (s, t) in tok.iter().enumerate() {
-        out.push(Step::Fence {
-            stream: s,
-            token: t + 1,
-        });
-    }
-    out
+/// What an attempt asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Append,
+    Fence,
+    Trim,
+    Seal,
+    Delete,
+    Config,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,6 +129,14 @@ pub enum Outcome {
         first_seq: u64,
     },
     FenceAcked,
+    /// A trim, seal, delete or config acknowledged; the stream's
+    /// `first_seq`, `next_seq` and highest token as answered (a seal of a
+    /// sealed stream succeeds without raising the token).
+    Done {
+        first_seq: u64,
+        next_seq: u64,
+        highest_token: u64,
+    },
     /// Definitely not applied.
     Rejected,
     /// Applied or not: the client cannot know.
@@ -164,10 +146,26 @@ pub enum Outcome {
 #[derive(Debug, Clone)]
 pub struct Attempt {
     pub stream: String,
+    pub kind: Kind,
     pub token: u64,
-    /// Empty for a fence.
+    /// Empty but for appends.
     pub bodies: Vec<Bytes>,
     pub outcome: Outcome,
+}
+
+impl Attempt {
+    /// A write that may have happened: acknowledged or unknown.
+    pub fn maybe(&self) -> bool {
+        !matches!(self.outcome, Outcome::Rejected | Outcome::Pending)
+    }
+
+    /// A write that did happen.
+    pub fn acked(&self) -> bool {
+        matches!(
+            self.outcome,
+            Outcome::Acked { .. } | Outcome::FenceAcked | Outcome::Done { .. }
+        )
+    }
 }
 
 /// Everything every request was told.
@@ -176,6 +174,8 @@ pub struct Model {
     pub attempts: Vec<Attempt>,
     /// Any request saw a storage failure.
     pub failed: bool,
+    /// Reclamation passes that completed.
+    pub reclaims: u64,
 }
 
 /// A record body names its attempt and position, padded to `size` with
@@ -192,7 +192,7 @@ fn body(stream: &str, id: usize, k: usize, size: usize) -> Bytes {
     Bytes::from(b)
 }
 
-fn parse_body(b: &[u8]) -> Option<(String, usize, usize)> {
+pub(crate) fn parse_body(b: &[u8]) -> Option<(String, usize, usize)> {
     let s = std::str::from_utf8(b).ok()?;
     let mut it = s.splitn(4, '|');
     let stream = it.next()?.to_string();
@@ -213,10 +213,141 @@ fn is_failure(e: &WriteError) -> bool {
     matches!(e, WriteError::StorageFailed(_) | WriteError::Poisoned(_))
 }
 
+/// A reclamation step (not a group) that failed poisons the engine, so the
+/// first failure a request sees can be `Poisoned`.
+fn poisoned_by_reclamation(engine: &Engine) -> bool {
+    engine.poisoned().is_some_and(|f| {
+        ["checkpoint", "MANIFEST", "segment", "directory"]
+            .iter()
+            .any(|w| f.op.contains(w))
+            && !matches!(f.op, "create segment" | "fdatasync" | "write")
+    })
+}
+
+type Answer = Result<Outcome, WriteError>;
+type Pending = std::pin::Pin<Box<dyn std::future::Future<Output = Answer>>>;
+
+/// Starts one step's request; its attempt is recorded in `model`.
+fn invoke(engine: &Engine, model: &mut Model, step: &Step) -> Pending {
+    let id = model.attempts.len();
+    let e = engine.clone();
+    let mut attempt = |stream: usize, kind: Kind, token: u64, bodies: Vec<Bytes>| {
+        model.attempts.push(Attempt {
+            stream: STREAMS[stream].to_string(),
+            kind,
+            token,
+            bodies,
+            outcome: Outcome::Pending,
+        });
+        STREAMS[stream]
+    };
+    let done = |s: fencelog_engine::StreamState| Outcome::Done {
+        first_seq: s.first_seq,
+        next_seq: s.next_seq,
+        highest_token: s.highest_token,
+    };
+    match *step {
+        Step::Append {
+            stream,
+            token,
+            records,
+            size,
+            match_seq,
+        } => {
+            let name = STREAMS[stream];
+            let bodies: Vec<Bytes> = (0..records).map(|k| body(name, id, k, size)).collect();
+            let next = engine.state(name).map(|s| s.next_seq).unwrap_or(0);
+            let m = match match_seq {
+                MatchSeq::No => None,
+                MatchSeq::Right => Some(next),
+                MatchSeq::Wrong => Some(next + 1),
+            };
+            let name = attempt(stream, Kind::Append, token, bodies.clone());
+            Box::pin(async move {
+                e.append(name, token, bodies, m)
+                    .await
+                    .map(|a| Outcome::Acked {
+                        first_seq: a.first_seq,
+                    })
+            })
+        }
+        Step::Fence { stream, token } => {
+            let name = attempt(stream, Kind::Fence, token, Vec::new());
+            Box::pin(async move { e.fence(name, token).await.map(|_| Outcome::FenceAcked) })
+        }
+        Step::Trim { stream, token, to } => {
+            let st = engine.state(STREAMS[stream]).ok();
+            let (first, next) = st.map_or((0, 0), |s| (s.first_seq, s.next_seq));
+            let trim_seq = match to {
+                TrimTo::Below => first.saturating_sub(1),
+                TrimTo::Inside(p) => first + (next - first) * p as u64 / 100,
+                TrimTo::Past => next + 5,
+            };
+            let name = attempt(stream, Kind::Trim, token, Vec::new());
+            Box::pin(async move { e.trim(name, token, trim_seq).await.map(done) })
+        }
+        Step::Seal { stream, token } => {
+            let name = attempt(stream, Kind::Seal, token, Vec::new());
+            Box::pin(async move { e.seal(name, token).await.map(done) })
+        }
+        Step::Delete { stream, token } => {
+            let name = attempt(stream, Kind::Delete, token, Vec::new());
+            Box::pin(async move { e.delete(name, token).await.map(done) })
+        }
+        Step::Config {
+            stream,
+            retention_bytes,
+        } => {
+            let name = attempt(stream, Kind::Config, 0, Vec::new());
+            let config = StreamConfig {
+                retention_bytes: retention_bytes.map_or(Retention::Default, Retention::Limit),
+                ..StreamConfig::default()
+            };
+            Box::pin(async move { e.set_config(name, None, config).await.map(done) })
+        }
+        Step::Reclaim => Box::pin(async move {
+            e.reclaim().await.map(|_| Outcome::Done {
+                first_seq: 0,
+                next_seq: 0,
+                highest_token: 0,
+            })
+        }),
+        Step::Burst(_) => unreachable!("bursts do not nest"),
+    }
+}
+
+/// Checks an answer describes what was asked.
+fn check_answer(id: usize, a: &Attempt, outcome: &Outcome) -> Result<(), String> {
+    if let (Outcome::Acked { first_seq }, Kind::Append) = (outcome, a.kind) {
+        let _ = first_seq;
+        return Ok(());
+    }
+    if let Outcome::Done {
+        first_seq,
+        next_seq,
+        highest_token,
+    } = outcome
+    {
+        if first_seq > next_seq {
+            return Err(format!(
+                "attempt {id}: answered first_seq {first_seq} above next_seq {next_seq}"
+            ));
+        }
+        if a.kind != Kind::Config && *highest_token < a.token {
+            return Err(format!(
+                "attempt {id}: accepted token {} but answered highest {highest_token}",
+                a.token
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Runs the script on an open engine, recording every answer. Checks on
 /// the way that nothing is acknowledged once a storage failure was seen,
-/// that the first failure reported is the group in flight
-/// (`StorageFailed`), and that acks describe what was asked.
+/// that the first failure reported is the group in flight (`StorageFailed`)
+/// unless a reclamation step failed outside any group, and that acks
+/// describe what was asked.
 pub async fn run_script(engine: &Engine, steps: &[Step]) -> Result<Model, String> {
     let mut model = Model::default();
     let mut first_failure: Option<String> = None;
@@ -226,82 +357,33 @@ pub async fn run_script(engine: &Engine, steps: &[Step]) -> Result<Model, String
             s => vec![s],
         };
         let failed_before = first_failure.is_some();
-        type Answer = Result<Option<fencelog_engine::Ack>, WriteError>;
-        let mut futs: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = Answer>>>> =
-            Vec::new();
+        let mut futs: Vec<Pending> = Vec::new();
         let mut ids = Vec::new();
         for s in batch {
-            let id = model.attempts.len();
-            ids.push(id);
-            match s {
-                Step::Append {
-                    stream,
-                    token,
-                    records,
-                    size,
-                    match_seq,
-                } => {
-                    let name = STREAMS[*stream];
-                    let bodies: Vec<Bytes> =
-                        (0..*records).map(|k| body(name, id, k, *size)).collect();
-                    let next = engine.state(name).map(|s| s.next_seq).unwrap_or(0);
-                    let m = match match_seq {
-                        MatchSeq::No => None,
-                        MatchSeq::Right => Some(next),
-                        MatchSeq::Wrong => Some(next + 1),
-                    };
-                    model.attempts.push(Attempt {
-                        stream: name.to_string(),
-                        token: *token,
-                        bodies: bodies.clone(),
-                        outcome: Outcome::Pending,
-                    });
-                    let e = engine.clone();
-                    let token = *token;
-                    futs.push(Box::pin(async move {
-                        e.append(name, token, bodies, m).await.map(Some)
-                    }));
-                }
-                Step::Fence { stream, token } => {
-                    let name = STREAMS[*stream];
-                    model.attempts.push(Attempt {
-                        stream: name.to_string(),
-                        token: *token,
-                        bodies: Vec::new(),
-                        outcome: Outcome::Pending,
-                    });
-                    let e = engine.clone();
-                    let token = *token;
-                    futs.push(Box::pin(
-                        async move { e.fence(name, token).await.map(|_| None) },
-                    ));
-                }
-                Step::Burst(_) => unreachable!("bursts do not nest"),
-            }
+            // A reclamation pass has no attempt of its own: it changes no
+            // stream (its retention trims are explained by the configs).
+            ids.push((!matches!(s, Step::Reclaim)).then_some(model.attempts.len()));
+            futs.push(invoke(engine, &mut model, s));
         }
         let results = futures_util::future::join_all(futs).await;
         for (id, r) in ids.into_iter().zip(results) {
-            let a = &mut model.attempts[id];
-            a.outcome = match &r {
-                Ok(Some(ack)) => {
-                    if ack.fencing_token != a.token
-                        || ack.last_seq + 1 != ack.first_seq + a.bodies.len() as u64
-                        || ack.next_seq != ack.last_seq + 1
-                    {
-                        return Err(format!("attempt {id}: ack {ack:?} does not match {a:?}"));
-                    }
-                    Outcome::Acked {
-                        first_seq: ack.first_seq,
-                    }
-                }
-                Ok(None) => Outcome::FenceAcked,
-                Err(e) => classify(e),
-            };
+            if let Some(id) = id {
+                let outcome = match &r {
+                    Ok(o) => o.clone(),
+                    Err(e) => classify(e),
+                };
+                check_answer(id, &model.attempts[id], &outcome)?;
+                model.attempts[id].outcome = outcome;
+            } else if r.is_ok() {
+                model.reclaims += 1;
+            }
             if let Err(e) = &r {
                 if is_failure(e) && first_failure.is_none() {
-                    if !matches!(e, WriteError::StorageFailed(_)) {
+                    if !matches!(e, WriteError::StorageFailed(_))
+                        && !poisoned_by_reclamation(engine)
+                    {
                         return Err(format!(
-                            "attempt {id}: first storage failure reported as {e}, not as the group in flight"
+                            "attempt {id:?}: first storage failure reported as {e}, not as the group in flight"
                         ));
                     }
                     first_failure = Some(e.to_string());
@@ -310,7 +392,7 @@ pub async fn run_script(engine: &Engine, steps: &[Step]) -> Result<Model, String
             }
             if r.is_ok() && failed_before {
                 return Err(format!(
-                    "attempt {id} acknowledged after a storage failure ({})",
+                    "attempt {id:?} acknowledged after a storage failure ({})",
                     first_failure.as_deref().unwrap_or("?")
                 ));
             }
@@ -324,239 +406,6 @@ pub async fn run_script(engine: &Engine, steps: &[Step]) -> Result<Model, String
         }
     }
     Ok(model)
-}
-
-/// How strictly [`verify`] compares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// The engine that served the script: it must show exactly what it
-    /// acknowledged (no unsynced or failed group is visible). `reads_may_fail`
-    /// when the disk under it is gone.
-    Live { reads_may_fail: bool },
-    /// After recovery: every acknowledged record, plus any subset of whole
-    /// unknown-outcome batches, nothing else.
-    Recovered,
-    /// After damage at rest that recovery may legally cut (a torn tail):
-    /// what is there must be right, but acked records may be missing from
-    /// the end of the log; the caller bounds how many.
-    Prefix,
-}
-
-/// A stream's full durable content, for comparing two recoveries.
-pub type Dump = BTreeMap<String, (u64, u64, Vec<(u64, u64, Bytes)>)>;
-
-/// Reads everything back through `Engine::read` and checks the invariants
-/// against the model. Returns the content for idempotence comparisons.
-pub fn verify(engine: &Engine, model: &Model, mode: Mode) -> Result<Dump, String> {
-    let mut dump = Dump::new();
-    let mut by_stream: HashMap<&str, Vec<usize>> = HashMap::new();
-    for (id, a) in model.attempts.iter().enumerate() {
-        if a.outcome == Outcome::Pending {
-            return Err(format!("attempt {id} was never answered"));
-        }
-        by_stream.entry(&a.stream).or_default().push(id);
-    }
-    let listed = engine.list_streams("", None, usize::MAX);
-    for st in &listed {
-        if !by_stream.contains_key(st.stream.as_str()) {
-            return Err(format!("stream {} exists but nobody wrote it", st.stream));
-        }
-    }
-    for (name, ids) in &by_stream {
-        let state = match engine.state(name) {
-            Ok(s) => Some(s),
-            Err(ReadError::NotFound) => None,
-            Err(e) => return Err(format!("state({name}): {e}")),
-        };
-        let must_exist = ids.iter().any(|&i| {
-            matches!(
-                model.attempts[i].outcome,
-                Outcome::Acked { .. } | Outcome::FenceAcked
-            )
-        });
-        let Some(state) = state else {
-            if must_exist && mode != Mode::Prefix {
-                return Err(format!("stream {name} with acknowledged writes is missing"));
-            }
-            continue;
-        };
-        // Read it all, in pages, through the public read path.
-        let mut records = Vec::new();
-        let mut seq = 0;
-        while seq < state.next_seq {
-            match engine.read(name, seq, 7, 600) {
-                Ok(b) => {
-                    if b.records.is_empty() {
-                        return Err(format!("{name}: empty read at {seq} below next_seq"));
-                    }
-                    seq += b.records.len() as u64;
-                    records.extend(b.records);
-                }
-                Err(ReadError::Io(e))
-                    if mode
-                        == (Mode::Live {
-                            reads_may_fail: true,
-                        }) =>
-                {
-                    let _ = e;
-                    break;
-                }
-                Err(e) => return Err(format!("{name}: read at {seq} failed: {e}")),
-            }
-        }
-        let complete = seq >= state.next_seq;
-        // Records: dense seqs, whole batches of non-rejected attempts with
-        // exactly the bytes sent, tokens and timestamps never going down.
-        let mut seen: HashMap<usize, u64> = HashMap::new();
-        let mut expect: Option<(usize, usize)> = None;
-        let mut last_token = 0;
-        let mut last_ts = 0;
-        for (i, r) in records.iter().enumerate() {
-            if r.seq != i as u64 {
-                return Err(format!("{name}: record {i} has seq {}", r.seq));
-            }
-            let (s, id, k) = parse_body(&r.body)
-                .ok_or_else(|| format!("{name} seq {}: unrecognisable body {:?}", r.seq, r.body))?;
-            let a = model
-                .attempts
-                .get(id)
-                .ok_or_else(|| format!("{name} seq {}: body of unknown attempt {id}", r.seq))?;
-            if s != *name || a.stream != *name || k >= a.bodies.len() || a.bodies[k] != r.body {
-                return Err(format!(
-                    "{name} seq {}: wrong bytes served: {:?}",
-                    r.seq, r.body
-                ));
-            }
-            match (&a.outcome, mode) {
-                (Outcome::Rejected, _) => {
-                    return Err(format!(
-                        "{name} seq {}: attempt {id} was rejected but is in the log",
-                        r.seq
-                    ))
-                }
-                (Outcome::Unknown, Mode::Live { .. }) => {
-                    return Err(format!(
-                        "{name} seq {}: attempt {id} failed (not acknowledged) but readers see it",
-                        r.seq
-                    ))
-                }
-                _ => {}
-            }
-            if r.fencing_token != a.token {
-                return Err(format!(
-                    "{name} seq {}: token {} but attempt {id} used {}",
-                    r.seq, r.fencing_token, a.token
-                ));
-            }
-            if r.fencing_token < last_token || r.timestamp_ms < last_ts {
-                return Err(format!(
-                    "{name} seq {}: token or timestamp went down",
-                    r.seq
-                ));
-            }
-            last_token = r.fencing_token;
-            last_ts = r.timestamp_ms;
-            match expect {
-                Some((eid, ek)) if (eid, ek) != (id, k) => {
-                    return Err(format!(
-                        "{name} seq {}: batch {eid} is torn (wanted record {ek}, found {id}/{k})",
-                        r.seq
-                    ))
-                }
-                None if k != 0 => {
-                    return Err(format!(
-                        "{name} seq {}: batch {id} starts at its record {k}",
-                        r.seq
-                    ))
-                }
-                _ => {}
-            }
-            if k == 0 && seen.insert(id, r.seq).is_some() {
-                return Err(format!("{name}: attempt {id} appears twice"));
-            }
-            expect = if k + 1 < a.bodies.len() {
-                Some((id, k + 1))
-            } else {
-                None
-            };
-        }
-        if complete && expect.is_some() {
-            return Err(format!("{name}: the last batch is torn"));
-        }
-        if complete && records.len() as u64 != state.next_seq {
-            return Err(format!(
-                "{name}: next_seq {} but {} records",
-                state.next_seq,
-                records.len()
-            ));
-        }
-        // Every acknowledged append is at the seq it was told.
-        let mut acked_records = 0u64;
-        let mut max_acked_token = 0;
-        let mut max_tried_token = 0;
-        for &id in ids {
-            let a = &model.attempts[id];
-            if a.outcome != Outcome::Rejected {
-                max_tried_token = max_tried_token.max(a.token);
-            }
-            match a.outcome {
-                Outcome::Acked { first_seq } => {
-                    acked_records += a.bodies.len() as u64;
-                    max_acked_token = max_acked_token.max(a.token);
-                    if !complete || mode == Mode::Prefix {
-                        continue;
-                    }
-                    if seen.get(&id) != Some(&first_seq) {
-                        return Err(format!(
-                            "{name}: acknowledged attempt {id} at seq {first_seq} is {}",
-                            match seen.get(&id) {
-                                Some(s) => format!("at seq {s}"),
-                                None => "missing".to_string(),
-                            }
-                        ));
-                    }
-                }
-                Outcome::FenceAcked => max_acked_token = max_acked_token.max(a.token),
-                _ => {}
-            }
-        }
-        if mode != Mode::Prefix && state.highest_token < max_acked_token {
-            return Err(format!(
-                "{name}: highest_token {} is below the acknowledged token {max_acked_token}",
-                state.highest_token
-            ));
-        }
-        if state.highest_token > max_tried_token || state.highest_token < last_token {
-            return Err(format!(
-                "{name}: highest_token {} not explained by the log or the requests",
-                state.highest_token
-            ));
-        }
-        if let Mode::Live { .. } = mode {
-            if state.highest_token != max_acked_token || state.next_seq != acked_records {
-                return Err(format!(
-                    "{name}: live state {state:?} differs from what was acknowledged (highest {max_acked_token}, {acked_records} records)"
-                ));
-            }
-        }
-        dump.insert(
-            name.to_string(),
-            (
-                state.next_seq,
-                state.highest_token,
-                records
-                    .into_iter()
-                    .map(|r| (r.seq, r.fencing_token, r.body))
-                    .collect(),
-            ),
-        );
-    }
-    Ok(dump)
-}
-
-/// Records in the dump, over all streams.
-pub fn dump_records(d: &Dump) -> u64 {
-    d.values().map(|v| v.2.len() as u64).sum()
 }
 
 /// Acknowledged records in the model.
