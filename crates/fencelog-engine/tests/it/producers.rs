@@ -245,3 +245,50 @@ async fn a_deleted_stream_forgets_its_producers_but_stays_fenced() {
     assert_eq!(all(&e, "s"), recs(&["y"]));
     e.shutdown().await;
 }
+
+/// Compaction copies a segment's live frames forward and deletes it; the
+/// producer's state and the fence history were in frames of that segment
+/// and must come through (from the checkpoint), across a restart too.
+#[tokio::test]
+async fn producer_state_and_fence_history_survive_compaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = Config {
+        segment_bytes_max: 4096,
+        reclaim_interval_ms: 0,
+        ..Config::default()
+    };
+    let filler = "f".repeat(400);
+    let (original, history) = {
+        let e = Engine::open_with(dir.path(), cfg.clone()).unwrap();
+        let a = put(&e, "s", 2, "w", 0, "landed").await.unwrap();
+        e.fence("s", 3).await.unwrap();
+        // Mostly dead bytes (a trimmed stream) around a few live ones.
+        for i in 0..30 {
+            let s = if i % 5 == 0 { "keep" } else { "s" };
+            e.append(s, 3, recs(&[&filler]), None).await.unwrap();
+        }
+        let next = e.state("s").unwrap().next_seq;
+        e.trim("s", 3, next).await.unwrap();
+        let r = e.reclaim().await.unwrap();
+        assert!(r.frames_copied > 0 && !r.deleted.is_empty(), "{r:?}");
+        let h = e.fence_history("s").unwrap();
+        e.shutdown().await;
+        (a, h)
+    };
+    let e = Engine::open_with(dir.path(), cfg).unwrap();
+    assert_eq!(e.fence_history("s").unwrap(), history);
+    assert_eq!(
+        history.iter().map(|h| h.token).collect::<Vec<_>>(),
+        vec![2, 3]
+    );
+    let again = put(&e, "s", 2, "w", 0, "landed").await.unwrap();
+    assert_eq!(
+        again,
+        Ack {
+            duplicate: true,
+            ..original
+        }
+    );
+    assert_eq!(all(&e, "keep").len(), 6);
+    e.shutdown().await;
+}
