@@ -99,7 +99,7 @@ fn main() {
         for r in 0..rounds {
             let seq_base = (r * appends) as u64;
             // Alternate which goes first, so a drift inside a round evens out.
-            let (x, y) = if r % 2 == 0 {
+            let (x, y) = if r.is_multiple_of(2) {
                 let x = round(&plain, false, appends, 0).await;
                 (x, round(&idempotent, true, appends, seq_base).await)
             } else {

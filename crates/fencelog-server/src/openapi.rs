@@ -290,7 +290,7 @@ pub const ROUTES: &[Route] = &[
         query: &[Param::new("limit", "most entries (capped at 64)", Schema::Integer)],
         headers: &[],
         request_body: None,
-        responses: &[Answer::Ok(200, "the fence history", "FenceList"), BAD, MISSING],
+        responses: &[Answer::Ok(200, "the fence history", "FenceList"), BAD, GONE],
     },
     Route {
         method: "put",
