@@ -71,7 +71,7 @@ async fn background_writes(e: Engine, stop: Arc<AtomicBool>) {
     let mut n = 0u64;
     while !stop.load(Ordering::Relaxed) {
         e.append("filler", 1, batch.clone(), None).await.unwrap();
-        if n % 64 == 0 {
+        if n.is_multiple_of(64) {
             let slow = format!("slow-{}", (n / 64) % SLOW_STREAMS as u64);
             e.append(&slow, 1, vec![Bytes::from_static(b"slow")], None)
                 .await

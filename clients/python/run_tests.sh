@@ -4,7 +4,8 @@
 #   FENCELOG_BIN   the server binary (default: the workspace's debug build,
 #                  target/debug/fencelog)
 #   FENCELOG_PY_VENV  where the virtual environment lives (default:
-#                  target/py-venv); rebuilt when requirements-test.txt changes
+#                  target/py-venv); venv.sh makes it, and rebuilds it when
+#                  requirements-test.txt or the interpreter changes
 #   PYTHON         the interpreter to build it with (default: python3)
 #
 # Extra arguments go to pytest. Exits non-zero on any failure.
@@ -22,14 +23,8 @@ if [ ! -x "$FENCELOG_BIN" ]; then
 fi
 
 venv="${FENCELOG_PY_VENV:-$root/target/py-venv}"
-python="${PYTHON:-python3}"
-want="$(cat "$here/requirements-test.txt" | sha256sum | cut -d' ' -f1) $("$python" --version 2>&1)"
-if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.fencelog-requirements" 2>/dev/null)" != "$want" ]; then
-  run rm -rf "$venv"
-  run "$python" -m venv "$venv"
-  run "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$here/requirements-test.txt"
-  echo "$want" > "$venv/.fencelog-requirements"
-fi
+export FENCELOG_PY_VENV="$venv"
+"$here/venv.sh"
 # The package itself is reinstalled every run, the way a user installs it,
 # so the tests exercise what `pip install ./clients/python` gives.
 run "$venv/bin/pip" install --quiet --disable-pip-version-check --no-deps --force-reinstall "$here"

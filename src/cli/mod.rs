@@ -8,9 +8,11 @@ use std::process::ExitCode;
 pub mod append;
 pub mod bench;
 pub mod common;
+pub mod completions;
 pub mod demo_worker;
 pub mod fence;
 pub mod lifecycle;
+pub mod man;
 pub mod producers;
 pub mod read;
 pub mod serve;
@@ -18,11 +20,12 @@ mod server_log;
 pub mod status;
 pub mod tail;
 pub mod units;
+pub mod version;
 
 #[derive(Debug, Parser)]
 #[command(
     name = "fencelog",
-    version,
+    version = version::long(),
     about = "A fenced append-only log",
     after_help = common::EXIT_CODES_HELP
 )]
@@ -77,6 +80,10 @@ pub enum Command {
     DemoWorker(demo_worker::Args),
     /// Drive a server (or PostgreSQL / Redis) with load and verify the result.
     Bench(fencelog_bench::BenchArgs),
+    /// Print a shell completion script (bash, zsh or fish).
+    Completions(completions::Args),
+    /// Print the man page, or write every page into a directory.
+    Man(man::Args),
 }
 
 pub fn run() -> ExitCode {
@@ -97,6 +104,8 @@ pub fn run() -> ExitCode {
         Command::Config(args) => lifecycle::config(args),
         Command::DemoWorker(args) => demo_worker::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Completions(args) => completions::run(args),
+        Command::Man(args) => man::run(args),
     }
 }
 

@@ -1,17 +1,27 @@
-//! The seeds' story end to end with real parts: an etcd lock with a lease,
-//! a worker process really paused (SIGSTOP) past its lease, a second worker
-//! taking over with a higher token, and fencelog rejecting the first
-//! worker's late write when it resumes.
+//! The seeds' story end to end with real parts, and the hostile tests of
+//! the seeds that need the lease service next to fencelog:
+//!
+//! - test 1: a worker process really paused (SIGSTOP) past its lease, a
+//!   second worker taking over with a higher token, and fencelog rejecting
+//!   the first worker's late write when it resumes;
+//! - test 3: the expired owner's late keep-alive and release reach etcd
+//!   and change nothing of its successor's lock, which keeps writing;
+//! - test 5: etcd restarts in the middle; tokens keep increasing and the
+//!   stale owner is still refused;
+//! - test 8: the owner is cut off from etcd (a TCP proxy the test cuts)
+//!   but not from fencelog: it keeps writing until a successor fences,
+//!   then it is refused and notices through `StaleToken`.
 //!
 //! Needs `etcd` on `PATH` (Debian package `etcd-server`; `cargo xtask test`
 //! installs it). Without it the test says `SKIPPED` loudly, or, under
 //! `cargo xtask test`, fails (`fencelog_testkit::deps`).
 
 use crate::support::{next_line, serve, BIN};
-use fencelog_client::etcd::Etcd;
-use fencelog_client::{Client, ReadOptions};
+use fencelog_client::etcd::{Etcd, Lock};
+use fencelog_client::{Client, ClientError, ReadOptions};
 use fencelog_testkit::deps;
-use fencelog_testkit::process::ChildGuard;
+use fencelog_testkit::process::{ChildGuard, ServerProcess, Signal};
+use fencelog_testkit::proxy::TcpProxy;
 use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, ChildStdout, Command, Stdio};
@@ -24,7 +34,12 @@ const LEASE_GONE_WITHIN: Duration = Duration::from_secs(30);
 const STREAM: &str = "orders";
 const LOCK_KEY: &str = "fencelog/locks/orders";
 
+/// A one-member etcd on loopback ports; [`EtcdServer::restart`] keeps its
+/// data directory and ports.
 struct EtcdServer {
+    bin: PathBuf,
+    dir: PathBuf,
+    ports: (u16, u16),
     child: ChildGuard,
     url: String,
     log: PathBuf,
@@ -38,12 +53,21 @@ fn free_port() -> u16 {
         .port()
 }
 
-async fn start_etcd(bin: &Path, dir: &Path) -> EtcdServer {
-    let (client_port, peer_port) = (free_port(), free_port());
+fn spawn_etcd(
+    bin: &Path,
+    dir: &Path,
+    (client_port, peer_port): (u16, u16),
+    log: &Path,
+) -> ChildGuard {
     let client_url = format!("http://127.0.0.1:{client_port}");
     let peer_url = format!("http://127.0.0.1:{peer_port}");
-    let log = dir.join("etcd.log");
-    let child = ChildGuard::spawn(
+    // Appended to, so a restart's log follows the first run's.
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .unwrap();
+    ChildGuard::spawn(
         Command::new(bin)
             .args(["--name", "story"])
             .arg("--data-dir")
@@ -54,34 +78,109 @@ async fn start_etcd(bin: &Path, dir: &Path) -> EtcdServer {
             .args(["--initial-advertise-peer-urls", &peer_url])
             .args(["--initial-cluster", &format!("story={peer_url}")])
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap()),
-    );
+            .stderr(log),
+    )
+}
+
+async fn start_etcd(bin: &Path, dir: &Path) -> EtcdServer {
+    let ports = (free_port(), free_port());
+    let log = dir.join("etcd.log");
     let mut etcd = EtcdServer {
-        child,
-        url: client_url,
+        bin: bin.to_path_buf(),
+        dir: dir.to_path_buf(),
+        ports,
+        child: spawn_etcd(bin, dir, ports, &log),
+        url: format!("http://127.0.0.1:{}", ports.0),
         log,
     };
-    // etcd has no readiness signal we can wait on besides its health
-    // endpoint, so poll it, bounded.
-    let http = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(status) = etcd.child.try_wait() {
-            let text = std::fs::read_to_string(&etcd.log).unwrap_or_default();
-            panic!("etcd exited with {status} before becoming healthy; log:\n{text}");
-        }
-        if let Ok(r) = http.get(format!("{}/health", etcd.url)).send().await {
-            if r.status().is_success() && r.text().await.unwrap_or_default().contains("true") {
-                return etcd;
+    etcd.wait_healthy().await;
+    etcd
+}
+
+impl EtcdServer {
+    fn addr(&self) -> std::net::SocketAddr {
+        ([127, 0, 0, 1], self.ports.0).into()
+    }
+
+    /// etcd has no readiness signal we can wait on besides its health
+    /// endpoint, so poll it, bounded.
+    async fn wait_healthy(&mut self) {
+        let http = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.try_wait() {
+                let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+                panic!("etcd exited with {status} before becoming healthy; log:\n{text}");
             }
+            if let Ok(r) = http.get(format!("{}/health", self.url)).send().await {
+                if r.status().is_success() && r.text().await.unwrap_or_default().contains("true") {
+                    return;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "etcd not healthy within 30 s; log:\n{}",
+                std::fs::read_to_string(&self.log).unwrap_or_default()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// Stops etcd gracefully (SIGTERM to its PID, waits for the exit) and
+    /// starts it again on the same data directory and ports.
+    async fn restart(&mut self) {
+        self.child.signal(Signal::Term);
+        let status = self.child.wait();
+        assert!(
+            status.success() || status.code().is_none(),
+            "etcd stopped with {status}"
+        );
+        self.child = spawn_etcd(&self.bin, &self.dir, self.ports, &self.log);
+        self.wait_healthy().await;
+    }
+}
+
+/// Waits, bounded, until `key` is gone (its lease expired or was revoked).
+async fn wait_gone(etcd: &Etcd, key: &str, whose: &str) {
+    let deadline = Instant::now() + LEASE_GONE_WITHIN;
+    while etcd.exists(key).await.unwrap() {
         assert!(
             Instant::now() < deadline,
-            "etcd not healthy within 30 s; log:\n{}",
-            std::fs::read_to_string(&etcd.log).unwrap_or_default()
+            "etcd did not expire {whose}'s lease within {LEASE_GONE_WITHIN:?}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// etcd and fencelog for one test, or `None` (after saying so) without etcd.
+async fn services(test: &str) -> Option<(tempfile::TempDir, EtcdServer, ServerProcess)> {
+    let Some(etcd_bin) = deps::find_program("etcd") else {
+        deps::missing(
+            test,
+            "etcd is not on PATH (Debian: apt-get install etcd-server)",
+        );
+        return None;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let etcd_server = start_etcd(&etcd_bin, tmp.path()).await;
+    let store = serve().data_dir(tmp.path().join("fencelog")).start();
+    Some((tmp, etcd_server, store))
+}
+
+/// The stream's records as `(body, token)`, in seq order.
+async fn contents(client: &Client) -> Vec<(String, u64)> {
+    let read = client
+        .read(STREAM, 0, &ReadOptions::default())
+        .await
+        .unwrap();
+    read.records
+        .iter()
+        .map(|r| (String::from_utf8(r.body.to_vec()).unwrap(), r.fencing_token))
+        .collect()
+}
+
+fn owned(bodies: &[&str], token: u64) -> Vec<(String, u64)> {
+    bodies.iter().map(|b| (b.to_string(), token)).collect()
 }
 
 /// A `fencelog demo-worker`; SIGKILLed when dropped, which ends a stopped
@@ -134,16 +233,9 @@ impl Worker {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn paused_worker_loses_its_lease_and_its_late_write_is_rejected() {
-    let Some(etcd_bin) = deps::find_program("etcd") else {
-        deps::missing(
-            "etcd_story",
-            "etcd is not on PATH (Debian: apt-get install etcd-server)",
-        );
+    let Some((tmp, etcd_server, store)) = services("etcd_story").await else {
         return;
     };
-    let tmp = tempfile::tempdir().unwrap();
-    let etcd_server = start_etcd(&etcd_bin, tmp.path()).await;
-    let store = serve().data_dir(tmp.path().join("fencelog")).start();
     let etcd = Etcd::new(etcd_server.url.clone());
 
     // A takes the lock and writes its first record.
@@ -154,14 +246,7 @@ async fn paused_worker_loses_its_lease_and_its_late_write_is_rejected() {
 
     // A freezes (think GC pause or VM suspension) and so stops renewing.
     a.child.sigstop();
-    let deadline = Instant::now() + LEASE_GONE_WITHIN;
-    while etcd.exists(LOCK_KEY).await.unwrap() {
-        assert!(
-            Instant::now() < deadline,
-            "etcd did not expire A's lease within {LEASE_GONE_WITHIN:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_gone(&etcd, LOCK_KEY, "A").await;
 
     // B takes over with a strictly higher token, fences, and writes.
     let mut b = Worker::start("B", &etcd_server.url, store.url(), tmp.path());
@@ -194,23 +279,190 @@ async fn paused_worker_loses_its_lease_and_its_late_write_is_rejected() {
 
     // The store holds exactly what the rightful owners wrote.
     let client = Client::new(store.url().to_string()).unwrap();
-    let read = client
-        .read(STREAM, 0, &ReadOptions::default())
-        .await
-        .unwrap();
-    let got: Vec<(String, u64)> = read
-        .records
-        .iter()
-        .map(|r| (String::from_utf8(r.body.to_vec()).unwrap(), r.fencing_token))
-        .collect();
-    assert_eq!(
-        got,
-        vec![
-            ("a-1".to_string(), token_a),
-            ("b-1".to_string(), token_b),
-            ("b-2".to_string(), token_b),
-        ]
-    );
+    let want = [owned(&["a-1"], token_a), owned(&["b-1", "b-2"], token_b)].concat();
+    assert_eq!(contents(&client).await, want);
     let state = client.state(STREAM).await.unwrap();
     assert_eq!((state.next_seq, state.highest_token), (3, token_b));
+}
+
+/// A's write with its old token: refused, and by how much.
+async fn assert_refused(client: &Client, token: u64, highest: u64) {
+    match client.append(STREAM, token, ["a-late"]).await {
+        Err(ClientError::StaleToken {
+            presented,
+            highest: h,
+            ..
+        }) => assert_eq!((presented, h), (token, highest)),
+        other => panic!("a write with stale token {token} got {other:?}"),
+    }
+}
+
+/// Seeds' test 3: once A's lease expired and B took the lock, what A sends
+/// late — a keep-alive, then its release — changes nothing of B's lock
+/// (key, value, token, lease) and B keeps writing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_keep_alive_and_release_of_the_old_owner_leave_the_new_owner_alone() {
+    let Some((_tmp, etcd_server, store)) = services("etcd_story test 3").await else {
+        return;
+    };
+    let etcd = Etcd::new(etcd_server.url.clone());
+    let client = Client::new(store.url().to_string()).unwrap();
+
+    let a: Lock = etcd.lock(LOCK_KEY, "A", LEASE_TTL_S).await.unwrap();
+    client.fence(STREAM, a.token).await.unwrap();
+    client.append(STREAM, a.token, ["a-1"]).await.unwrap();
+    // A stops renewing (paused); its lease runs out.
+    wait_gone(&etcd, LOCK_KEY, "A").await;
+
+    // B's lease outlives the test's steps, so only A's can expire here.
+    let b = etcd.lock(LOCK_KEY, "B", 60).await.unwrap();
+    assert!(
+        b.token > a.token,
+        "B's token {} must be above A's {}",
+        b.token,
+        a.token
+    );
+    client.fence(STREAM, b.token).await.unwrap();
+    let held = etcd.get(LOCK_KEY).await.unwrap().expect("B holds the lock");
+    assert_eq!(
+        (held.value.as_str(), held.create_revision, held.lease_id),
+        ("B", b.token, b.lease_id)
+    );
+
+    // A wakes up: its next keep-alive, then its release, reach etcd.
+    assert!(
+        !etcd.keep_alive(a.lease_id).await.unwrap(),
+        "an expired lease must not be renewed"
+    );
+    assert!(
+        !etcd.release(a).await.unwrap(),
+        "A's lease was already gone"
+    );
+    assert_eq!(
+        etcd.get(LOCK_KEY).await.unwrap(),
+        Some(held),
+        "B's lock changed"
+    );
+
+    // B still owns the lease and the stream; A's write is refused.
+    assert!(etcd.keep_alive(b.lease_id).await.unwrap());
+    let ack = client.append(STREAM, b.token, ["b-1"]).await.unwrap();
+    assert_eq!(ack.first_seq, 1);
+    assert_refused(&client, a.token, b.token).await;
+    let want = [owned(&["a-1"], a.token), owned(&["b-1"], b.token)].concat();
+    assert_eq!(contents(&client).await, want);
+
+    assert!(etcd.release(b).await.unwrap());
+    assert!(
+        !etcd.exists(LOCK_KEY).await.unwrap(),
+        "B's release freed the lock"
+    );
+}
+
+/// Seeds' test 5: etcd restarts in the middle of the story. Its revision
+/// counter is durable, so an acquisition after the restart gets a token
+/// above every token handed out before it, and the owner from before the
+/// restart is still refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_keep_increasing_across_an_etcd_restart() {
+    let Some((_tmp, mut etcd_server, store)) = services("etcd_story test 5").await else {
+        return;
+    };
+    let etcd = Etcd::new(etcd_server.url.clone());
+    let client = Client::new(store.url().to_string()).unwrap();
+
+    let a = etcd.lock(LOCK_KEY, "A", LEASE_TTL_S).await.unwrap();
+    client.fence(STREAM, a.token).await.unwrap();
+    client.append(STREAM, a.token, ["a-1"]).await.unwrap();
+    // Another stream's owner comes and goes, so tokens were handed out
+    // above A's before the restart.
+    let other = etcd.lock("fencelog/locks/other", "C", 60).await.unwrap();
+    assert!(etcd.release(other).await.unwrap());
+    let before = [a.token, other.token];
+
+    // A pauses (no keep-alive) while etcd goes down and comes back.
+    etcd_server.restart().await;
+    wait_gone(&etcd, LOCK_KEY, "A").await;
+
+    let b = etcd.lock(LOCK_KEY, "B", 60).await.unwrap();
+    let highest_before = before.iter().max().unwrap();
+    assert!(
+        b.token > *highest_before,
+        "B's token {} after the restart must be above every earlier token {before:?}",
+        b.token
+    );
+    client.fence(STREAM, b.token).await.unwrap();
+    client.append(STREAM, b.token, ["b-1"]).await.unwrap();
+    assert_refused(&client, a.token, b.token).await;
+    let want = [owned(&["a-1"], a.token), owned(&["b-1"], b.token)].concat();
+    assert_eq!(contents(&client).await, want);
+    assert_eq!(client.state(STREAM).await.unwrap().highest_token, b.token);
+}
+
+/// Seeds' test 8: A reaches etcd only through a proxy the test cuts, while
+/// it still reaches fencelog. A keeps running and writing — nothing stops
+/// it locally — until B takes the lock and fences; from then on fencelog
+/// refuses A, and A notices through `StaleToken` (the worker's "fenced
+/// out" line and exit code 3).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owner_cut_off_from_etcd_writes_until_fenced_then_is_refused() {
+    let Some((tmp, etcd_server, store)) = services("etcd_story test 8").await else {
+        return;
+    };
+    let etcd = Etcd::new(etcd_server.url.clone());
+    let proxy = TcpProxy::start(etcd_server.addr()).await;
+
+    let mut a = Worker::start("A", &proxy.url(), store.url(), tmp.path());
+    let token_a = a.acquired();
+    a.send("a-1");
+    assert_eq!(a.line(), format!("appended seq=0 token={token_a}"));
+
+    // The partition: A's keep-alives no longer arrive; fencelog is fine.
+    proxy.cut();
+    a.send("a-2");
+    assert_eq!(a.line(), format!("appended seq=1 token={token_a}"));
+    wait_gone(&etcd, LOCK_KEY, "A").await;
+    // A's lease is gone but nobody has taken over: its writes still land.
+    a.send("a-3");
+    assert_eq!(a.line(), format!("appended seq=2 token={token_a}"));
+
+    // B, which reaches etcd, takes the lock and fences the stream.
+    let mut b = Worker::start("B", &etcd_server.url, store.url(), tmp.path());
+    let token_b = b.acquired();
+    assert!(
+        token_b > token_a,
+        "B's token {token_b} must be above A's {token_a}"
+    );
+    a.send("a-4");
+    assert_eq!(
+        a.line(),
+        format!("fenced out: token={token_a} highest={token_b}")
+    );
+    assert_eq!(
+        a.child.wait().code(),
+        Some(3),
+        "A must exit with the stale code"
+    );
+    b.send("b-1");
+    assert_eq!(b.line(), format!("appended seq=3 token={token_b}"));
+    drop(b.stdin.take());
+    assert_eq!(b.line(), format!("finished token={token_b} appended=1"));
+    assert!(b.child.wait().success());
+
+    // Durable: A's three writes before B's fence, B's after; a-4 nowhere.
+    let client = Client::new(store.url().to_string()).unwrap();
+    let want = [
+        owned(&["a-1", "a-2", "a-3"], token_a),
+        owned(&["b-1"], token_b),
+    ]
+    .concat();
+    assert_eq!(contents(&client).await, want);
+    assert_eq!(client.state(STREAM).await.unwrap().highest_token, token_b);
+    // A saw the partition itself: its keep-alive failed, and so did its
+    // release on the way out.
+    let log = std::fs::read_to_string(tmp.path().join("A.log")).unwrap();
+    assert!(
+        log.contains("lease lost") && log.contains("release failed"),
+        "A's log:\n{log}"
+    );
 }

@@ -6,6 +6,7 @@ mod support;
 
 mod cli_commands;
 mod cli_lifecycle;
+mod cli_operator_kit;
 mod cli_producers;
 mod cli_serve_config;
 mod client_errors;
@@ -16,3 +17,4 @@ mod http_full_disk;
 mod http_restart;
 mod kill9_loop;
 mod loadgen_smoke;
+mod ops_dashboard;

@@ -98,6 +98,7 @@ def test_out_of_range(client: fencelog.Client, stream: str) -> None:
             "message": "start_seq 9 is past the stream's next_seq 2",
             "stream": stream,
             "start_seq": 9,
+            "first_seq": 0,
             "next_seq": 2,
         }
         assert (e.status, e.stream, e.start_seq, e.next_seq) == (416, stream, 9, 2)

@@ -85,6 +85,7 @@ test("OutOfRangeError from read and tail", async () => {
     assert.deepEqual(e.body, {
       error: "out_of_range",
       message: "start_seq 9 is past the stream's next_seq 2",
+      first_seq: 0,
       next_seq: 2,
       start_seq: 9,
       stream: s,

@@ -81,6 +81,17 @@ pub struct Lock {
     pub token: u64,
 }
 
+/// A key as etcd holds it (what [`Etcd::get`] returns).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyInfo {
+    pub value: String,
+    /// For a lock key, its holder's token.
+    pub create_revision: u64,
+    pub mod_revision: u64,
+    /// 0 when the key is bound to no lease.
+    pub lease_id: i64,
+}
+
 fn int(v: &Value) -> Option<i64> {
     match v {
         Value::String(s) => s.parse().ok(),
@@ -100,7 +111,13 @@ impl Etcd {
         }
     }
 
-    async fn call(&self, path: &str, body: Value) -> Result<Value, EtcdError> {
+    /// The gateway's answer: the JSON of a success, or, for an error, the
+    /// gRPC status code it carries (5 is NOT_FOUND) with the whole text.
+    async fn call_answer(
+        &self,
+        path: &str,
+        body: Value,
+    ) -> Result<Result<Value, (Option<i64>, String)>, EtcdError> {
         let resp = self
             .http
             .post(format!("{}{path}", self.base))
@@ -113,10 +130,19 @@ impl Etcd {
             .text()
             .await
             .map_err(|e| EtcdError(format!("{path}: {e}")))?;
+        let json = serde_json::from_str::<Value>(&text);
         if !status.is_success() {
-            return Err(EtcdError(format!("{path}: {status}: {text}")));
+            let code = json.ok().as_ref().and_then(|v| int(&v["code"]));
+            return Ok(Err((code, format!("{path}: {status}: {text}"))));
         }
-        serde_json::from_str(&text).map_err(|e| EtcdError(format!("{path}: {e}: {text}")))
+        json.map(Ok)
+            .map_err(|e| EtcdError(format!("{path}: {e}: {text}")))
+    }
+
+    async fn call(&self, path: &str, body: Value) -> Result<Value, EtcdError> {
+        self.call_answer(path, body)
+            .await?
+            .map_err(|(_, text)| EtcdError(text))
     }
 
     /// A lease that expires `ttl_s` seconds after its last keep-alive.
@@ -140,6 +166,43 @@ impl Etcd {
         self.call("/v3/lease/revoke", json!({ "ID": lease_id.to_string() }))
             .await
             .map(|_| ())
+    }
+
+    /// Releases a lock by revoking its lease: etcd deletes the keys bound
+    /// to that lease, and only those, so a late release by an owner whose
+    /// lease already expired cannot delete its successor's key. `false`
+    /// when the lease was already gone (expired or revoked).
+    pub async fn release(&self, lock: Lock) -> Result<bool, EtcdError> {
+        const GRPC_NOT_FOUND: i64 = 5;
+        let id = json!({ "ID": lock.lease_id.to_string() });
+        match self.call_answer("/v3/lease/revoke", id).await? {
+            Ok(_) => Ok(true),
+            Err((Some(GRPC_NOT_FOUND), _)) => Ok(false),
+            Err((_, text)) => Err(EtcdError(text)),
+        }
+    }
+
+    /// `key` as it is now, or `None` when nobody holds it.
+    pub async fn get(&self, key: &str) -> Result<Option<KeyInfo>, EtcdError> {
+        let v = self
+            .call("/v3/kv/range", json!({ "key": B64.encode(key) }))
+            .await?;
+        let Some(kv) = v["kvs"].as_array().and_then(|kvs| kvs.first()) else {
+            return Ok(None);
+        };
+        let value = kv["value"].as_str().unwrap_or_default();
+        let value = B64
+            .decode(value)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+            .ok_or_else(|| EtcdError(format!("range: value is not base64 UTF-8: {kv}")))?;
+        let field = |name: &str| int(&kv[name]).unwrap_or(0);
+        Ok(Some(KeyInfo {
+            value,
+            create_revision: field("create_revision") as u64,
+            mod_revision: field("mod_revision") as u64,
+            lease_id: field("lease"),
+        }))
     }
 
     /// Creates `key` bound to `lease_id` if no one holds it. Returns the
@@ -297,10 +360,14 @@ where
     };
     let result = work(config, &store, lock.token, input, &mut out).await;
     keeper.abort();
-    // Releasing lets the next owner in without waiting out the TTL. A
-    // fenced-out worker's lease is already gone; revoking it could only fail.
-    if let Ok(WorkerOutcome::Finished { .. }) = &result {
-        etcd.revoke(lock.lease_id).await?;
+    // Releasing lets the next owner in without waiting out the TTL. It is
+    // safe however late it comes (it revokes this worker's own lease, see
+    // `Etcd::release`), so a fenced-out worker releases too; it may no
+    // longer reach etcd, which changes nothing about how it ended.
+    match (&result, etcd.release(lock).await) {
+        (Ok(WorkerOutcome::Finished { .. }), Err(e)) => return Err(e.into()),
+        (_, Err(e)) => tracing::warn!(lease = lock.lease_id, "release failed: {e}"),
+        (_, Ok(released)) => tracing::info!(lease = lock.lease_id, released, "released"),
     }
     result
 }

@@ -446,9 +446,10 @@ fn replay_refuses_what_the_writer_never_writes() {
             frame(Change::Append { count: 1 }, 9, 3),
             ReplayViolation::Sealed,
         ),
+        // A re-seal is written only with a higher token.
         (
             sealed(8, 3),
-            frame(Change::Seal, 9, 3),
+            frame(Change::Seal, 8, 3),
             ReplayViolation::NoChange,
         ),
         (

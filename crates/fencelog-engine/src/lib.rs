@@ -55,6 +55,9 @@ pub mod testing;
 mod writer;
 
 pub use codec::checkpoint::{AppliedState, CursorEntry, FenceBy, FenceEvent, ProducerEntry};
+/// The on-disk format version this build writes (the segment header's
+/// version field), shown by `fencelog --version`.
+pub use codec::FORMAT_VERSION;
 pub use codec::{Retention, StreamConfig};
 pub use config::Config;
 pub use engine::Engine;

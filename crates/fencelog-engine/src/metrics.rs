@@ -51,6 +51,9 @@ pub struct Metrics {
     pub group_records: Histogram,
     /// Requests waiting for the writer when it last took a group.
     pub queue_depth: IntGauge,
+    /// 1 while the engine accepts writes, 0 once it is poisoned or shutting
+    /// down; set by whoever encodes (a scrape), like `queue_depth`.
+    pub healthy: IntGauge,
     /// Bytes of the data directory's files.
     pub disk_bytes: IntGauge,
     /// Bytes of live records frames (what reclamation must keep).
@@ -146,6 +149,7 @@ impl Default for Metrics {
             cursor_commits: Counter::default(),
             batches_accepted: Counter::default(),
             batches_refused: Counter::default(),
+            healthy: Gauge::default(),
             registry: Registry::default(),
         };
         let r = &mut registry;
@@ -354,6 +358,12 @@ impl Default for Metrics {
         ] {
             register(r, name, help, c);
         }
+        register(
+            r,
+            "healthy",
+            "1 while writes are accepted, 0 once storage failed (until a restart) or shutdown began",
+            &m.healthy,
+        );
         Metrics { registry, ..m }
     }
 }

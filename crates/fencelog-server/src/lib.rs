@@ -13,6 +13,7 @@
 //!   `PUT /v1/streams/{stream}/config`: the stream's lifecycle ([`lifecycle`])
 //! - `GET  /v1/streams` list streams in name order ([`streams`])
 //! - `GET  /healthz`, `GET /metrics` ([`ops`])
+//! - `GET  /console`, `GET /console/{asset}` the web console ([`console`])
 //! - `GET  /v1/openapi.json` this list as an OpenAPI 3 document ([`openapi`])
 //!
 //! The list lives once, in [`openapi::ROUTES`], each entry carrying its
@@ -28,6 +29,7 @@
 
 mod append_body;
 pub mod body;
+pub mod console;
 pub mod error;
 mod fast_json;
 #[cfg(feature = "fuzz")]

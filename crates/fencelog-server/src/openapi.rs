@@ -4,7 +4,7 @@
 //! the server answers.
 
 use crate::state::AppState;
-use crate::{lifecycle, ops, producers, records, streams};
+use crate::{console, lifecycle, ops, producers, records, streams};
 use axum::routing::{delete, get, post, put, MethodRouter};
 use axum::Json;
 use fencelog_api::ErrorCode;
@@ -381,6 +381,31 @@ pub const ROUTES: &[Route] = &[
     },
     Route {
         method: "get",
+        path: "/console",
+        operation_id: "console",
+        summary: "The web console (HTML): streams, records, token timelines, live tails and metrics, using this API from the browser",
+        handler: || get(console::index),
+        query: &[],
+        headers: &[],
+        request_body: None,
+        responses: &[Answer::Ok(200, "the console's page", "")],
+    },
+    Route {
+        method: "get",
+        path: "/console/{asset}",
+        operation_id: "console_asset",
+        summary: "A script or the stylesheet of the web console, embedded in the binary",
+        handler: || get(console::asset),
+        query: &[],
+        headers: &[],
+        request_body: None,
+        responses: &[
+            Answer::Ok(200, "the file", ""),
+            Answer::Error(ErrorCode::NotFound, "the console has no such file"),
+        ],
+    },
+    Route {
+        method: "get",
         path: "/v1/openapi.json",
         operation_id: "openapi",
         summary: "This document",
@@ -415,6 +440,13 @@ fn parameters(route: &Route) -> Vec<Value> {
         out.push(json!({
             "name": "stream", "in": "path", "required": true,
             "description": "Stream name: 1-255 of [A-Za-z0-9._:-]",
+            "schema": { "type": "string" },
+        }));
+    }
+    if route.path.contains("{asset}") {
+        out.push(json!({
+            "name": "asset", "in": "path", "required": true,
+            "description": "A file name of the console, e.g. app.js",
             "schema": { "type": "string" },
         }));
     }

@@ -34,12 +34,13 @@ pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.
 /// `GET /metrics`: OpenMetrics text from the engine's registry.
 pub async fn metrics(State(state): State<AppState>) -> Response {
     let engine = &state.engine;
-    // The gauge is sampled here rather than kept live by the writer: only
-    // a scrape needs it, and the channel already knows its length.
+    // The gauges are sampled here rather than kept live by the writer: only
+    // a scrape needs them, and the channel already knows its length.
     engine
         .metrics()
         .queue_depth
         .set(engine.queue_depth() as i64);
+    engine.metrics().healthy.set(i64::from(engine.is_healthy()));
     (
         [(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)],
         engine.metrics().encode(),

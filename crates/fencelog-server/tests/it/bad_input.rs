@@ -489,6 +489,13 @@ async fn assert_storage_failure(kind: io::ErrorKind, status: u16, code: &str) {
         (503, &json!("unavailable")),
         "{body}"
     );
+    // What an alert watches: the health gauge of the scrape.
+    let metrics = r.clone().oneshot(get("/metrics")).await.unwrap();
+    let text = axum::body::to_bytes(metrics.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    let text = String::from_utf8(text.to_vec()).unwrap();
+    assert!(text.lines().any(|l| l == "fencelog_healthy 0"), "{text}");
     // Reads keep serving what was durable.
     let (got, body) = call(&r, get(RECORDS)).await;
     assert_eq!(got, 200);

@@ -196,9 +196,12 @@ async fn a_sealed_stream_refuses_writes_with_its_state_and_ends_its_tails() {
         assert_eq!(api.fence("s", token).await, (409, refusal.clone()));
         assert_eq!(trim(api, "s", token, 1).await, (409, refusal.clone()));
     }
-    // Sealing again with an accepted token is idempotent.
-    assert_eq!(seal(api, "s", 5).await.0, 200);
+    // Sealing again with the highest token is idempotent; a higher one
+    // is written and raises the token.
+    assert_eq!(seal(api, "s", 4).await.0, 200);
     assert_eq!(api.state("s").await.1["highest_token"], json!(4));
+    assert_eq!(seal(api, "s", 5).await.0, 200);
+    assert_eq!(api.state("s").await.1["highest_token"], json!(5));
     // Reads keep working; a long-poll at the tail returns at once.
     assert_eq!(api.bodies("s").await, ["x", "y"]);
     let started = std::time::Instant::now();

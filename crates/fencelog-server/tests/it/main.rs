@@ -5,6 +5,7 @@
 mod bad_input;
 mod binary_batch;
 mod client_producer;
+mod console_assets;
 mod fencing;
 mod fuzz_corpus;
 mod lifecycle;

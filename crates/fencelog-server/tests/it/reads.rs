@@ -385,6 +385,7 @@ async fn metrics_are_prometheus_text() {
         "fencelog_records_written_total 2",
         "fencelog_stale_rejections_total 1",
         "fencelog_writer_queue_depth 0",
+        "fencelog_healthy 1",
     ] {
         assert!(
             text.lines().any(|l| l == line),
