@@ -8,12 +8,18 @@
 //! median over rounds of each mode and of their ratio. BENCHMARKS.md holds
 //! the figures.
 //!
+//! The same again on the simulated disk (no fsync latency), where the
+//! comparison is of CPU alone — what the producer path adds (its trailer,
+//! the per-stream producer table) with the disk's 10x drift taken out.
+//!
 //! `cargo bench --bench producers` (FENCELOG_BENCH_DIR picks the disk;
 //! FENCELOG_BENCH_ROUNDS, FENCELOG_BENCH_APPENDS the sizes).
 
 use bytes::Bytes;
-use fencelog_engine::{AppendOptions, Engine, ProducerSeq};
+use fencelog_engine::sim::SimStorage;
+use fencelog_engine::{AppendOptions, Config, Engine, ProducerSeq};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
 
 const APPENDERS: usize = 64;
@@ -42,10 +48,11 @@ async fn round(engine: &Engine, producer: bool, appends: usize, seq_base: u64) -
             tokio::spawn(async move {
                 let stream = format!("bench-{k:02}");
                 let body = Bytes::from(vec![0xA5u8; RECORD_BYTES]);
+                let id = format!("producer-{k:02}");
                 for i in 0..appends {
                     let options = AppendOptions {
                         producer: producer.then(|| ProducerSeq {
-                            id: format!("producer-{k:02}"),
+                            id: id.clone(),
                             seq: seq_base + i as u64,
                         }),
                         ..Default::default()
@@ -68,6 +75,40 @@ async fn round(engine: &Engine, producer: bool, appends: usize, seq_base: u64) -
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
+}
+
+/// Interleaved rounds of `plain` and `idempotent`; prints the medians
+/// (plain, producer, and of the per-round ratio).
+async fn compare(what: &str, plain: &Engine, idempotent: &Engine, rounds: usize, appends: usize) {
+    let (mut a, mut b, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
+    for r in 0..rounds {
+        let seq_base = (r * appends) as u64;
+        // Alternate which goes first, so a drift inside a round evens out.
+        let (x, y) = if r.is_multiple_of(2) {
+            let x = round(plain, false, appends, 0).await;
+            (x, round(idempotent, true, appends, seq_base).await)
+        } else {
+            let y = round(idempotent, true, appends, seq_base).await;
+            (round(plain, false, appends, 0).await, y)
+        };
+        eprintln!(
+            "{what} round {r}: plain {x:.0} rec/s, producer {y:.0} rec/s, ratio {:.3}",
+            y / x
+        );
+        a.push(x);
+        b.push(y);
+        ratio.push(y / x);
+    }
+    println!(
+        "producers ({what}): {APPENDERS} appenders x {appends} appends x {rounds} rounds: median plain {:.0} rec/s, median producer {:.0} rec/s, median ratio {:.3} (target >= 0.90)",
+        median(a),
+        median(b),
+        median(ratio)
+    );
+}
+
+fn sim_engine() -> Engine {
+    Engine::open_storage(Arc::new(SimStorage::new()), Config::default()).unwrap()
 }
 
 fn main() {
@@ -94,33 +135,13 @@ fn main() {
     );
     let plain = Engine::open(plain_dir.path()).unwrap();
     let idempotent = Engine::open(producer_dir.path()).unwrap();
-    let (mut a, mut b, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
     rt.block_on(async {
-        for r in 0..rounds {
-            let seq_base = (r * appends) as u64;
-            // Alternate which goes first, so a drift inside a round evens out.
-            let (x, y) = if r.is_multiple_of(2) {
-                let x = round(&plain, false, appends, 0).await;
-                (x, round(&idempotent, true, appends, seq_base).await)
-            } else {
-                let y = round(&idempotent, true, appends, seq_base).await;
-                (round(&plain, false, appends, 0).await, y)
-            };
-            eprintln!(
-                "round {r}: plain {x:.0} rec/s, producer {y:.0} rec/s, ratio {:.3}",
-                y / x
-            );
-            a.push(x);
-            b.push(y);
-            ratio.push(y / x);
-        }
+        compare("disk", &plain, &idempotent, rounds, appends).await;
+        plain.shutdown().await;
+        idempotent.shutdown().await;
+        let (plain, idempotent) = (sim_engine(), sim_engine());
+        compare("simulated disk", &plain, &idempotent, rounds, appends * 4).await;
         plain.shutdown().await;
         idempotent.shutdown().await;
     });
-    println!(
-        "producers: {APPENDERS} appenders x {appends} appends x {rounds} rounds: median plain {:.0} rec/s, median producer {:.0} rec/s, median ratio {:.3} (target >= 0.90)",
-        median(a),
-        median(b),
-        median(ratio)
-    );
 }

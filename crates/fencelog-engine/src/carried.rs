@@ -65,18 +65,26 @@ impl Carried {
             // The writer answers a duplicate without writing it.
             return Err(Refusal::ProducerSeqStale { last: w.seq });
         }
-        let entry = ProducerEntry {
-            id: w.id.to_string(),
-            producer_seq: w.seq,
-            first_seq: w.first_seq,
-            last_seq: w.first_seq + w.count as u64 - 1,
-            token: w.token,
-            timestamp_ms: w.timestamp_ms,
-            last_used_group: w.group,
-        };
+        let last_seq = w.first_seq + w.count as u64 - 1;
         match self.producers.iter_mut().find(|p| p.id == w.id) {
-            Some(p) => *p = entry,
-            None => self.producers.push(entry),
+            // In place: the id is already there (no allocation per append).
+            Some(p) => {
+                p.producer_seq = w.seq;
+                p.first_seq = w.first_seq;
+                p.last_seq = last_seq;
+                p.token = w.token;
+                p.timestamp_ms = w.timestamp_ms;
+                p.last_used_group = w.group;
+            }
+            None => self.producers.push(ProducerEntry {
+                id: w.id.to_string(),
+                producer_seq: w.seq,
+                first_seq: w.first_seq,
+                last_seq,
+                token: w.token,
+                timestamp_ms: w.timestamp_ms,
+                last_used_group: w.group,
+            }),
         }
         let mut evicted_count = 0;
         while self.producers.len() > max.max(1) {
