@@ -34,18 +34,39 @@ seal, delete, config, producer, fences, cursor):
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServerArgs {
-    /// Base URL of the fencelog server.
+    /// Base URL of the fencelog server (http:// or https://).
     #[arg(
         long = "server",
         env = "FENCELOG_URL",
         default_value = "http://127.0.0.1:7070"
     )]
     pub url: String,
+    /// A PEM CA certificate to trust for an https:// server, besides the
+    /// system's roots.
+    #[arg(long, env = "FENCELOG_CA_CERT")]
+    pub ca_cert: Option<std::path::PathBuf>,
+    /// The access-token secret (`fencelog token create` makes one), not to
+    /// be confused with a fencing token; sent
+    /// as `Authorization: Bearer`. Prefer the environment variable: a flag
+    /// shows up in `ps`.
+    #[arg(long, env = "FENCELOG_AUTH_TOKEN", hide_env_values = true)]
+    pub auth_token: Option<String>,
 }
 
 impl ServerArgs {
     pub fn client(&self) -> Result<Client, ClientError> {
-        Client::new(self.url.clone())
+        let mut builder = Client::builder(self.url.clone());
+        if let Some(path) = &self.ca_cert {
+            builder = builder
+                .ca_cert_file(path)
+                .map_err(|e| ClientError::BadRequest {
+                    message: format!("cannot read --ca-cert {}: {e}", path.display()),
+                })?;
+        }
+        if let Some(secret) = &self.auth_token {
+            builder = builder.token(secret.clone());
+        }
+        builder.build()
     }
 }
 
@@ -71,7 +92,9 @@ pub fn exit_code(err: &ClientError) -> u8 {
         | ClientError::NotFound
         | ClientError::OutOfRange { .. }
         | ClientError::TooLarge { .. }
-        | ClientError::BadRequest { .. } => EXIT_REJECTED,
+        | ClientError::BadRequest { .. }
+        | ClientError::Unauthenticated { .. }
+        | ClientError::Forbidden { .. } => EXIT_REJECTED,
         ClientError::Unavailable { .. }
         | ClientError::InsufficientStorage { .. }
         | ClientError::OutcomeUnknown { .. }
@@ -118,6 +141,11 @@ pub fn error_json(err: &ClientError) -> Value {
             .with(Field::NextSeq, next_seq),
         ClientError::TooLarge { .. } => answer(ErrorCode::TooLarge),
         ClientError::BadRequest { .. } => answer(ErrorCode::BadRequest),
+        ClientError::Unauthenticated { .. } => answer(ErrorCode::Unauthenticated),
+        ClientError::Forbidden { ref scope, .. } => match scope {
+            Some(s) => answer(ErrorCode::Forbidden).with(Field::Scope, s.as_str()),
+            None => answer(ErrorCode::Forbidden),
+        },
         ClientError::Unavailable {
             outcome_unknown, ..
         } => answer(ErrorCode::Unavailable).with(Field::OutcomeUnknown, outcome_unknown),

@@ -15,10 +15,12 @@ pub mod lifecycle;
 pub mod man;
 pub mod producers;
 pub mod read;
+pub mod rlimit;
 pub mod serve;
 mod server_log;
 pub mod status;
 pub mod tail;
+pub mod token;
 pub mod units;
 pub mod version;
 
@@ -34,6 +36,10 @@ pub struct Cli {
     pub command: Command,
 }
 
+// Parsed once at startup and matched at once: the size of `serve`'s
+// arguments (which the lifecycle flags and main's security flags together
+// grew) costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the HTTP server on a data directory.
@@ -80,6 +86,8 @@ pub enum Command {
     DemoWorker(demo_worker::Args),
     /// Drive a server (or PostgreSQL / Redis) with load and verify the result.
     Bench(fencelog_bench::BenchArgs),
+    /// Access tokens: `token create` prints a new secret and its config stanza.
+    Token(token::Args),
     /// Print a shell completion script (bash, zsh or fish).
     Completions(completions::Args),
     /// Print the man page, or write every page into a directory.
@@ -104,6 +112,7 @@ pub fn run() -> ExitCode {
         Command::Config(args) => lifecycle::config(args),
         Command::DemoWorker(args) => demo_worker::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Token(args) => token::run(args),
         Command::Completions(args) => completions::run(args),
         Command::Man(args) => man::run(args),
     }

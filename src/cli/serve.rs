@@ -2,15 +2,18 @@
 //! down cleanly on SIGTERM or Ctrl-C.
 
 use super::server_log::ServerLog;
-use super::LogFormat;
+use super::{rlimit, LogFormat};
 use fencelog_engine::config::{
     Config, BATCH_BYTES_DEFAULT, BATCH_RECORDS_DEFAULT, SEGMENT_BYTES_DEFAULT,
 };
 use fencelog_engine::Engine;
-use fencelog_server::{self as http, AppState, HttpLimits, ServerConfig};
+use fencelog_server::auth::{Auth, AuthSettings};
+use fencelog_server::budget::{self, MemoryBudget};
+use fencelog_server::{self as http, AppState, HttpLimits, ServerConfig, Tls};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
@@ -68,6 +71,43 @@ pub struct Args {
     /// 10GiB, bytes, or `unlimited` [default: unlimited].
     #[arg(long, env = "FENCELOG_DATA_BYTES_MAX")]
     pub data_bytes_max: Option<String>,
+    /// A connection whose socket takes no bytes for this long is closed (a
+    /// client that stopped reading; a live tail whose socket stays full)
+    /// [default: 30000].
+    #[arg(long, env = "FENCELOG_WRITE_TIMEOUT_MS")]
+    pub write_timeout_ms: Option<u64>,
+    /// After SIGTERM, how long in-flight requests may take before they are
+    /// dropped (never acknowledged) [default: 5000].
+    #[arg(long, env = "FENCELOG_SHUTDOWN_TIMEOUT_MS")]
+    pub shutdown_timeout_ms: Option<u64>,
+    /// Connections served at once [default: half the file-descriptor limit].
+    #[arg(long, env = "FENCELOG_CONNECTIONS_MAX")]
+    pub connections_max: Option<usize>,
+    /// Appends and fences waiting for the writer; past it they are refused
+    /// with 503 overloaded [default: 16384].
+    #[arg(long, env = "FENCELOG_QUEUE_DEPTH_MAX")]
+    pub queue_depth_max: Option<usize>,
+    /// Bytes of responses in flight across all connections [default: 67108864].
+    #[arg(long, env = "FENCELOG_RESPONSE_BUDGET_BYTES")]
+    pub response_budget_bytes: Option<usize>,
+    /// Bytes of request bodies in flight across all connections
+    /// [default: 67108864].
+    #[arg(long, env = "FENCELOG_UPLOAD_BUDGET_BYTES")]
+    pub upload_budget_bytes: Option<usize>,
+    /// PEM certificate chain: serve HTTPS only (needs --tls-key). Reloaded
+    /// on SIGHUP.
+    #[arg(long, env = "FENCELOG_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert.
+    #[arg(long, env = "FENCELOG_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
+    /// Serve GET /metrics without a token on this separate address.
+    #[arg(long, env = "FENCELOG_METRICS_LISTEN")]
+    pub metrics_listen: Option<String>,
+    /// Run without access tokens on a non-loopback address (anyone who can
+    /// reach the port may write, fence and read everything).
+    #[arg(long, env = "FENCELOG_INSECURE_NO_AUTH")]
+    pub insecure_no_auth: bool,
 }
 
 /// The config file: every setting optional, unknown keys refused so a typo
@@ -87,6 +127,18 @@ struct FileSettings {
     retention_age: Option<String>,
     retention_bytes: Option<String>,
     data_bytes_max: Option<String>,
+    write_timeout_ms: Option<u64>,
+    shutdown_timeout_ms: Option<u64>,
+    connections_max: Option<usize>,
+    queue_depth_max: Option<usize>,
+    response_budget_bytes: Option<usize>,
+    upload_budget_bytes: Option<usize>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
+    metrics_listen: Option<String>,
+    insecure_no_auth: Option<bool>,
+    #[serde(default)]
+    auth: AuthSettings,
 }
 
 /// What the server runs with, after file, environment and flags.
@@ -108,6 +160,21 @@ pub struct Settings {
     pub retention_bytes: Option<u64>,
     #[serde(serialize_with = "limit_or_unlimited")]
     pub data_bytes_max: Option<u64>,
+    pub write_timeout_ms: u64,
+    pub shutdown_timeout_ms: u64,
+    /// 0: derived from the file-descriptor limit at start.
+    pub connections_max: usize,
+    pub queue_depth_max: usize,
+    pub response_budget_bytes: usize,
+    pub upload_budget_bytes: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_cert: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_key: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics_listen: Option<String>,
+    pub insecure_no_auth: bool,
+    pub auth: AuthSettings,
 }
 
 fn limit_or_unlimited<S: serde::Serializer>(v: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
@@ -208,7 +275,36 @@ impl Settings {
                     .or(file.data_bytes_max.as_deref()),
                 super::units::parse_bytes,
             )?,
+            write_timeout_ms: args
+                .write_timeout_ms
+                .or(file.write_timeout_ms)
+                .unwrap_or(30_000),
+            shutdown_timeout_ms: args
+                .shutdown_timeout_ms
+                .or(file.shutdown_timeout_ms)
+                .unwrap_or(5_000),
+            connections_max: args.connections_max.or(file.connections_max).unwrap_or(0),
+            queue_depth_max: args
+                .queue_depth_max
+                .or(file.queue_depth_max)
+                .unwrap_or(fencelog_engine::config::QUEUE_DEPTH_DEFAULT),
+            response_budget_bytes: args
+                .response_budget_bytes
+                .or(file.response_budget_bytes)
+                .unwrap_or(budget::RESPONSE_BYTES_DEFAULT),
+            upload_budget_bytes: args
+                .upload_budget_bytes
+                .or(file.upload_budget_bytes)
+                .unwrap_or(budget::UPLOAD_BYTES_DEFAULT),
+            tls_cert: args.tls_cert.clone().or(file.tls_cert),
+            tls_key: args.tls_key.clone().or(file.tls_key),
+            metrics_listen: args.metrics_listen.clone().or(file.metrics_listen),
+            insecure_no_auth: args.insecure_no_auth || file.insecure_no_auth.unwrap_or(false),
+            auth: file.auth,
         };
+        if settings.tls_cert.is_some() != settings.tls_key.is_some() {
+            return Err("--tls-cert and --tls-key go together".into());
+        }
         Ok((settings, log_format))
     }
 }
@@ -231,7 +327,13 @@ pub fn run(args: Args) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let code = open_and_serve(&settings, &log);
+    let code = match Prepared::new(&settings, rlimit::raise_nofile()) {
+        Ok(prepared) => open_and_serve(&settings, prepared, &log),
+        Err(e) => {
+            tracing::error!("{e}");
+            ExitCode::from(2)
+        }
+    };
     let dropped = log.dropped_lines();
     if dropped > 0 {
         tracing::warn!(
@@ -257,26 +359,144 @@ fn print_settings(settings: &Settings) -> ExitCode {
     }
 }
 
+/// Everything decided before the log is opened: limits, auth, TLS.
+struct Prepared {
+    config: Config,
+    state_limits: HttpLimits,
+    budget: MemoryBudget,
+    server_config: ServerConfig,
+    auth: Auth,
+}
+
+impl Prepared {
+    /// `nofile`: the file-descriptor limit before and after raising it.
+    fn new(settings: &Settings, (nofile_was, nofile): (u64, u64)) -> Result<Prepared, String> {
+        let config = Config {
+            segment_bytes_max: settings.segment_bytes,
+            batch_records_max: settings.batch_records_max,
+            batch_bytes_max: settings.batch_bytes_max,
+            queue_depth_max: settings.queue_depth_max,
+            retention_age_s: settings.retention_age_s,
+            retention_bytes: settings.retention_bytes,
+            data_bytes_max: settings.data_bytes_max,
+            ..Config::default()
+        };
+        config.validate()?;
+        let mut limits = HttpLimits::for_config(&config);
+        limits.body_bytes_max = settings.body_bytes_max;
+        limits.body_read_timeout = Duration::from_millis(settings.body_read_timeout_ms);
+        limits.write_timeout = Duration::from_millis(settings.write_timeout_ms);
+        let auth = Auth::from_settings(&settings.auth)?;
+        check_exposure(settings, &auth)?;
+        let tls = match (&settings.tls_cert, &settings.tls_key) {
+            (Some(cert), Some(key)) => Some(Tls::from_files(cert, key)?),
+            _ => None,
+        };
+        let connections_max = match settings.connections_max {
+            0 => rlimit::connections_for(nofile),
+            n => n,
+        };
+        tracing::info!(
+            nofile_was,
+            nofile,
+            connections_max,
+            tls = tls.is_some(),
+            tokens = match &auth {
+                Auth::Open => 0,
+                Auth::Tokens(t) => t.len(),
+            },
+            "limits in force"
+        );
+        let server_config = ServerConfig {
+            header_read_timeout: Duration::from_millis(settings.header_read_timeout_ms),
+            drain_timeout: Duration::from_millis(settings.shutdown_timeout_ms),
+            write_timeout: Duration::from_millis(settings.write_timeout_ms),
+            connections_max,
+            tls,
+            ..ServerConfig::default()
+        };
+        let budget = MemoryBudget::new(
+            settings.response_budget_bytes,
+            settings.upload_budget_bytes,
+            budget::WAIT_DEFAULT,
+        );
+        Ok(Prepared {
+            config,
+            state_limits: limits,
+            budget,
+            server_config,
+            auth,
+        })
+    }
+}
+
+/// The safe default: without tokens the server runs open only where only
+/// this machine can reach it, unless the operator says otherwise — and
+/// then it says so at every start.
+fn check_exposure(settings: &Settings, auth: &Auth) -> Result<(), String> {
+    if !auth.is_open() {
+        return Ok(());
+    }
+    let loopback = listen_is_loopback(&settings.listen)
+        && settings
+            .metrics_listen
+            .as_deref()
+            .is_none_or(listen_is_loopback);
+    if loopback {
+        return Ok(());
+    }
+    if settings.insecure_no_auth {
+        tracing::warn!(
+            listen = %settings.listen,
+            "serving WITHOUT access tokens on a non-loopback address (--insecure-no-auth): anyone who can reach the port can append, fence and read every stream"
+        );
+        return Ok(());
+    }
+    Err(format!(
+        "refusing to listen on {} without access tokens: anyone who could reach it could fence every stream. \
+         Create a token with `fencelog token create --name NAME --scopes append,read`, put the [[auth.tokens]] stanza it prints in the --config file, \
+         or listen on a loopback address, or pass --insecure-no-auth",
+        settings.listen
+    ))
+}
+
+/// Whether every address `listen` names is a loopback one. Names other
+/// than `localhost` are not resolved: unknown means exposed.
+fn listen_is_loopback(listen: &str) -> bool {
+    use std::net::SocketAddr;
+    if let Ok(addr) = listen.parse::<SocketAddr>() {
+        return addr.ip().is_loopback();
+    }
+    listen
+        .rsplit_once(':')
+        .is_some_and(|(host, _)| host.eq_ignore_ascii_case("localhost"))
+}
+
+/// Reads the certificate and key again on every SIGHUP; a bad file keeps
+/// the old certificate and says why.
+async fn reload_on_sighup(tls: Arc<Tls>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hup = match signal(SignalKind::hangup()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot watch SIGHUP; certificates will not reload");
+            return;
+        }
+    };
+    while hup.recv().await.is_some() {
+        match tls.reload() {
+            Ok(()) => tracing::info!("TLS certificate reloaded"),
+            Err(e) => {
+                tracing::error!(error = %e, "TLS reload failed; keeping the previous certificate")
+            }
+        }
+    }
+}
+
 /// Opens the data directory and serves it until a stop signal; returns
 /// once the server, its runtime and the engine have shut down.
-fn open_and_serve(settings: &Settings, log: &ServerLog) -> ExitCode {
-    let config = Config {
-        segment_bytes_max: settings.segment_bytes,
-        batch_records_max: settings.batch_records_max,
-        batch_bytes_max: settings.batch_bytes_max,
-        retention_age_s: settings.retention_age_s,
-        retention_bytes: settings.retention_bytes,
-        data_bytes_max: settings.data_bytes_max,
-        ..Config::default()
-    };
-    let mut limits = HttpLimits::for_config(&config);
-    limits.body_bytes_max = settings.body_bytes_max;
-    limits.body_read_timeout = Duration::from_millis(settings.body_read_timeout_ms);
-    let server_config = ServerConfig {
-        header_read_timeout: Duration::from_millis(settings.header_read_timeout_ms),
-        ..ServerConfig::default()
-    };
-    let Some(engine) = open_engine(&settings.data_dir, config) else {
+fn open_and_serve(settings: &Settings, p: Prepared, log: &ServerLog) -> ExitCode {
+    let Some(engine) = open_engine(&settings.data_dir, p.config) else {
         return ExitCode::FAILURE;
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -289,8 +509,11 @@ fn open_and_serve(settings: &Settings, log: &ServerLog) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let state = AppState::new(engine).with_limits(limits);
-    let code = runtime.block_on(serve_http(settings, state, server_config, log.clone()));
+    let state = AppState::new(engine)
+        .with_limits(p.state_limits)
+        .with_auth(p.auth)
+        .with_budget(p.budget);
+    let code = runtime.block_on(serve_http(settings, state, p.server_config, log.clone()));
     drop(runtime);
     code
 }
@@ -357,6 +580,23 @@ async fn serve_http(
             return ExitCode::FAILURE;
         }
     };
+    if let Some(listen) = &settings.metrics_listen {
+        let metrics = match tokio::net::TcpListener::bind(listen).await {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!(listen = %listen, error = %e, "cannot listen for metrics");
+                return ExitCode::FAILURE;
+            }
+        };
+        if let Ok(a) = metrics.local_addr() {
+            tracing::info!(addr = %a, "serving /metrics without a token");
+            println!("metrics on {a}");
+        }
+        tokio::spawn(http::serve_metrics(metrics, state.clone()));
+    }
+    if let Some(tls) = server_config.tls.clone() {
+        tokio::spawn(reload_on_sighup(tls));
+    }
     tracing::info!(%addr, data_dir = %settings.data_dir.display(), "serving");
     // Whoever acts on the line below (a supervisor, a test that kills the
     // server right then) finds the startup lines in the log.

@@ -116,10 +116,13 @@ fn json_log_format_writes_json_lines() {
     // Read the moment the server is ready: the startup lines are written
     // before it says so, not at some later flush.
     let startup = json_lines(&server.log_text());
-    assert_eq!(messages(&startup), ["recovered", "serving"]);
+    assert_eq!(
+        messages(&startup),
+        ["limits in force", "recovered", "serving"]
+    );
     assert!(startup.iter().all(|v| v["level"] == "INFO"), "{startup:?}");
     assert_eq!(
-        startup[1]["fields"]["addr"].as_str(),
+        startup[2]["fields"]["addr"].as_str(),
         Some(server.addr().to_string().as_str())
     );
 
@@ -129,7 +132,15 @@ fn json_log_format_writes_json_lines() {
     let all = json_lines(&std::fs::read_to_string(log).unwrap());
     let all = messages(&all);
     // Between these the HTTP layer says how it drains, in its own words.
-    assert_eq!(all[..3], ["recovered", "serving", "received SIGTERM"]);
+    assert_eq!(
+        all[..4],
+        [
+            "limits in force",
+            "recovered",
+            "serving",
+            "received SIGTERM"
+        ]
+    );
     assert_eq!(all.last(), Some(&"stopped"), "{all:?}");
 }
 

@@ -4,6 +4,8 @@
 
 mod support;
 
+mod audit_log;
+mod auth_scopes;
 mod cli_commands;
 mod cli_lifecycle;
 mod cli_operator_kit;
@@ -17,4 +19,7 @@ mod http_full_disk;
 mod http_restart;
 mod kill9_loop;
 mod loadgen_smoke;
+mod misbehaving_clients;
+mod one_reading;
 mod ops_dashboard;
+mod tls;

@@ -3,6 +3,7 @@ fields; and the transport errors, with what each promises about the write."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import resource
@@ -178,43 +179,99 @@ def _limit_file_size() -> None:
     resource.setrlimit(resource.RLIMIT_FSIZE, (6_000_000, 6_000_000))
 
 
-def test_unavailable_after_a_storage_failure(spawn) -> None:
+REFUSED = "storage refused the write before any of it was written; nothing changed: "
+
+
+def test_unavailable_when_storage_refuses_before_writing(spawn) -> None:
     s = spawn(preexec_fn=_limit_file_size)
     failure = "preallocate of 00000000000000000000.seg failed: File too large (os error 27)"
     with fencelog.Client(s.url) as c:
         acked = _fill(c, "s", fencelog.Unavailable)
-        # From now on the engine is poisoned: every write is refused the
-        # same way, and none of them has an unknown outcome.
-        with pytest.raises(fencelog.Unavailable) as first:
-            c.append("s", 1, "after")
-        e = first.value
-        assert e.body == {
-            "error": "unavailable",
-            "message": f"storage failed earlier and the engine refuses writes until reopened: {failure}",
-        }
+        # The space ahead could not be zero-filled, so none of the refused
+        # group was written: its outcome is known (nothing changed), and
+        # the engine is not poisoned (issue 12 §3).
+        with pytest.raises(fencelog.Unavailable) as again:
+            c.append("s", 1, b"x" * 100_000)
+        e = again.value
+        assert e.body == {"error": "unavailable", "message": REFUSED + failure}
         assert (e.status, e.outcome_unknown) == (503, False)
         # Reads keep working, and show exactly what was acknowledged.
         assert c.state("s").next_seq == acked
         assert sum(1 for _ in c.iter_records("s")) == acked
+        # A write that fits in the space already zero-filled still lands.
+        ack = c.append("s", 1, "after")
+        assert (ack.first_seq, ack.next_seq) == (acked, acked + 1)
+        assert [r.body for r in c.iter_records("s", start_seq=acked)] == [b"after"]
 
 
-def test_unavailable_reports_outcome_unknown(spawn) -> None:
-    s = spawn(preexec_fn=_limit_file_size)
-    with fencelog.Client(s.url) as c:
-        body = b"x" * 100_000
-        for _ in range(500):
+class _OneAnswer:
+    """A local HTTP server answering every request with one fixed JSON
+    error. The real server gives ``outcome_unknown: true`` only when a
+    group failed after some of it was written (a failed write or fsync),
+    which cannot be provoked from outside its process; the Rust suites
+    inject that fault in-process and pin this exact body. Here it checks
+    what the client makes of it."""
+
+    def __init__(self, status: int, body: bytes) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.reply = (
+            f"HTTP/1.1 {status} Error\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n"
+        ).encode() + body
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
             try:
-                c.append("s", 1, body)
-            except fencelog.Unavailable as e:
-                assert e.body == {
-                    "error": "unavailable",
-                    "message": "storage failed while writing this request; outcome unknown: "
-                    "preallocate of 00000000000000000000.seg failed: File too large (os error 27)",
-                    "outcome_unknown": True,
-                }
-                assert e.outcome_unknown is True
+                conn, _ = self.sock.accept()
+            except OSError:
                 return
-        raise AssertionError("storage never failed")
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+                head, _, rest = data.partition(b"\r\n\r\n")
+                m = re.search(rb"(?i)content-length: *(\d+)", head)
+                need = int(m.group(1)) if m else 0
+                while len(rest) < need:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        break
+                    rest += chunk
+                conn.sendall(self.reply)
+
+    def close(self) -> None:
+        self.sock.close()
+        self.thread.join()
+
+
+@pytest.mark.parametrize(
+    "status,code,cls",
+    [(503, "unavailable", fencelog.Unavailable), (507, "insufficient_storage", fencelog.InsufficientStorage)],
+)
+def test_storage_failed_while_writing_is_outcome_unknown(status: int, code: str, cls: type) -> None:
+    body = {
+        "error": code,
+        "message": "storage failed while writing this request; outcome unknown: fdatasync of "
+        "00000000000000000000.seg failed: Input/output error (os error 5)",
+        "outcome_unknown": True,
+    }
+    stub = _OneAnswer(status, json.dumps(body).encode())
+    try:
+        with fencelog.Client(stub.url) as c:
+            with pytest.raises(cls) as info:
+                c.append("s", 1, "x")
+        assert info.value.body == body
+        assert (info.value.status, info.value.outcome_unknown) == (status, True)
+    finally:
+        stub.close()
 
 
 def test_insufficient_storage(tmp_path: Path) -> None:
@@ -231,21 +288,16 @@ def test_insufficient_storage(tmp_path: Path) -> None:
         try:
             with fencelog.Client(small.url) as c:
                 failure = "preallocate of 00000000000000000000.seg failed: No space left on device (os error 28)"
-                with pytest.raises(fencelog.InsufficientStorage) as first:
-                    c.append("s", 1, b"x" * 100_000)
-                assert first.value.body == {
-                    "error": "insufficient_storage",
-                    "message": f"storage failed while writing this request; outcome unknown: {failure}",
-                    "outcome_unknown": True,
-                }
-                assert (first.value.status, first.value.outcome_unknown) == (507, True)
+                acked = _fill(c, "s", fencelog.InsufficientStorage)
                 with pytest.raises(fencelog.InsufficientStorage) as then:
-                    c.append("s", 1, "small")
-                assert then.value.body == {
-                    "error": "insufficient_storage",
-                    "message": f"storage failed earlier and the engine refuses writes until reopened: {failure}",
-                }
-                assert then.value.outcome_unknown is False
+                    c.append("s", 1, b"x" * 100_000)
+                assert then.value.body == {"error": "insufficient_storage", "message": REFUSED + failure}
+                assert (then.value.status, then.value.outcome_unknown) == (507, False)
+                assert c.state("s").next_seq == acked
+                # The operator frees space: writes resume without a restart.
+                subprocess.run(["mount", "-o", "remount,size=8m", str(mnt)], check=True)
+                ack = c.append("s", 1, b"x" * 100_000)
+                assert ack.first_seq == acked
         finally:
             small.kill9()
     finally:

@@ -12,6 +12,11 @@ use std::fmt;
 pub enum ErrorCode {
     /// 400: malformed or invalid input; nothing changed.
     BadRequest,
+    /// 401: no access token, or one the server does not know.
+    Unauthenticated,
+    /// 403: the access token's scopes or stream prefix do not cover the
+    /// operation; the body names the missing `scope`.
+    Forbidden,
     /// 404 from a handler: the stream does not exist.
     StreamNotFound,
     /// 404 from the router: no such route.
@@ -30,15 +35,23 @@ pub enum ErrorCode {
     SeqMismatch,
     /// 413: over a batch or body limit.
     TooLarge,
+    /// 415: a `Content-Type`, `Content-Encoding` or `Transfer-Encoding`
+    /// the route does not take.
+    UnsupportedMediaType,
     /// 416: a read started past the stream's `next_seq`, or below its
     /// `first_seq` (trimmed).
     OutOfRange,
+    /// 431: the request's headers are over the server's limit.
+    HeadersTooLarge,
     /// 500: a frame failed its checksum when read back.
     Corrupt,
     /// 500: a read failed with an I/O error.
     IoError,
     /// 503: storage failed (writes refused until restart) or shutting down.
     Unavailable,
+    /// 503: the server is at a limit (writer queue, memory budget); nothing
+    /// was done. Sent with `Retry-After`.
+    Overloaded,
     /// 507: storage failed because the disk is full.
     InsufficientStorage,
     /// 409: an idempotent producer the stream does not know, with a token
@@ -59,8 +72,10 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for lookups by name and for tests.
-    pub const ALL: [ErrorCode; 20] = [
+    pub const ALL: [ErrorCode; 25] = [
         ErrorCode::BadRequest,
+        ErrorCode::Unauthenticated,
+        ErrorCode::Forbidden,
         ErrorCode::StreamNotFound,
         ErrorCode::NotFound,
         ErrorCode::MethodNotAllowed,
@@ -69,10 +84,13 @@ impl ErrorCode {
         ErrorCode::StreamSealed,
         ErrorCode::SeqMismatch,
         ErrorCode::TooLarge,
+        ErrorCode::UnsupportedMediaType,
         ErrorCode::OutOfRange,
+        ErrorCode::HeadersTooLarge,
         ErrorCode::Corrupt,
         ErrorCode::IoError,
         ErrorCode::Unavailable,
+        ErrorCode::Overloaded,
         ErrorCode::InsufficientStorage,
         ErrorCode::ProducerFenced,
         ErrorCode::ProducerSeqStale,
@@ -86,6 +104,8 @@ impl ErrorCode {
     pub const fn as_str(self) -> &'static str {
         match self {
             ErrorCode::BadRequest => "bad_request",
+            ErrorCode::Unauthenticated => "unauthenticated",
+            ErrorCode::Forbidden => "forbidden",
             ErrorCode::StreamNotFound => "stream_not_found",
             ErrorCode::NotFound => "not_found",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
@@ -94,10 +114,13 @@ impl ErrorCode {
             ErrorCode::StreamSealed => "stream_sealed",
             ErrorCode::SeqMismatch => "seq_mismatch",
             ErrorCode::TooLarge => "too_large",
+            ErrorCode::UnsupportedMediaType => "unsupported_media_type",
             ErrorCode::OutOfRange => "out_of_range",
+            ErrorCode::HeadersTooLarge => "headers_too_large",
             ErrorCode::Corrupt => "corrupt",
             ErrorCode::IoError => "io_error",
             ErrorCode::Unavailable => "unavailable",
+            ErrorCode::Overloaded => "overloaded",
             ErrorCode::InsufficientStorage => "insufficient_storage",
             ErrorCode::ProducerFenced => "producer_fenced",
             ErrorCode::ProducerSeqStale => "producer_seq_stale",
@@ -112,6 +135,8 @@ impl ErrorCode {
     pub const fn status(self) -> u16 {
         match self {
             ErrorCode::BadRequest => 400,
+            ErrorCode::Unauthenticated => 401,
+            ErrorCode::Forbidden => 403,
             ErrorCode::StreamNotFound
             | ErrorCode::NotFound
             | ErrorCode::ProducerNotFound
@@ -126,9 +151,11 @@ impl ErrorCode {
             | ErrorCode::DeadlineExceeded => 409,
             ErrorCode::SeqMismatch => 412,
             ErrorCode::TooLarge => 413,
+            ErrorCode::UnsupportedMediaType => 415,
             ErrorCode::OutOfRange => 416,
+            ErrorCode::HeadersTooLarge => 431,
             ErrorCode::Corrupt | ErrorCode::IoError => 500,
-            ErrorCode::Unavailable => 503,
+            ErrorCode::Unavailable | ErrorCode::Overloaded => 503,
             ErrorCode::InsufficientStorage => 507,
         }
     }
@@ -195,6 +222,13 @@ pub enum Field {
     Seq,
     /// A refused multi-stream batch: every operation's outcome, in order.
     Ops,
+    /// The scope a request lacked (403).
+    Scope,
+    /// The access token's name (403).
+    Principal,
+    /// Seconds to wait before retrying, as `Retry-After` says (503
+    /// `overloaded`).
+    RetryAfterS,
 }
 
 impl Field {
@@ -220,6 +254,9 @@ impl Field {
             Field::Cursor => "cursor",
             Field::Seq => "seq",
             Field::Ops => "ops",
+            Field::Scope => "scope",
+            Field::Principal => "principal",
+            Field::RetryAfterS => "retry_after_s",
         }
     }
 }

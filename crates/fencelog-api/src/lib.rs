@@ -11,6 +11,7 @@
 
 pub mod append;
 pub mod batch;
+pub mod chunks;
 pub mod error;
 pub mod header;
 pub mod producer;

@@ -94,6 +94,16 @@ pub enum ClientError {
     BadRequest {
         message: String,
     },
+    /// 401: the server wants an access token and got none it knows.
+    Unauthenticated {
+        message: String,
+    },
+    /// 403: the token does not cover this operation; `scope` names the
+    /// scope it lacks.
+    Forbidden {
+        message: String,
+        scope: Option<String>,
+    },
     /// The server's storage failed (or it is shutting down). When
     /// `outcome_unknown` is set, this very request may or may not be durable.
     Unavailable {
@@ -177,6 +187,8 @@ impl fmt::Display for ClientError {
             ),
             ClientError::TooLarge { message } => write!(f, "too large: {message}"),
             ClientError::BadRequest { message } => write!(f, "bad request: {message}"),
+            ClientError::Unauthenticated { message } => write!(f, "unauthenticated: {message}"),
+            ClientError::Forbidden { message, .. } => write!(f, "forbidden: {message}"),
             ClientError::Unavailable {
                 message,
                 outcome_unknown,
@@ -267,9 +279,32 @@ pub struct ClientBuilder {
     timeout: Duration,
     connect_timeout: Duration,
     pool_idle_timeout: Duration,
+    ca_certs: Vec<Vec<u8>>,
+    token: Option<String>,
 }
 
 impl ClientBuilder {
+    /// Trust this CA certificate (PEM) for `https://` servers, besides the
+    /// system's roots: how a client trusts a server with a private CA or a
+    /// self-signed certificate.
+    pub fn ca_cert_pem(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.ca_certs.push(pem.into());
+        self
+    }
+
+    /// [`ClientBuilder::ca_cert_pem`] from a file.
+    pub fn ca_cert_file(self, path: impl AsRef<std::path::Path>) -> std::io::Result<Self> {
+        let pem = std::fs::read(path.as_ref())?;
+        Ok(self.ca_cert_pem(pem))
+    }
+
+    /// The access-token secret, sent as `Authorization: Bearer <secret>`
+    /// with every request.
+    pub fn token(mut self, secret: impl Into<String>) -> Self {
+        self.token = Some(secret.into());
+        self
+    }
+
     /// Upper bound on one request, long-polls included (the server caps
     /// `wait_ms` at 60 s, so keep this above that if you long-poll).
     pub fn timeout(mut self, timeout: Duration) -> Self {
@@ -290,12 +325,27 @@ impl ClientBuilder {
 
     pub fn build(self) -> Result<Client, ClientError> {
         let base = self.base_url.trim_end_matches('/').to_string();
-        let http = reqwest::Client::builder()
+        let transport = |source| ClientError::Transport { source };
+        let mut http = reqwest::Client::builder()
             .connect_timeout(self.connect_timeout)
             .pool_idle_timeout(self.pool_idle_timeout)
             .tcp_nodelay(true)
-            .build()
-            .map_err(|source| ClientError::Transport { source })?;
+            .use_rustls_tls();
+        for pem in &self.ca_certs {
+            http =
+                http.add_root_certificate(reqwest::Certificate::from_pem(pem).map_err(transport)?);
+        }
+        if let Some(secret) = &self.token {
+            let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {secret}"))
+                .map_err(|_| ClientError::BadRequest {
+                    message: "the access token is not a valid header value".into(),
+                })?;
+            value.set_sensitive(true);
+            let mut headers = reqwest::header::HeaderMap::new();
+            headers.insert(reqwest::header::AUTHORIZATION, value);
+            http = http.default_headers(headers);
+        }
+        let http = http.build().map_err(transport)?;
         Ok(Client {
             http,
             base,
@@ -338,7 +388,14 @@ impl Client {
             base_url: base_url.into(),
             timeout: Duration::from_secs(70),
             connect_timeout: Duration::from_secs(5),
-            pool_idle_timeout: Duration::from_secs(60),
+            // Below the server's default idle limit (10 s, advertised as
+            // `Keep-Alive: timeout=9`): a pooled connection is dropped here
+            // before the server closes it, so a request is never sent into
+            // a closing connection (which would make an append's outcome
+            // unknown for nothing).
+            pool_idle_timeout: Duration::from_secs(5),
+            ca_certs: Vec::new(),
+            token: None,
         }
     }
 
@@ -873,6 +930,8 @@ fn error_from_body(status: u16, body: Option<ErrorBody>, bytes: &[u8]) -> Client
     const OUT_OF_RANGE: u16 = ErrorCode::OutOfRange.status();
     const TOO_LARGE: u16 = ErrorCode::TooLarge.status();
     const BAD_REQUEST: u16 = ErrorCode::BadRequest.status();
+    const UNAUTHENTICATED: u16 = ErrorCode::Unauthenticated.status();
+    const FORBIDDEN: u16 = ErrorCode::Forbidden.status();
     const UNAVAILABLE: u16 = ErrorCode::Unavailable.status();
     const INSUFFICIENT_STORAGE: u16 = ErrorCode::InsufficientStorage.status();
     let field = |get: fn(&ErrorBody) -> Option<u64>| body.as_ref().and_then(get).unwrap_or(0);
@@ -921,6 +980,15 @@ fn error_from_body(status: u16, body: Option<ErrorBody>, bytes: &[u8]) -> Client
         },
         (_, TOO_LARGE) => ClientError::TooLarge { message: message() },
         (_, BAD_REQUEST) => ClientError::BadRequest { message: message() },
+        (_, UNAUTHENTICATED) => ClientError::Unauthenticated { message: message() },
+        (_, FORBIDDEN) => ClientError::Forbidden {
+            message: message(),
+            scope: body
+                .as_ref()
+                .and_then(|b| b.get(fencelog_api::Field::Scope))
+                .and_then(|v| v.as_str())
+                .map(str::to_string),
+        },
         (_, UNAVAILABLE) => ClientError::Unavailable {
             message: message(),
             outcome_unknown,

@@ -175,6 +175,16 @@ pub enum WriteError {
     StorageFailed(Arc<StorageFailure>),
     /// An earlier storage failure poisoned the engine; nothing was attempted.
     Poisoned(Arc<StorageFailure>),
+    /// Storage refused the group before any of it was written (the next
+    /// segment could not be created, e.g. out of file descriptors; the
+    /// space ahead could not be zero-filled, e.g. disk full). Nothing
+    /// changed and the engine is not poisoned: retrying later is safe.
+    NotWritten(Arc<StorageFailure>),
+    /// The writer's queue is full; nothing was attempted. Retry shortly.
+    Overloaded {
+        /// The queue's bound (`Config::queue_depth_max`).
+        queue_depth_max: usize,
+    },
     /// [`crate::Engine::shutdown`] has begun; nothing was attempted.
     ShuttingDown,
     /// A producer id or cursor name breaks the short-name rule (1..=64
@@ -258,6 +268,13 @@ impl fmt::Display for WriteError {
             WriteError::Poisoned(e) => {
                 write!(f, "storage failed earlier and the engine refuses writes until reopened: {e}")
             }
+            WriteError::NotWritten(e) => {
+                write!(f, "storage refused the write before any of it was written; nothing changed: {e}")
+            }
+            WriteError::Overloaded { queue_depth_max } => write!(
+                f,
+                "the writer's queue is full ({queue_depth_max} requests); nothing was done, retry shortly"
+            ),
             WriteError::ShuttingDown => write!(f, "the engine is shutting down"),
             WriteError::BadInput(m) => write!(f, "{m}"),
             WriteError::ProducerFenced { floor } => write!(

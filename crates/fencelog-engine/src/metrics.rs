@@ -49,6 +49,11 @@ pub struct Metrics {
     pub fsync_seconds: Histogram,
     /// Records per committed group.
     pub group_records: Histogram,
+    /// Writes refused because the writer's queue was full.
+    pub overload_rejections: Counter,
+    /// Groups refused because storage failed before any of them was
+    /// written (not poisoning).
+    pub groups_refused: Counter,
     /// Requests waiting for the writer when it last took a group.
     pub queue_depth: IntGauge,
     /// 1 while the engine accepts writes, 0 once it is poisoned or shutting
@@ -127,6 +132,8 @@ impl Default for Metrics {
             fsync_seconds: latency(),
             // 1 .. 4096 records per group
             group_records: Histogram::new(exponential_buckets(1.0, 2.0, 13)),
+            overload_rejections: Counter::default(),
+            groups_refused: Counter::default(),
             queue_depth: Gauge::default(),
             disk_bytes: Gauge::default(),
             live_bytes: Gauge::default(),
@@ -243,6 +250,18 @@ impl Default for Metrics {
             "group_records",
             "Records per committed group",
             &m.group_records,
+        );
+        register(
+            r,
+            "overload_rejections",
+            "Writes refused with 503 overloaded because the writer's queue was full",
+            &m.overload_rejections,
+        );
+        register(
+            r,
+            "groups_refused",
+            "Groups refused because storage failed before any of them was written",
+            &m.groups_refused,
         );
         register(
             r,

@@ -64,7 +64,7 @@ pub(crate) fn read(
     let mut records = Vec::new();
     let mut bytes = 0usize;
     'frames: for (loc, seg) in locs {
-        let (buf, start) = frame_bytes(&seg, &loc)?;
+        let (buf, start) = frame_bytes(shared, &seg, &loc)?;
         let corrupt = |reason: String| {
             ReadError::Corrupt(Corruption {
                 file: seg.name.clone(),
@@ -169,8 +169,12 @@ fn collect(
 
 /// The bytes holding the frame at `loc` of `seg`: a buffer and the frame's
 /// start in it. The index knows the frame's length, so the active segment
-/// is read with one positional read.
-fn frame_bytes(seg: &Segment, loc: &FrameLoc) -> Result<(Bytes, usize), ReadError> {
+/// is read with one positional read, shared by concurrent readers.
+fn frame_bytes(
+    shared: &Shared,
+    seg: &Segment,
+    loc: &FrameLoc,
+) -> Result<(Bytes, usize), ReadError> {
     let corrupt = |reason: String| {
         ReadError::Corrupt(Corruption {
             file: seg.name.clone(),
@@ -185,16 +189,65 @@ fn frame_bytes(seg: &Segment, loc: &FrameLoc) -> Result<(Bytes, usize), ReadErro
         }
         return Ok((map.clone(), at));
     }
-    let mut buf = vec![0u8; loc.len as usize];
-    seg.file
-        .read_exact_at(&mut buf, loc.offset)
-        .map_err(|e| ReadError::Io(format!("reading {}: {e}", seg.name)))?;
-    let len = peek_frame_len(&buf).map_err(|e| corrupt(e.to_string()))?;
-    if len != buf.len() {
-        return Err(corrupt(format!(
-            "frame of {len} bytes, the index says {}",
-            buf.len()
-        )));
+    let read = || {
+        let mut buf = vec![0u8; loc.len as usize];
+        seg.file
+            .read_exact_at(&mut buf, loc.offset)
+            .map_err(|e| ReadError::Io(format!("reading {}: {e}", seg.name)))?;
+        let len = peek_frame_len(&buf).map_err(|e| corrupt(e.to_string()))?;
+        if len != buf.len() {
+            return Err(corrupt(format!(
+                "frame of {len} bytes, the index says {}",
+                buf.len()
+            )));
+        }
+        Ok(buf)
+    };
+    let bytes = locks::lock(&shared.active_frames).get_or_read((loc.segment, loc.offset), read)?;
+    Ok((bytes, 0))
+}
+
+/// Most frames the cache tracks; past it, new frames are read privately.
+const FRAME_CACHE_ENTRIES_MAX: usize = 4096;
+
+/// Frames of the active segment by (segment, offset), held weakly: an
+/// entry lives exactly as long as some reader holds the frame's bytes, so
+/// the cache shares copies without keeping any. Frames never change once
+/// published (segments are append-only, indices never reused), so a copy
+/// read once is right for every later reader.
+#[derive(Default)]
+pub(crate) struct FrameCache {
+    frames: std::collections::HashMap<(u64, u64), std::sync::Weak<Vec<u8>>>,
+}
+
+/// A frame's bytes shared by its readers.
+struct SharedFrame(std::sync::Arc<Vec<u8>>);
+
+impl AsRef<[u8]> for SharedFrame {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
     }
-    Ok((Bytes::from(buf), 0))
+}
+
+impl FrameCache {
+    /// The frame at `key`: a live copy if a reader holds one, else `read`
+    /// (under the cache's lock, so concurrent readers of a new frame wait
+    /// for one read instead of each making their own copy).
+    fn get_or_read<E>(
+        &mut self,
+        key: (u64, u64),
+        read: impl FnOnce() -> Result<Vec<u8>, E>,
+    ) -> Result<Bytes, E> {
+        if let Some(live) = self.frames.get(&key).and_then(|w| w.upgrade()) {
+            return Ok(Bytes::from_owner(SharedFrame(live)));
+        }
+        let frame = std::sync::Arc::new(read()?);
+        if self.frames.len() >= FRAME_CACHE_ENTRIES_MAX {
+            self.frames.retain(|_, w| w.strong_count() > 0);
+        }
+        if self.frames.len() < FRAME_CACHE_ENTRIES_MAX {
+            self.frames.insert(key, std::sync::Arc::downgrade(&frame));
+        }
+        Ok(Bytes::from_owner(SharedFrame(frame)))
+    }
 }

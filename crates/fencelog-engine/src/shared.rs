@@ -44,6 +44,10 @@ pub(crate) struct Shared {
     /// Wakes the reclaimer: the writer (trims, deletes, retention, copies),
     /// [`crate::Engine::reclaim`] and shutdown.
     pub reclaim: Arc<crate::reclaim::Signal>,
+    /// Frames of the active segment that some reader holds right now, so
+    /// concurrent readers of one frame (a thousand live tails) share one
+    /// copy of it instead of reading their own.
+    pub active_frames: Mutex<crate::reader::FrameCache>,
     pub metrics: Metrics,
 }
 
@@ -103,6 +107,7 @@ impl Shared {
             poisoned: OnceLock::new(),
             shutting_down: AtomicBool::new(false),
             waiters: Mutex::new(HashMap::new()),
+            active_frames: Mutex::default(),
             metrics: Metrics::default(),
         }
     }

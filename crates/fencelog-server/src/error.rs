@@ -2,7 +2,7 @@
 //! on purpose: a new engine error variant must fail to compile here until
 //! someone decides its [`ErrorCode`], and the code fixes the HTTP status.
 
-use axum::http::StatusCode;
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use fencelog_api::{ErrorBody, ErrorCode, Field};
@@ -61,13 +61,18 @@ pub fn status(code: ErrorCode) -> StatusCode {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status(), Json(&self.body)).into_response()
+        let retry_after = self.body.get(Field::RetryAfterS).and_then(Value::as_u64);
+        let mut r = (self.status(), Json(&self.body)).into_response();
+        if let Some(s) = retry_after {
+            r.headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(s));
+        }
+        r
     }
 }
 
-/// Maps a refused append or fence on `stream`. Every write path goes
-/// through here, which is what makes every stale rejection logged exactly
-/// once (tokens only, never payloads).
+/// Maps a refused append or fence on `stream`. Logging is the caller's
+/// (`AppState::write_refused`, which aggregates stale rejections).
 pub fn write_error(stream: &str, err: WriteError) -> ApiError {
     let message = err.to_string();
     match err {
@@ -82,19 +87,11 @@ pub fn write_error(stream: &str, err: WriteError) -> ApiError {
             presented,
             highest,
             next_seq,
-        } => {
-            tracing::info!(
-                stream,
-                presented_token = presented,
-                highest_token = highest,
-                "stale fencing token rejected"
-            );
-            ApiError::new(ErrorCode::StaleFencingToken, message)
-                .with(Field::Stream, stream)
-                .with(Field::PresentedToken, presented)
-                .with(Field::HighestToken, highest)
-                .with(Field::NextSeq, next_seq)
-        }
+        } => ApiError::new(ErrorCode::StaleFencingToken, message)
+            .with(Field::Stream, stream)
+            .with(Field::PresentedToken, presented)
+            .with(Field::HighestToken, highest)
+            .with(Field::NextSeq, next_seq),
         WriteError::SeqMismatch { expected, next_seq } => {
             ApiError::new(ErrorCode::SeqMismatch, message)
                 .with(Field::Stream, stream)
@@ -125,6 +122,11 @@ pub fn write_error(stream: &str, err: WriteError) -> ApiError {
             ApiError::storage(&failure, message).with(Field::OutcomeUnknown, true)
         }
         WriteError::Poisoned(failure) => ApiError::storage(&failure, message),
+        // Nothing was written and the engine goes on: no outcome_unknown,
+        // and a retry later is safe.
+        WriteError::NotWritten(failure) => ApiError::storage(&failure, message),
+        WriteError::Overloaded { .. } => ApiError::new(ErrorCode::Overloaded, message)
+            .with(Field::RetryAfterS, crate::budget::RETRY_AFTER_S),
         WriteError::ShuttingDown => ApiError::new(ErrorCode::Unavailable, message),
         WriteError::BadInput(_) => ApiError::bad_request(message),
         WriteError::ProducerFenced { floor } => ApiError::new(ErrorCode::ProducerFenced, message)

@@ -13,7 +13,7 @@
 use crate::append_body::AppendBody;
 use bytes::Bytes;
 use fencelog_api::record::{decode_base64, BODY, BODY_BASE64};
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use std::borrow::Cow;
 use std::fmt;
 
@@ -113,8 +113,8 @@ impl<'de> Visitor<'de> for AppendVisitor<'_> {
         let mut producer_id: Option<Option<Text<'de>>> = None;
         let mut producer_seq: Option<Option<u64>> = None;
         while let Some(key) = map.next_key::<Key>()? {
-            // A repeated key means "last one wins" to the `Value` parser; rare
-            // enough to leave to it.
+            // A repeated or unknown key is a 400 the reference parser
+            // explains.
             match key {
                 Key::Token if token.is_none() => token = Some(map.next_value()?),
                 Key::MatchSeqNum if match_seq_num.is_none() => {
@@ -133,12 +133,10 @@ impl<'de> Visitor<'de> for AppendVisitor<'_> {
                 | Key::NotAfterMs
                 | Key::ProducerId
                 | Key::ProducerSeq
-                | Key::Records => return Err(undecided()),
-                // Unknown top-level fields are ignored by the `Value` parser
-                // too, once they parse as JSON.
-                Key::Body | Key::BodyBase64 | Key::Other => {
-                    map.next_value::<IgnoredAny>()?;
-                }
+                | Key::Records
+                | Key::Body
+                | Key::BodyBase64
+                | Key::Other => return Err(undecided()),
             }
         }
         // Both or neither; one alone is the `Value` parser's to explain.

@@ -6,12 +6,21 @@
 use crate::append_body::AppendBody;
 use crate::error::ApiError;
 use crate::fast_json;
-use crate::params::{seq_from_json, token_from_json};
+use crate::strict_json::{self, Fields};
 use bytes::Bytes;
 use fencelog_api::record::{BodyError, BodyJson, BODY, BODY_BASE64};
-use serde_json::{Map, Value};
+use serde_json::value::RawValue;
 use std::borrow::Cow;
-use std::fmt::Display;
+
+/// The fields of an append body.
+pub(crate) const FIELDS: [&str; 6] = [
+    "fencing_token",
+    "match_seq_num",
+    "not_after_ms",
+    "producer_id",
+    "producer_seq",
+    "records",
+];
 
 /// Parses a JSON append body: the fast path when it can decide, the
 /// reference parser (and its error messages) otherwise.
@@ -24,31 +33,22 @@ pub(crate) fn parse(body: &Bytes) -> Result<AppendBody, ApiError> {
 
 /// The reference JSON append parser. Also a fuzz target
 /// (`fuzz::http_append_body`), which checks the fast path against it.
+/// Every key known and once ([`strict_json`]), in the body and in each
+/// record.
 pub(crate) fn parse_value(bytes: &[u8]) -> Result<AppendBody, ApiError> {
-    let value: Value = serde_json::from_slice(bytes)
-        .map_err(|e| ApiError::bad_request(format!("malformed JSON: {e}")))?;
-    let Value::Object(obj) = value else {
-        return Err(ApiError::bad_request("the body must be a JSON object"));
-    };
-    let token = token_from_json(obj.get("fencing_token"))?;
-    let match_seq_num = seq_from_json("match_seq_num", obj.get("match_seq_num"))?;
-    let not_after_ms = seq_from_json("not_after_ms", obj.get("not_after_ms"))?;
-    let producer = producer_from_json(&obj)?;
-    let items = match obj.get("records") {
-        None | Some(Value::Null) => return Err(ApiError::bad_request("records is required")),
-        Some(Value::Array(items)) if items.is_empty() => {
-            return Err(ApiError::bad_request("records must not be empty"))
-        }
-        Some(Value::Array(items)) => items,
-        Some(_) => return Err(ApiError::bad_request("records must be an array")),
-    };
-    let mut records = Vec::with_capacity(items.len());
+    let obj = strict_json::object(strict_json::document(bytes)?, "the body", &FIELDS)?;
+    let token = strict_json::token(&obj, "fencing_token")?;
+    let match_seq_num = strict_json::seq(&obj, "match_seq_num")?;
+    let not_after_ms = strict_json::seq(&obj, "not_after_ms")?;
+    let producer = producer(&obj)?;
+    let items = records(&obj)?;
+    let mut out = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
-        records.push(parse_record(i, item)?);
+        out.push(parse_record(i, item)?);
     }
     Ok(AppendBody {
         token,
-        records,
+        records: out,
         match_seq_num,
         producer,
         not_after_ms,
@@ -56,16 +56,13 @@ pub(crate) fn parse_value(bytes: &[u8]) -> Result<AppendBody, ApiError> {
 }
 
 /// `producer_id` (a string) and `producer_seq`: both or neither.
-fn producer_from_json(obj: &Map<String, Value>) -> Result<Option<(String, u64)>, ApiError> {
-    let seq = seq_from_json("producer_seq", obj.get("producer_seq"))?;
+fn producer(obj: &Fields) -> Result<Option<(String, u64)>, ApiError> {
+    let seq = strict_json::seq(obj, "producer_seq")?;
     let id = match obj.get("producer_id") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(id)) => Some(id.clone()),
-        Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "producer_id must be a string, got {other}"
-            )))
-        }
+        None => None,
+        Some(raw) => Some(serde_json::from_str::<String>(raw.get()).map_err(|_| {
+            ApiError::bad_request(format!("producer_id must be a string, got {}", raw.get()))
+        })?),
     };
     match (id, seq) {
         (Some(id), Some(seq)) => Ok(Some((id, seq))),
@@ -75,23 +72,40 @@ fn producer_from_json(obj: &Map<String, Value>) -> Result<Option<(String, u64)>,
     }
 }
 
-/// One record object: exactly one field, `body` or `body_base64`, a
-/// string (the api crate's rule, with its messages).
-pub(crate) fn parse_record(i: usize, item: &Value) -> Result<Bytes, ApiError> {
-    let bad = |what: &dyn Display| ApiError::bad_request(format!("records[{i}] {what}"));
-    let Value::Object(obj) = item else {
-        return Err(bad(&"must be an object"));
-    };
-    record_bytes(obj).map_err(|e| bad(&e))
+fn records<'a>(obj: &Fields<'a>) -> Result<Vec<&'a RawValue>, ApiError> {
+    let raw = obj
+        .get("records")
+        .ok_or_else(|| ApiError::bad_request("records is required"))?;
+    if !raw.get().starts_with('[') {
+        return Err(ApiError::bad_request("records must be an array"));
+    }
+    let items: Vec<&RawValue> = serde_json::from_str(raw.get())
+        .map_err(|e| ApiError::bad_request(format!("malformed JSON: {e}")))?;
+    if items.is_empty() {
+        return Err(ApiError::bad_request("records must not be empty"));
+    }
+    Ok(items)
 }
 
-fn record_bytes(obj: &Map<String, Value>) -> Result<Bytes, BodyError> {
-    if obj.len() != 1 {
-        return Err(BodyError::NotOneField);
+/// One record object: exactly one field, `body` or `body_base64`, a
+/// string (the api crate's rule, with its messages), and no field twice.
+pub(crate) fn parse_record(i: usize, item: &RawValue) -> Result<Bytes, ApiError> {
+    let what = format!("records[{i}]");
+    let fields = strict_json::object(item, &what, &[BODY, BODY_BASE64])?;
+    if fields.len() != 1 {
+        return Err(bad(&what, BodyError::NotOneField));
     }
+    record_bytes(&fields).map_err(|e| bad(&what, e))
+}
+
+fn bad(what: &str, e: BodyError) -> ApiError {
+    ApiError::bad_request(format!("{what} {e}"))
+}
+
+fn record_bytes(obj: &Fields) -> Result<Bytes, BodyError> {
     let text = |field: &str| {
         obj.get(field)
-            .map(|v| v.as_str().map(Cow::Borrowed).ok_or(BodyError::NotAString))
+            .map(|v| serde_json::from_str::<Cow<str>>(v.get()).map_err(|_| BodyError::NotAString))
             .transpose()
     };
     BodyJson::from_fields(text(BODY)?, text(BODY_BASE64)?)?.into_bytes()
@@ -143,7 +157,7 @@ mod tests {
     fn agrees_on_every_near_miss_of_valid_bodies() {
         let seeds: &[&str] = &[
             r#"{"fencing_token": 10, "records": [{"body": "a\"b"}, {"body_base64": "eA=="}], "match_seq_num": 3}"#,
-            r#"{"records":[{"body":"x"}],"fencing_token":1,"extra":{"k":[1,2]}}"#,
+            r#"{"records":[{"body":"x"}],"fencing_token":1}"#,
             r#"{"fencing_token":18446744073709551615,"records":[{"body":""}],"match_seq_num":null}"#,
         ];
         let replacements = b"0-.e\"{}[],:\\ ntl1";
@@ -177,6 +191,8 @@ mod tests {
             // arrays where objects belong (a derived struct would take them)
             r#"[1, [{"body": "x"}]]"#,
             r#"{"fencing_token": 1, "records": [["x"]]}"#,
+            // unknown top-level fields
+            r#"{"fencing_token": 1, "records": [{"body": "x"}], "extra": 1}"#,
             // both, neither, unknown and repeated record fields
             r#"{"fencing_token": 1, "records": [{"body": "x", "body_base64": "eA=="}]}"#,
             r#"{"fencing_token": 1, "records": [{}]}"#,
@@ -195,19 +211,34 @@ mod tests {
                 "fast path decided {input}"
             );
         }
-        // A repeated record field is fine for the reference (last wins), and
-        // so for the combined parser.
-        let dup = Bytes::from(r#"{"fencing_token": 1, "records": [{"body": "x", "body": "y"}]}"#);
-        assert_eq!(
-            parse_json_append(&dup).unwrap().records,
-            vec![Bytes::from("y")]
-        );
+        // One reading: what the fast path declines, the reference refuses.
+        for (input, message) in [
+            (
+                r#"{"fencing_token": 1, "records": [{"body": "x", "body": "y"}]}"#,
+                "records[0] has the field \"body\" more than once",
+            ),
+            (
+                r#"{"fencing_token": 1, "fencing_token": 100, "records": [{"body": "x"}]}"#,
+                "the body has the field \"fencing_token\" more than once",
+            ),
+            (
+                r#"{"fencing_token": 1, "match_seq_numb": 0, "records": [{"body": "x"}]}"#,
+                "the body has an unknown field \"match_seq_numb\"; the fields are fencing_token, match_seq_num, not_after_ms, producer_id, producer_seq, records",
+            ),
+            (
+                r#"{"fencing_token": 18446744073709551616, "records": [{"body": "x"}]}"#,
+                "fencing_token must be an integer in 1..=18446744073709551615, got 18446744073709551616",
+            ),
+        ] {
+            let err = parse_json_append(&Bytes::from(input)).unwrap_err();
+            assert_eq!(err.body.message, message, "{input}");
+        }
     }
 
     #[test]
     fn unescaped_bodies_share_the_request_buffer_and_escaped_ones_decode() {
         let body = Bytes::from(
-            r#"{"fencing_token": 7, "records": [{"body": "plain"}, {"body": "tab\there"}], "ignored": [1, {"a": null}]}"#,
+            r#"{"fencing_token": 7, "records": [{"body": "plain"}, {"body": "tab\there"}]}"#,
         );
         let append = parse(&body).unwrap();
         assert_eq!(append.token, 7);

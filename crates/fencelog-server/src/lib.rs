@@ -28,7 +28,12 @@
 //! connection-level protections.
 
 mod append_body;
+pub mod audit;
+pub mod auth;
 pub mod body;
+pub mod budget;
+mod chunked;
+mod conn_io;
 pub mod console;
 pub mod error;
 mod fast_json;
@@ -46,21 +51,29 @@ pub mod server;
 pub mod sse;
 pub mod state;
 pub mod streams;
+mod strict_json;
+pub mod tls;
 
 use axum::Router;
 
 pub use error::ApiError;
-pub use server::{serve, ServerConfig};
+pub use server::{serve, serve_metrics, ServerConfig};
 pub use state::{AppState, HttpLimits, Shutdown};
+pub use tls::Tls;
 
-/// The whole API as a router, built from [`openapi::ROUTES`].
+/// The whole API as a router, built from [`openapi::ROUTES`]: each route
+/// behind [`auth::check`] with the access it declares.
 pub fn app(state: AppState) -> Router {
     let mut router = Router::new();
     for route in openapi::ROUTES {
-        router = router.route(route.path, (route.handler)());
+        let guard =
+            axum::middleware::from_fn_with_state((state.clone(), route.access), auth::check);
+        router = router.route(route.path, (route.handler)().route_layer(guard));
     }
+    let limit = axum::middleware::from_fn_with_state(state.clone(), ops::limit_headers);
     router
         .fallback(ops::not_found)
         .method_not_allowed_fallback(ops::method_not_allowed)
+        .layer(limit)
         .with_state(state)
 }

@@ -27,8 +27,9 @@ pub async fn json_object(
     body: Body,
     known: &[&str],
 ) -> Result<Map<String, Value>, ApiError> {
-    let bytes = read_capped(headers, body, &state.limits).await?;
-    let value: Value = serde_json::from_slice(&bytes)
+    let upload = read_capped(headers, body, &state.limits, &state.budget).await?;
+    let bytes = &upload.bytes;
+    let value: Value = serde_json::from_slice(bytes)
         .map_err(|e| ApiError::bad_request(format!("malformed JSON: {e}")))?;
     let Value::Object(obj) = value else {
         return Err(ApiError::bad_request("the body must be a JSON object"));
@@ -96,7 +97,8 @@ pub async fn delete(
     body: Body,
 ) -> Result<Json<StreamInfo>, ApiError> {
     let stream = stream_name(path)?;
-    let bytes = read_capped(&headers, body, &state.limits).await?;
+    let upload = read_capped(&headers, body, &state.limits, &state.budget).await?;
+    let bytes = &upload.bytes;
     let from_header = headers.contains_key(header::FENCING_TOKEN);
     let token = match (bytes.is_empty(), from_header) {
         (true, true) => token_from_header(&headers)?,
@@ -111,7 +113,7 @@ pub async fn delete(
             ))
         }
         (false, false) => {
-            let value: Value = serde_json::from_slice(&bytes)
+            let value: Value = serde_json::from_slice(bytes)
                 .map_err(|e| ApiError::bad_request(format!("malformed JSON: {e}")))?;
             match value {
                 Value::Object(obj) if obj.keys().all(|k| k == "fencing_token") => {

@@ -3,6 +3,7 @@
 //! entry with the handler it carries, so the document lists exactly what
 //! the server answers.
 
+use crate::auth::{Access, Scope};
 use crate::state::AppState;
 use crate::{console, lifecycle, ops, producers, records, streams};
 use axum::routing::{delete, get, post, put, MethodRouter};
@@ -19,6 +20,9 @@ pub struct Route {
     pub path: &'static str,
     pub operation_id: &'static str,
     pub summary: &'static str,
+    /// Who may call it: every route says, so a new route cannot be added
+    /// without deciding its scope (the auth test walks this table).
+    pub access: Access,
     /// The handler, on `method`.
     pub handler: fn() -> MethodRouter<AppState>,
     pub query: &'static [Param],
@@ -94,6 +98,7 @@ pub const ROUTES: &[Route] = &[
         method: "post",
         path: "/v1/streams/{stream}/records",
         operation_id: "append",
+        access: Access::Scope(Scope::Append),
         summary: "Append records with a fencing token (JSON body; a binary batch of u32 little-endian length-prefixed records as application/vnd.fencelog.batch; or one raw record), the last two with a Fencing-Token header",
         handler: || post(records::append),
         query: &[],
@@ -123,6 +128,7 @@ pub const ROUTES: &[Route] = &[
         method: "get",
         path: "/v1/streams/{stream}/records",
         operation_id: "read",
+        access: Access::Scope(Scope::Read),
         summary: "Read durable records; long-poll with wait_ms; live tail over SSE with Accept: text/event-stream or follow=true",
         handler: || get(records::read),
         query: &[
@@ -148,6 +154,7 @@ pub const ROUTES: &[Route] = &[
         method: "post",
         path: "/v1/streams/{stream}/fence",
         operation_id: "fence",
+        access: Access::Scope(Scope::Fence),
         summary: "Raise the stream's highest accepted token without writing a record",
         handler: || post(streams::fence),
         query: &[],
@@ -167,6 +174,7 @@ pub const ROUTES: &[Route] = &[
         method: "post",
         path: "/v1/streams/{stream}/trim",
         operation_id: "trim",
+        access: Access::Scope(Scope::Fence),
         summary: "Make the records below trim_seq unreadable (first_seq = min(trim_seq, next_seq), never back); fenced like an append",
         handler: || post(lifecycle::trim),
         query: &[],
@@ -187,6 +195,7 @@ pub const ROUTES: &[Route] = &[
         method: "post",
         path: "/v1/streams/{stream}/seal",
         operation_id: "seal",
+        access: Access::Scope(Scope::Fence),
         summary: "Refuse every later append, fence and trim, whatever its token; reads keep working",
         handler: || post(lifecycle::seal),
         query: &[],
@@ -206,6 +215,7 @@ pub const ROUTES: &[Route] = &[
         method: "delete",
         path: "/v1/streams/{stream}",
         operation_id: "delete",
+        access: Access::Scope(Scope::Fence),
         summary: "Delete the stream's records; a tombstone keeps its highest token, so only a higher token creates it again",
         handler: || delete(lifecycle::delete),
         query: &[],
@@ -224,6 +234,7 @@ pub const ROUTES: &[Route] = &[
         method: "put",
         path: "/v1/streams/{stream}/config",
         operation_id: "config",
+        access: Access::Scope(Scope::Admin),
         summary: "Replace the stream's retention settings (durable); fenced when a token is given",
         handler: || put(lifecycle::config),
         query: &[],
@@ -243,6 +254,7 @@ pub const ROUTES: &[Route] = &[
         method: "get",
         path: "/v1/streams/{stream}",
         operation_id: "state",
+        access: Access::Scope(Scope::Read),
         summary: "A stream's durable state",
         handler: || get(streams::state),
         query: &[],
@@ -254,6 +266,7 @@ pub const ROUTES: &[Route] = &[
         method: "get",
         path: "/v1/streams",
         operation_id: "list",
+        access: Access::Scope(Scope::Read),
         summary: "Streams in name order, paginated (prefix, start_after, limit)",
         handler: || get(streams::list),
         query: &[
@@ -270,6 +283,7 @@ pub const ROUTES: &[Route] = &[
         path: "/v1/streams/{stream}/producers/{producer_id}",
         operation_id: "producer",
         summary: "Did my write land? An idempotent producer's last applied append on the stream",
+        access: Access::Scope(Scope::Read),
         handler: || get(producers::producer),
         query: &[],
         headers: &[],
@@ -286,6 +300,7 @@ pub const ROUTES: &[Route] = &[
         path: "/v1/streams/{stream}/fences",
         operation_id: "fences",
         summary: "The tokens that took effect on the stream, newest first (the last 64 are kept)",
+        access: Access::Scope(Scope::Read),
         handler: || get(producers::fences),
         query: &[Param::new("limit", "most entries (capped at 64)", Schema::Integer)],
         headers: &[],
@@ -297,6 +312,7 @@ pub const ROUTES: &[Route] = &[
         path: "/v1/streams/{stream}/cursors/{name}",
         operation_id: "put_cursor",
         summary: "Commit a named consumer cursor, fenced by its own token: lower tokens are stale; it moves back only with a strictly higher token",
+        access: Access::Scope(Scope::Append),
         handler: || put(producers::put_cursor),
         query: &[],
         headers: &[],
@@ -316,6 +332,7 @@ pub const ROUTES: &[Route] = &[
         path: "/v1/streams/{stream}/cursors/{name}",
         operation_id: "get_cursor",
         summary: "A named consumer cursor",
+        access: Access::Scope(Scope::Read),
         handler: || get(producers::get_cursor),
         query: &[],
         headers: &[],
@@ -332,6 +349,7 @@ pub const ROUTES: &[Route] = &[
         path: "/v1/streams/{stream}/cursors",
         operation_id: "list_cursors",
         summary: "Every cursor of the stream, in name order",
+        access: Access::Scope(Scope::Read),
         handler: || get(producers::list_cursors),
         query: &[],
         headers: &[],
@@ -343,6 +361,7 @@ pub const ROUTES: &[Route] = &[
         path: "/v1/batch",
         operation_id: "batch",
         summary: "Appends and fences on up to 64 streams, all or nothing, durable as one unit",
+        access: Access::Scope(Scope::Append),
         handler: || post(producers::batch),
         query: &[],
         headers: &[],
@@ -361,6 +380,7 @@ pub const ROUTES: &[Route] = &[
         method: "get",
         path: "/healthz",
         operation_id: "healthz",
+        access: Access::Open,
         summary: "200 while the engine accepts writes, 503 once storage failed",
         handler: || get(ops::healthz),
         query: &[],
@@ -372,6 +392,7 @@ pub const ROUTES: &[Route] = &[
         method: "get",
         path: "/metrics",
         operation_id: "metrics",
+        access: Access::Scope(Scope::Admin),
         summary: "Prometheus text exposition",
         handler: || get(ops::metrics),
         query: &[],
@@ -383,6 +404,9 @@ pub const ROUTES: &[Route] = &[
         method: "get",
         path: "/console",
         operation_id: "console",
+        // Static files of the page, no data: the page's own API calls
+        // carry a token and are checked like any other client's.
+        access: Access::Open,
         summary: "The web console (HTML): streams, records, token timelines, live tails and metrics, using this API from the browser",
         handler: || get(console::index),
         query: &[],
@@ -394,6 +418,7 @@ pub const ROUTES: &[Route] = &[
         method: "get",
         path: "/console/{asset}",
         operation_id: "console_asset",
+        access: Access::Open,
         summary: "A script or the stylesheet of the web console, embedded in the binary",
         handler: || get(console::asset),
         query: &[],
@@ -408,6 +433,7 @@ pub const ROUTES: &[Route] = &[
         method: "get",
         path: "/v1/openapi.json",
         operation_id: "openapi",
+        access: Access::Open,
         summary: "This document",
         handler: || get(serve),
         query: &[],
@@ -545,6 +571,13 @@ fn components() -> Value {
         "nullable": true,
     });
     json!({
+        "securitySchemes": {
+            "bearer": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "an access token's secret; each operation's x-fencelog-scope names the scope it needs",
+            },
+        },
         "schemas": {
             "Error": {
                 "type": "object",
@@ -761,6 +794,17 @@ pub fn document() -> Value {
         });
         if let Some(body) = route.request_body {
             op["requestBody"] = body();
+        }
+        match route.access {
+            Access::Open => op["security"] = json!([]),
+            Access::Scope(scope) => {
+                op["security"] = json!([{ "bearer": [] }]);
+                op["x-fencelog-scope"] = json!(scope.as_str());
+                for code in [ErrorCode::Unauthenticated, ErrorCode::Forbidden] {
+                    let (status, r) = answer(&Answer::Error(code, ""));
+                    op["responses"][status.to_string()] = r;
+                }
+            }
         }
         let entry = paths
             .entry(route.path.to_string())

@@ -58,3 +58,26 @@ pub async fn method_not_allowed() -> ApiError {
         "method not allowed on this route",
     )
 }
+
+/// 431 with the JSON body when a request's headers are over the limit
+/// (hyper's own buffer limit is a backstop further out, see `conn_io`).
+pub async fn limit_headers(
+    State(state): State<AppState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let bytes: usize = request
+        .headers()
+        .iter()
+        .map(|(k, v)| k.as_str().len() + v.len())
+        .sum();
+    let limit = state.limits.header_bytes_max;
+    if bytes > limit {
+        return ApiError::new(
+            ErrorCode::HeadersTooLarge,
+            format!("the request headers are {bytes} bytes, over the server's limit of {limit}"),
+        )
+        .into_response();
+    }
+    next.run(request).await
+}

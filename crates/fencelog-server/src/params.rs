@@ -1,5 +1,5 @@
 //! Parsing what clients send outside the body's records: the stream name in
-//! the path, fencing tokens and sequence numbers in JSON or headers, and
+//! the path, fencing tokens and sequence numbers in headers, and
 //! query parameters, and the read parameters plain reads and live tails
 //! share. Each malformed value is a 400 with a message naming it, rather
 //! than the framework's generic rejection.
@@ -90,14 +90,41 @@ fn parse_u64_strict(s: &str) -> Option<u64> {
     s.parse().ok()
 }
 
+/// A header that must appear at most once: two `Fencing-Token` headers
+/// would mean one thing to a reader that takes the first and another to
+/// one that takes the last.
 fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, ApiError> {
-    match headers.get(name) {
-        None => Ok(None),
-        Some(v) => v
-            .to_str()
-            .map(|s| Some(s.trim()))
-            .map_err(|_| ApiError::bad_request(format!("header {name} is not ASCII"))),
+    let mut all = headers.get_all(name).iter();
+    let Some(v) = all.next() else {
+        return Ok(None);
+    };
+    if all.next().is_some() {
+        return Err(ApiError::bad_request(format!(
+            "header {name} appears more than once"
+        )));
     }
+    v.to_str()
+        .map(|s| Some(s.trim()))
+        .map_err(|_| ApiError::bad_request(format!("header {name} is not ASCII")))
+}
+
+/// A JSON append carries its token and `match_seq_num` in the body; the
+/// headers too would be a second reading of the same request.
+pub fn refuse_raw_headers(headers: &HeaderMap) -> Result<(), ApiError> {
+    for name in [
+        header::FENCING_TOKEN,
+        header::MATCH_SEQ_NUM,
+        header::PRODUCER_ID,
+        header::PRODUCER_SEQ,
+        header::NOT_AFTER_MS,
+    ] {
+        if headers.contains_key(name) {
+            return Err(ApiError::bad_request(format!(
+                "header {name} is for raw and binary-batch appends; a JSON append carries its fields in the body"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The `Fencing-Token` header of a raw append.

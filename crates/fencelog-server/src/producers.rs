@@ -3,6 +3,7 @@
 //! .../cursors/{name}`, `GET .../cursors`) and atomic multi-stream batches
 //! (`POST /v1/batch`).
 
+use crate::auth::{authorize, Caller, Scope};
 use crate::body::read_capped;
 use crate::error::{read_error, write_error, ApiError};
 use crate::json_append::parse_record;
@@ -13,6 +14,7 @@ use axum::body::Body;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
+use axum::Extension;
 use axum::Json;
 use fencelog_api::producer::FENCES_LIMIT_DEFAULT;
 use fencelog_api::{
@@ -138,11 +140,13 @@ pub async fn list_cursors(
 /// error body.
 pub async fn batch(
     State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Json<Value>, ApiError> {
-    let bytes = read_capped(&headers, body, &state.limits).await?;
-    let value: Value = serde_json::from_slice(&bytes)
+    let caller = caller.map(|Extension(c)| c).unwrap_or_default();
+    let upload = read_capped(&headers, body, &state.limits, &state.budget).await?;
+    let value: Value = serde_json::from_slice(&upload.bytes)
         .map_err(|e| ApiError::bad_request(format!("malformed JSON: {e}")))?;
     let Value::Object(obj) = value else {
         return Err(ApiError::bad_request("the body must be a JSON object"));
@@ -158,6 +162,15 @@ pub async fn batch(
         .enumerate()
         .map(|(i, v)| batch_op(i, v))
         .collect::<Result<Vec<_>, _>>()?;
+    // The route needs a token with the append scope; each op also needs
+    // its own scope on its own stream, as a single request would.
+    for op in &ops {
+        let scope = match op.action {
+            BatchAction::Append { .. } => Scope::Append,
+            BatchAction::Fence => Scope::Fence,
+        };
+        authorize(caller.0.as_ref(), scope, Some(&op.stream))?;
+    }
     let streams: Vec<String> = ops.iter().map(|o| o.stream.clone()).collect();
     match state.engine.batch(ops, not_after_ms).await {
         Ok(acks) => {
@@ -248,7 +261,10 @@ fn batch_op(i: usize, v: &Value) -> Result<BatchOp, ApiError> {
             records: items
                 .iter()
                 .enumerate()
-                .map(|(j, r)| parse_record(j, r))
+                .map(|(j, r)| {
+                    let raw = serde_json::value::to_raw_value(r).expect("a Value serialises");
+                    parse_record(j, &raw)
+                })
                 .collect::<Result<_, _>>()
                 .map_err(|e| bad(e.body.message))?,
             match_seq_num,

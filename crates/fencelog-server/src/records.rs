@@ -2,18 +2,23 @@
 //! tailing shares the read route and lives in [`crate::sse`].
 
 use crate::append_body::{body_kind, AppendBody, BodyKind};
+use crate::auth::Caller;
 use crate::body::read_capped;
+use crate::chunked::{self, Framed};
 use crate::error::{read_error, write_error, ApiError};
-use crate::params::{seq_from_header, stream_name, token_from_header, QueryParams, ReadParams};
+use crate::params::{
+    refuse_raw_headers, seq_from_header, stream_name, token_from_header, QueryParams, ReadParams,
+};
 use crate::state::AppState;
 use crate::{json_append, sse};
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, HeaderMap};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
+use axum::Extension;
 use axum::Json;
 use bytes::Bytes;
-use fencelog_api::{batch, header as wire, AppendAck, ReadPage, RecordJson};
+use fencelog_api::{batch, header as wire, AppendAck};
 use fencelog_engine::{AppendOptions, Engine, ProducerSeq, ReadError, WriteError};
 use std::collections::HashMap;
 
@@ -21,32 +26,37 @@ use std::collections::HashMap;
 /// `application/json`; length-prefixed records when it is
 /// `application/vnd.fencelog.batch` ([`batch`]); any other type makes the
 /// raw body one record. The last two take the token in `Fencing-Token` and
-/// an optional `Match-Seq-Num` header.
+/// an optional `Match-Seq-Num` header; a JSON append takes neither header.
 pub async fn append(
     State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
     path: Result<Path<String>, PathRejection>,
     request: Request,
 ) -> Result<Json<AppendAck>, ApiError> {
+    let caller = caller.map(|Extension(c)| c).unwrap_or_default();
     let stream = stream_name(path)?;
     // The whole request rather than a `HeaderMap` extractor, which would
     // clone every header on each append.
     let (parts, body) = request.into_parts();
     let headers = &parts.headers;
     let kind = body_kind(headers);
+    // Held until the engine has answered: the records are slices of it.
+    let upload;
     let req = if kind == BodyKind::Json {
-        let bytes = read_capped(headers, body, &state.limits).await?;
-        json_append::parse(&bytes)?
+        refuse_raw_headers(headers)?;
+        upload = read_capped(headers, body, &state.limits, &state.budget).await?;
+        json_append::parse(&upload.bytes)?
     } else {
         // Header errors first: no point reading a body we will refuse.
         let token = token_from_header(headers)?;
         let match_seq_num = seq_from_header(headers, wire::MATCH_SEQ_NUM)?;
         let not_after_ms = seq_from_header(headers, wire::NOT_AFTER_MS)?;
         let producer = producer_from_headers(headers)?;
-        let bytes = read_capped(headers, body, &state.limits).await?;
+        upload = read_capped(headers, body, &state.limits, &state.budget).await?;
         let records = if kind == BodyKind::Batch {
-            batch_records(&stream, &state, &bytes)?
+            batch_records(&stream, &state, &upload.bytes)?
         } else {
-            vec![bytes]
+            vec![upload.bytes.clone()]
         };
         AppendBody {
             token,
@@ -56,18 +66,23 @@ pub async fn append(
             not_after_ms,
         }
     };
+    let before = state.token_before(&stream);
     let options = AppendOptions {
         match_seq_num: req.match_seq_num,
         producer: req.producer.map(|(id, seq)| ProducerSeq { id, seq }),
         not_after_ms: req.not_after_ms,
     };
-    match state
+    let result = state
         .engine
         .append_with(&stream, req.token, req.records, options)
-        .await
-    {
-        Ok(ack) => Ok(Json(AppendAck::new(stream, ack))),
-        Err(e) => Err(write_error(&stream, e)),
+        .await;
+    drop(upload);
+    match result {
+        Ok(ack) => {
+            state.written(&caller, &stream, "append", before, ack.fencing_token);
+            Ok(Json(AppendAck::new(stream, ack)))
+        }
+        Err(e) => Err(state.write_refused(&caller, &stream, e)),
     }
 }
 
@@ -195,12 +210,15 @@ pub async fn read(
         }
         batch = read_now()?;
     }
-    Ok(Json(ReadPage {
-        records: RecordJson::all(&batch.records),
-        next_seq: batch.next_seq,
-        sealed: batch.sealed,
-    })
-    .into_response())
+    // The `ReadPage` JSON, streamed: `{"records":[...],"next_seq":N}`, and
+    // `"sealed":true` when sealed (as `ReadPage` serialises it).
+    let sealed = if batch.sealed { ",\"sealed\":true" } else { "" };
+    let framed = Framed::new(
+        b"{\"records\":".to_vec(),
+        batch.records,
+        format!(",\"next_seq\":{}{sealed}}}", batch.next_seq).into_bytes(),
+    );
+    chunked::json_response(framed, &state.budget, state.limits.write_timeout).await
 }
 
 /// Where a read starts: `start_seq`, or with `clamp=true` the stream's

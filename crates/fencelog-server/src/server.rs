@@ -1,20 +1,43 @@
-//! Running the router on a socket: HTTP/1.1 connections with a header read
-//! timeout (which also bounds how long an idle keep-alive connection may
-//! sit), and graceful shutdown: stop accepting, end live tails and
-//! long-polls, let in-flight requests finish, then shut the engine down so
-//! everything queued is committed and synced.
+//! Running the router on a socket: HTTP/1.1 (over TLS when configured)
+//! with a cap on connections, a header read timeout (which also bounds how
+//! long an idle keep-alive connection may sit, advertised as
+//! `Keep-Alive: timeout=N`), a write timeout ([`crate::conn_io`]), and
+//! graceful shutdown: stop accepting, end live tails and long-polls, let
+//! in-flight requests finish for at most the drain timeout, then shut the
+//! engine down so everything queued is committed and synced.
 
 use crate::app;
+use crate::conn_io::ConnIo;
 use crate::state::{AppState, Shutdown};
+use crate::tls::Tls;
+use axum::http::HeaderValue;
+use axum::Router;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::future::Future;
 use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpListener;
-use tokio::sync::mpsc;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tower::ServiceExt;
+
+/// Connections served at once by default; the CLI derives its default
+/// from the file-descriptor limit instead.
+pub const CONNECTIONS_MAX_DEFAULT: usize = 10_000;
+/// The most bytes hyper buffers per connection, in either direction; also
+/// the largest request head (431 past it).
+pub const HEADER_BYTES_MAX_DEFAULT: usize = 64 << 10;
+/// The kernel send buffer of each connection (Linux doubles it for its
+/// own bookkeeping). Fixed instead of autotuned: autotuning grows it to
+/// megabytes for a client that does not read, and the server would encode
+/// that much for every such client (1,000 idle tails: gigabytes of kernel
+/// memory and the CPU to fill it). 128 KiB (256 KiB in the kernel) keeps a
+/// 1 ms path at well over 200 MB/s.
+pub const SEND_BUFFER_BYTES_DEFAULT: usize = 128 << 10;
 
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -23,16 +46,44 @@ pub struct ServerConfig {
     /// between keep-alive requests.
     pub header_read_timeout: Duration,
     /// Longest the server waits for in-flight requests after a shutdown
-    /// signal before closing their connections anyway.
+    /// signal; unfinished ones are then dropped (never acknowledged).
     pub drain_timeout: Duration,
+    /// A connection whose socket takes no bytes for this long is closed:
+    /// a client that stopped reading a response, or a live tail whose
+    /// socket stays full.
+    pub write_timeout: Duration,
+    /// Connections served at once; more wait in the kernel's backlog, so
+    /// accepting never competes with the writer for file descriptors.
+    pub connections_max: usize,
+    /// Request head limit and hyper's buffer per connection (at least 8192).
+    pub header_bytes_max: usize,
+    /// Serve HTTPS only (plain HTTP requests get a JSON 400 and a close).
+    pub tls: Option<Arc<Tls>>,
+    /// `SO_SNDBUF` of each connection.
+    pub send_buffer_bytes: usize,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             header_read_timeout: Duration::from_secs(10),
-            drain_timeout: Duration::from_secs(30),
+            drain_timeout: Duration::from_secs(5),
+            write_timeout: Duration::from_secs(30),
+            connections_max: CONNECTIONS_MAX_DEFAULT,
+            header_bytes_max: HEADER_BYTES_MAX_DEFAULT,
+            tls: None,
+            send_buffer_bytes: SEND_BUFFER_BYTES_DEFAULT,
         }
+    }
+}
+
+impl ServerConfig {
+    /// What `Keep-Alive: timeout=N` advertises: a second under the real
+    /// idle limit, so a client that honours it closes first and never sends
+    /// a request into a connection the server is closing.
+    fn keep_alive_header(&self) -> HeaderValue {
+        let secs = self.header_read_timeout.as_secs().saturating_sub(1).max(1);
+        HeaderValue::from_str(&format!("timeout={secs}")).expect("ASCII")
     }
 }
 
@@ -47,11 +98,24 @@ pub async fn serve(
     let (trigger, shutdown) = Shutdown::new();
     state.shutdown = shutdown.clone();
     let engine = state.engine.clone();
-    let router = app(state);
+    let audit = state.audit.clone();
+    let flusher = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(crate::audit::STALE_WINDOW);
+        loop {
+            tick.tick().await;
+            audit.flush();
+        }
+    });
+    let router = app(state.clone());
+    let conns = Arc::new(Semaphore::new(config.connections_max.max(1)));
     // Each connection task holds a sender; when all are gone, recv() ends.
     let (conn_alive, mut conns_done) = mpsc::channel::<()>(1);
     tokio::pin!(signal);
     loop {
+        let permit = tokio::select! {
+            p = conns.clone().acquire_owned() => p.expect("never closed"),
+            _ = &mut signal => break,
+        };
         let (tcp, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(pair) => pair,
@@ -65,32 +129,15 @@ pub async fn serve(
             },
             _ = &mut signal => break,
         };
-        let _ = tcp.set_nodelay(true);
-        let router = router.clone();
-        let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
-            router.clone().oneshot(req)
-        });
-        let mut builder = http1::Builder::new();
-        builder
-            .timer(TokioTimer::new())
-            .header_read_timeout(config.header_read_timeout);
-        let mut shutdown = shutdown.clone();
-        let alive = conn_alive.clone();
-        tokio::spawn(async move {
-            let conn = builder.serve_connection(TokioIo::new(tcp), service);
-            tokio::pin!(conn);
-            let result = tokio::select! {
-                r = conn.as_mut() => r,
-                _ = shutdown.wait() => {
-                    conn.as_mut().graceful_shutdown();
-                    conn.await
-                }
-            };
-            if let Err(e) = result {
-                tracing::debug!(%peer, error = %e, "connection ended with an error");
-            }
-            drop(alive);
-        });
+        let conn = Conn {
+            router: router.clone(),
+            config: config.clone(),
+            shutdown: shutdown.clone(),
+            peer,
+            _permit: permit,
+            _alive: conn_alive.clone(),
+        };
+        tokio::spawn(conn.run(tcp));
     }
     drop(listener);
     tracing::info!("shutting down: no longer accepting connections, draining requests");
@@ -102,10 +149,112 @@ pub async fn serve(
     {
         tracing::warn!(
             drain_timeout_ms = config.drain_timeout.as_millis() as u64,
-            "connections still open after the drain timeout; closing anyway"
+            "requests still unfinished after the drain timeout; dropping them (none was acknowledged)"
         );
     }
     engine.shutdown().await;
+    flusher.abort();
+    state.audit.flush();
     tracing::info!("engine shut down; everything acknowledged is durable");
     Ok(())
+}
+
+/// `GET /metrics` (and `/healthz`) without a token, for a separate
+/// `--metrics-listen` address an operator keeps private; plain HTTP.
+pub async fn serve_metrics(listener: TcpListener, state: AppState) -> io::Result<()> {
+    use axum::routing::get;
+    let router = Router::new()
+        .route("/metrics", get(crate::ops::metrics))
+        .route("/healthz", get(crate::ops::healthz))
+        .fallback(crate::ops::not_found)
+        .with_state(state);
+    axum::serve(listener, router).await
+}
+
+/// One accepted connection and what it holds while it lives.
+struct Conn {
+    router: Router,
+    config: ServerConfig,
+    shutdown: Shutdown,
+    peer: SocketAddr,
+    _permit: OwnedSemaphorePermit,
+    _alive: mpsc::Sender<()>,
+}
+
+/// The first byte of every TLS handshake record.
+const TLS_HANDSHAKE: u8 = 0x16;
+
+impl Conn {
+    async fn run(self, tcp: TcpStream) {
+        let _ = tcp.set_nodelay(true);
+        let _ = socket2::SockRef::from(&tcp).set_send_buffer_size(self.config.send_buffer_bytes);
+        let Some(tls) = self.config.tls.clone() else {
+            return self.http(tcp).await;
+        };
+        let mut first = [0u8; 1];
+        let limit = self.config.header_read_timeout;
+        match tokio::time::timeout(limit, tcp.peek(&mut first)).await {
+            Ok(Ok(1)) if first[0] == TLS_HANDSHAKE => {}
+            Ok(Ok(1)) => return plaintext_on_tls(tcp).await,
+            _ => return,
+        }
+        match tokio::time::timeout(limit, tls.acceptor().accept(tcp)).await {
+            Ok(Ok(stream)) => self.http(stream).await,
+            Ok(Err(e)) => tracing::debug!(peer = %self.peer, error = %e, "TLS handshake failed"),
+            Err(_) => tracing::debug!(peer = %self.peer, "TLS handshake timed out"),
+        }
+    }
+
+    async fn http<I>(self, io: I)
+    where
+        I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let keep_alive = self.config.keep_alive_header();
+        let router = self.router.clone();
+        let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+            let keep_alive = keep_alive.clone();
+            let answer = router.clone().oneshot(req);
+            async move {
+                let mut resp = answer.await?;
+                resp.headers_mut().insert("keep-alive", keep_alive);
+                Ok::<_, std::convert::Infallible>(resp)
+            }
+        });
+        let mut builder = http1::Builder::new();
+        builder
+            .timer(TokioTimer::new())
+            .header_read_timeout(self.config.header_read_timeout)
+            .max_buf_size(self.config.header_bytes_max.max(8192));
+        let io = ConnIo::new(io, self.config.write_timeout);
+        let conn = builder.serve_connection(TokioIo::new(io), service);
+        tokio::pin!(conn);
+        let mut shutdown = self.shutdown.clone();
+        let result = tokio::select! {
+            r = conn.as_mut() => r,
+            _ = shutdown.wait() => {
+                conn.as_mut().graceful_shutdown();
+                conn.await
+            }
+        };
+        if let Err(e) = result {
+            tracing::debug!(peer = %self.peer, error = %e, "connection ended with an error");
+        }
+    }
+}
+
+/// A plain-HTTP request on the TLS port: a JSON 400 in plain text, so the
+/// client learns why instead of seeing a reset, then the connection closes.
+async fn plaintext_on_tls(mut tcp: TcpStream) {
+    let body = serde_json::to_vec(&fencelog_api::ErrorBody::new(
+        fencelog_api::ErrorCode::BadRequest,
+        "this port serves HTTPS only: use an https:// URL",
+    ))
+    .expect("error bodies serialize");
+    let head = format!(
+        "HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = tcp.write_all(head.as_bytes()).await;
+    let _ = tcp.write_all(&body).await;
+    let _ = tcp.shutdown().await;
 }

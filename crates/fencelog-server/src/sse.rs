@@ -11,21 +11,26 @@
 //! - `sealed` once a sealed stream's last record was sent, then the stream
 //!   ends.
 //!
-//! Every event is read from storage when the connection is ready to take it,
-//! in batches bounded by `count` and `bytes`, so a slow consumer costs a
-//! cursor and never a buffer, and cannot miss a record. `Last-Event-ID`
-//! resumes at exactly the seq it names.
+//! Every event is read from storage when the connection is ready to take
+//! it, in batches bounded by `count` and `bytes`, and a `records` event is
+//! written in chunks leased from the response budget ([`crate::chunked`]):
+//! a consumer that stops reading holds one chunk and what hyper buffers,
+//! the record bytes it shares with every other follower (the engine hands
+//! out slices of one copy), and its cursor. A socket that stays full past
+//! the write timeout is closed; `Last-Event-ID` resumes at exactly the seq
+//! it names.
 
+use crate::budget::MemoryBudget;
+use crate::chunked::{Chunks, Framed};
 use crate::error::{read_error, ApiError};
 use crate::params::ReadParams;
 use crate::state::{AppState, Shutdown};
-use axum::http::HeaderValue;
-use axum::response::sse::{Event, Sse};
+use axum::body::Body;
+use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
 use fencelog_api::sse::{self as events, CaughtUp};
-use fencelog_api::RecordJson;
-use fencelog_engine::Engine;
-use std::convert::Infallible;
+use fencelog_engine::{Engine, Record};
 use std::time::Duration;
 
 struct Tail {
@@ -40,6 +45,18 @@ struct Tail {
     /// Whether the consumer still owes itself a `caught_up`.
     behind: bool,
     done: bool,
+}
+
+/// What the tail sends next.
+enum Next {
+    Records(Vec<Record>),
+    /// A whole small event, formatted.
+    Event(Bytes),
+}
+
+fn event(name: &str, id: Option<u64>, data: &str) -> Bytes {
+    let id = id.map(|i| format!("id: {i}\n")).unwrap_or_default();
+    Bytes::from(format!("event: {name}\n{id}data: {data}\n\n"))
 }
 
 /// Starts a tail at `start_seq`. Errors the request normally (404 for a
@@ -79,21 +96,59 @@ pub fn tail(
         behind: true,
         done: false,
     };
-    let events = futures_util::stream::unfold(tail, |mut t| async move {
-        let event = t.next_event().await?;
-        Some((Ok::<_, Infallible>(event), t))
-    });
-    let mut response = Sse::new(events).into_response();
+    let body = Body::from_stream(body(tail, state.budget.clone(), state.limits.write_timeout));
+    let mut response = body.into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(fencelog_api::header::EVENT_STREAM),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     // Reverse proxies that buffer responses would hold events back.
-    response
-        .headers_mut()
-        .insert("x-accel-buffering", HeaderValue::from_static("no"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
     Ok(response)
+}
+
+/// The event stream as body chunks.
+fn body(
+    tail: Tail,
+    budget: MemoryBudget,
+    wait: Duration,
+) -> impl futures_util::Stream<Item = std::io::Result<Bytes>> {
+    futures_util::stream::unfold((tail, None::<Chunks>), move |(mut tail, mut chunks)| {
+        let budget = budget.clone();
+        async move {
+            loop {
+                if let Some(c) = &mut chunks {
+                    match c.next().await {
+                        Ok(Some(chunk)) => return Some((Ok(chunk), (tail, chunks))),
+                        Ok(None) => {}
+                        Err(e) => {
+                            // Budget never came: drop the connection; the
+                            // client resumes from its last event's id.
+                            tail.done = true;
+                            let e = std::io::Error::other(e.body.message);
+                            return Some((Err(e), (tail, None)));
+                        }
+                    }
+                }
+                match tail.next().await? {
+                    Next::Event(bytes) => return Some((Ok(bytes), (tail, None))),
+                    Next::Records(records) => {
+                        let before =
+                            format!("event: {}\nid: {}\ndata: ", events::RECORDS, tail.cursor);
+                        let framed = Framed::new(before.into_bytes(), records, b"\n\n".to_vec());
+                        chunks = Some(Chunks::new(framed, budget.clone(), wait));
+                    }
+                }
+            }
+        }
+    })
 }
 
 impl Tail {
     /// The next event, or None when the tail should end (shutdown, error).
-    async fn next_event(&mut self) -> Option<Event> {
+    async fn next(&mut self) -> Option<Next> {
         if self.done {
             return None;
         }
@@ -107,7 +162,7 @@ impl Tail {
                     self.done = true;
                     let body = serde_json::to_string(&read_error(&self.stream, e).body)
                         .expect("error bodies serialize");
-                    return Some(Event::default().event(events::ERROR).data(body));
+                    return Some(Next::Event(event(events::ERROR, None, &body)));
                 }
             };
             if let Some(last) = batch.records.last() {
@@ -115,14 +170,7 @@ impl Tail {
                 if self.cursor < batch.next_seq {
                     self.behind = true;
                 }
-                let data = serde_json::to_string(&RecordJson::all(&batch.records))
-                    .expect("records serialize");
-                return Some(
-                    Event::default()
-                        .event(events::RECORDS)
-                        .id(self.cursor.to_string())
-                        .data(data),
-                );
+                return Some(Next::Records(batch.records));
             }
             if batch.sealed {
                 self.done = true;
@@ -130,51 +178,51 @@ impl Tail {
                     next_seq: self.cursor,
                 })
                 .expect("sealed serializes");
-                return Some(
-                    Event::default()
-                        .event(events::SEALED)
-                        .id(self.cursor.to_string())
-                        .data(data),
-                );
+                return Some(Next::Event(event(events::SEALED, Some(self.cursor), &data)));
             }
             if self.behind {
                 self.behind = false;
-                return Some(
-                    Event::default()
-                        .event(events::CAUGHT_UP)
-                        .id(self.cursor.to_string())
-                        .data(
-                            serde_json::to_string(&CaughtUp {
-                                next_seq: self.cursor,
-                            })
-                            .expect("caught_up serializes"),
-                        ),
-                );
+                let data = serde_json::to_string(&CaughtUp {
+                    next_seq: self.cursor,
+                })
+                .expect("caught_up serializes");
+                return Some(Next::Event(event(
+                    events::CAUGHT_UP,
+                    Some(self.cursor),
+                    &data,
+                )));
             }
             if self.shutdown.is_triggered() {
                 return None;
             }
-            let mut shutdown = self.shutdown.clone();
-            let progressed = if self.engine.is_healthy() {
-                tokio::select! {
-                    waited = self.engine.wait_for(&self.stream, self.cursor, self.ping_interval) => {
-                        // Sealed (or deleted) while waiting: the read says
-                        // so at once, no ping in between.
+            if !self.wait().await? {
+                return Some(Next::Event(event(events::PING, None, events::PING_DATA)));
+            }
+        }
+    }
+
+    /// Waits for a record past the cursor, up to the ping interval: true
+    /// when one arrived, `None` on shutdown.
+    async fn wait(&mut self) -> Option<bool> {
+        let mut shutdown = self.shutdown.clone();
+        if self.engine.is_healthy() {
+            tokio::select! {
+                waited = self.engine.wait_for(&self.stream, self.cursor, self.ping_interval) => {
+                    // Sealed (or deleted) while waiting: the read says so
+                    // at once, no ping in between.
+                    Some(
                         matches!(waited, Ok(next) if next > self.cursor)
-                            || self.engine.state(&self.stream).is_ok_and(|s| s.sealed || s.deleted)
-                    }
-                    _ = shutdown.wait() => return None,
+                            || self.engine.state(&self.stream).is_ok_and(|s| s.sealed || s.deleted),
+                    )
                 }
-            } else {
-                // wait_for returns at once on an engine that takes no more
-                // writes; nothing new can arrive, so just keep the tail alive.
-                tokio::select! {
-                    _ = tokio::time::sleep(self.ping_interval) => false,
-                    _ = shutdown.wait() => return None,
-                }
-            };
-            if !progressed {
-                return Some(Event::default().event(events::PING).data(events::PING_DATA));
+                _ = shutdown.wait() => None,
+            }
+        } else {
+            // wait_for returns at once on an engine that takes no more
+            // writes; nothing new can arrive, so just keep the tail alive.
+            tokio::select! {
+                _ = tokio::time::sleep(self.ping_interval) => Some(false),
+                _ = shutdown.wait() => None,
             }
         }
     }

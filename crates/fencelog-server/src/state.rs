@@ -1,7 +1,12 @@
 //! What every handler shares: the engine, the request-level limits, and the
 //! shutdown signal that ends long-polls and live tails.
 
-use fencelog_engine::{Config, Engine};
+use crate::audit::Audit;
+use crate::auth::{Auth, Caller};
+use crate::budget::MemoryBudget;
+use crate::error::{write_error, ApiError};
+use fencelog_engine::{Config, Engine, WriteError};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -19,7 +24,16 @@ pub struct HttpLimits {
     pub body_read_timeout: Duration,
     /// How long a live tail may stay silent before it sends `event: ping`.
     pub ping_interval: Duration,
+    /// How long a response chunk may wait for the memory budget once the
+    /// response has started (the connection is dropped past it); the
+    /// server's write timeout.
+    pub write_timeout: Duration,
+    /// Most bytes of header names and values in one request (431 past it).
+    pub header_bytes_max: usize,
 }
+
+/// Header bytes one request may carry by default (32 KiB).
+pub const HEADER_BYTES_MAX_DEFAULT: usize = 32 << 10;
 
 /// Room for JSON framing around the batch: base64 inflates by 4/3 and each
 /// record object adds a few dozen bytes, so twice the batch plus slack lets
@@ -33,6 +47,8 @@ impl HttpLimits {
             body_bytes_max: config.batch_bytes_max.saturating_mul(2) + BODY_SLACK_BYTES,
             body_read_timeout: Duration::from_secs(30),
             ping_interval: Duration::from_secs(15),
+            write_timeout: Duration::from_secs(30),
+            header_bytes_max: HEADER_BYTES_MAX_DEFAULT,
         }
     }
 }
@@ -72,6 +88,11 @@ pub struct AppState {
     pub engine: Engine,
     pub limits: HttpLimits,
     pub shutdown: Shutdown,
+    /// Who may do what; [`Auth::Open`] unless tokens are configured.
+    pub auth: Auth,
+    pub audit: Arc<Audit>,
+    /// Bytes of responses and uploads in flight, for every connection.
+    pub budget: MemoryBudget,
 }
 
 impl AppState {
@@ -82,11 +103,54 @@ impl AppState {
             engine,
             limits,
             shutdown: Shutdown::never(),
+            auth: Auth::Open,
+            audit: Arc::default(),
+            budget: MemoryBudget::default(),
         }
+    }
+
+    pub fn with_auth(mut self, auth: Auth) -> Self {
+        self.auth = auth;
+        self
+    }
+
+    pub fn with_budget(mut self, budget: MemoryBudget) -> Self {
+        self.budget = budget;
+        self
     }
 
     pub fn with_limits(mut self, limits: HttpLimits) -> Self {
         self.limits = limits;
         self
+    }
+}
+
+impl AppState {
+    /// The stream's highest accepted token now (0 for a new stream): what
+    /// the audit log reports a rise from. Read before the write is sent,
+    /// so with concurrent rises on one stream it may be older than the
+    /// token the writer replaced.
+    pub fn token_before(&self, stream: &str) -> u64 {
+        self.engine.state(stream).map_or(0, |s| s.highest_token)
+    }
+
+    /// Logs an accepted write that raised the stream's token.
+    pub fn written(&self, caller: &Caller, stream: &str, op: &str, before: u64, after: u64) {
+        if after > before {
+            self.audit
+                .token_raised(caller.name(), stream, op, before, after);
+        }
+    }
+
+    /// The answer to a refused write, with the refusal in the aggregated
+    /// stale log when it is one. Every write handler refuses through here.
+    pub fn write_refused(&self, caller: &Caller, stream: &str, err: WriteError) -> ApiError {
+        if let WriteError::StaleToken {
+            presented, highest, ..
+        } = err
+        {
+            self.audit.stale(caller.name(), stream, presented, highest);
+        }
+        write_error(stream, err)
     }
 }

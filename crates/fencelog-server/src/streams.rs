@@ -1,18 +1,20 @@
 //! Stream-level operations: state, listing, and fencing without data.
 
+use crate::append_body::{body_kind, BodyKind};
+use crate::auth::Caller;
 use crate::body::read_capped;
-use crate::error::{read_error, write_error, ApiError};
-use crate::params::{seq_from_json, stream_name, token_from_json, QueryParams};
+use crate::error::{read_error, ApiError};
+use crate::params::{stream_name, QueryParams};
 use crate::state::AppState;
+use crate::strict_json;
 use axum::body::Body;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
-use axum::Json;
+use axum::{Extension, Json};
 use fencelog_api::stream::{LIST_LIMIT_CAP, LIST_LIMIT_DEFAULT};
-use fencelog_api::{StreamInfo, StreamList};
+use fencelog_api::{ErrorCode, StreamInfo, StreamList};
 use fencelog_engine::ReadError;
-use serde_json::Value;
 use std::collections::HashMap;
 
 /// `GET /v1/streams/{stream}`: durable state, or 404 `stream_not_found`
@@ -29,16 +31,37 @@ pub async fn state(
     }
 }
 
+/// The prefix both the query and the caller's token allow: the longer of
+/// the two when one extends the other, else none (`None`: nothing matches).
+fn effective_prefix<'a>(asked: &'a str, allowed: &'a str) -> Option<&'a str> {
+    if asked.starts_with(allowed) {
+        Some(asked)
+    } else if allowed.starts_with(asked) {
+        Some(allowed)
+    } else {
+        None
+    }
+}
+
 /// `GET /v1/streams?prefix=P&limit=L&start_after=NAME`: streams whose names
 /// start with `prefix`, in name order, after `start_after`. `limit`
-/// defaults to 100 and is clamped to 1000.
+/// defaults to 100 and is clamped to 1000. A token with a stream prefix
+/// sees only the streams under it.
 pub async fn list(
     State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
     query: Result<Query<HashMap<String, String>>, QueryRejection>,
 ) -> Result<Json<StreamList>, ApiError> {
+    let caller = caller.map(|Extension(c)| c).unwrap_or_default();
     let q = QueryParams::from_extractor(query)?;
     let limit = q.positive_capped("limit", LIST_LIMIT_DEFAULT, LIST_LIMIT_CAP)? as usize;
-    let prefix = q.str("prefix").unwrap_or("");
+    let Some(prefix) = effective_prefix(q.str("prefix").unwrap_or(""), caller.stream_prefix())
+    else {
+        return Ok(Json(StreamList {
+            streams: Vec::new(),
+            next_start_after: None,
+        }));
+    };
     // One extra tells whether another page exists without a second call.
     let mut page = state
         .engine
@@ -55,26 +78,39 @@ pub async fn list(
     }))
 }
 
-/// `POST /v1/streams/{stream}/fence` with `{"fencing_token": T}`: raises the
-/// stream's highest token (creating the stream if needed) and answers with
-/// its state once that is durable. Same 409 as an append when stale.
+/// `POST /v1/streams/{stream}/fence` with `{"fencing_token": T}` (and
+/// `Content-Type: application/json`, else 415): raises the stream's highest
+/// token (creating the stream if needed) and answers with its state once
+/// that is durable. Same 409 as an append when stale.
 pub async fn fence(
     State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Json<StreamInfo>, ApiError> {
+    let caller = caller.map(|Extension(c)| c).unwrap_or_default();
     let stream = stream_name(path)?;
-    let bytes = read_capped(&headers, body, &state.limits).await?;
-    let value: Value = serde_json::from_slice(&bytes)
-        .map_err(|e| ApiError::bad_request(format!("malformed JSON: {e}")))?;
-    let Value::Object(obj) = value else {
-        return Err(ApiError::bad_request("the body must be a JSON object"));
-    };
-    let token = token_from_json(obj.get("fencing_token"))?;
-    let not_after_ms = seq_from_json("not_after_ms", obj.get("not_after_ms"))?;
+    if body_kind(&headers) != BodyKind::Json {
+        return Err(ApiError::new(
+            ErrorCode::UnsupportedMediaType,
+            "a fence body is JSON: send Content-Type: application/json",
+        ));
+    }
+    let upload = read_capped(&headers, body, &state.limits, &state.budget).await?;
+    let obj = strict_json::object(
+        strict_json::document(&upload.bytes)?,
+        "the body",
+        &["fencing_token", "not_after_ms"],
+    )?;
+    let token = strict_json::token(&obj, "fencing_token")?;
+    let not_after_ms = strict_json::seq(&obj, "not_after_ms")?;
+    let before = state.token_before(&stream);
     match state.engine.fence_with(&stream, token, not_after_ms).await {
-        Ok(s) => Ok(Json(s.into())),
-        Err(e) => Err(write_error(&stream, e)),
+        Ok(s) => {
+            state.written(&caller, &stream, "fence", before, s.highest_token);
+            Ok(Json(s.into()))
+        }
+        Err(e) => Err(state.write_refused(&caller, &stream, e)),
     }
 }

@@ -30,6 +30,7 @@ pub const READY_PREFIX: &str = "listening on ";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Signal {
     Term,
+    Hup,
     Int,
     Stop,
     Cont,
@@ -40,6 +41,7 @@ impl Signal {
     fn name(self) -> &'static str {
         match self {
             Signal::Term => "TERM",
+            Signal::Hup => "HUP",
             Signal::Int => "INT",
             Signal::Stop => "STOP",
             Signal::Cont => "CONT",
@@ -463,6 +465,11 @@ impl ServerProcess {
 
     pub fn sigstop(&self) {
         self.child.sigstop();
+    }
+
+    /// SIGHUP: the server reloads its TLS certificate.
+    pub fn sighup(&self) {
+        self.child.signal(Signal::Hup);
     }
 
     pub fn sigcont(&self) {

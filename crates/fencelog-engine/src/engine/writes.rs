@@ -74,12 +74,22 @@ impl Engine {
         Ok(())
     }
 
+    /// Queues a request for the writer, or refuses it at once when the
+    /// queue is full: an overloaded writer answers "later" instead of
+    /// letting callers pile up without bound. Nothing of a refused request
+    /// was applied.
     pub(crate) async fn submit(&self, req: Request) -> Result<(), WriteError> {
-        self.inner
-            .tx
-            .send(Msg::Write(req))
-            .await
-            .map_err(|_| WriteError::ShuttingDown)
+        use tokio::sync::mpsc::error::TrySendError;
+        match self.inner.tx.try_send(Msg::Write(req)) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(_)) => {
+                self.shared().metrics.overload_rejections.inc();
+                Err(WriteError::Overloaded {
+                    queue_depth_max: self.shared().config.queue_depth_max,
+                })
+            }
+            Err(TrySendError::Closed(_)) => Err(WriteError::ShuttingDown),
+        }
     }
 
     /// Sends `op` (made with its reply channel) for `stream` and waits for

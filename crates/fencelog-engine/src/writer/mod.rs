@@ -30,7 +30,7 @@ use crate::locks;
 use crate::shared::Shared;
 use crate::stream::StreamShared;
 use collect::{collect, GroupLimits, Linger};
-use persist::Tail;
+use persist::{PersistError, Tail};
 use plan::{Budget, Context, Defaults, Durable, Lookup, Plan};
 use protocol::Answer;
 use std::any::Any;
@@ -290,7 +290,12 @@ impl Writer {
         let started = Instant::now();
         let placed = match self.tail.write_group(shared, &self.buf, self.next_group_id) {
             Ok(placed) => placed,
-            Err(failure) => return publish::fail_group(shared, failure, &mut self.answers),
+            Err(PersistError::NotWritten(failure)) => {
+                return publish::refuse_group(shared, failure, &mut self.answers)
+            }
+            Err(PersistError::Failed(failure)) => {
+                return publish::fail_group(shared, failure, &mut self.answers)
+            }
         };
         shared
             .metrics

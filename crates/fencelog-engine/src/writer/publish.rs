@@ -189,6 +189,20 @@ pub(super) fn fail_group(shared: &Shared, failure: StorageFailure, answers: &mut
     }
 }
 
+/// The group could not be written, and nothing of it was (see
+/// `persist::PersistError::NotWritten`): every request in it is refused —
+/// the ones planned as stale too, since a refusal decided against pending
+/// state that never became durable would not be explained by durable
+/// state — and the engine goes on.
+pub(super) fn refuse_group(shared: &Shared, failure: StorageFailure, answers: &mut Vec<Answer>) {
+    let failure = Arc::new(failure);
+    tracing::warn!(error = %failure, "a group was refused before any of it was written; the engine goes on");
+    shared.metrics.groups_refused.inc();
+    for a in answers.drain(..) {
+        a.fail(WriteError::NotWritten(failure.clone()));
+    }
+}
+
 /// Answers every request of a group with `err`, deciding nothing.
 pub(super) fn refuse_all(requests: &mut VecDeque<Request>, err: &WriteError) {
     for r in requests.drain(..) {

@@ -268,3 +268,26 @@ async fn wait_for_wakes_on_an_append_and_times_out_otherwise() {
     ));
     e.shutdown().await;
 }
+
+/// Readers of one frame of the active segment share one copy of its bytes
+/// while any of them holds it (a thousand live tails must not hold a
+/// thousand copies), and a later read after all let go reads it again.
+#[tokio::test]
+async fn readers_of_an_active_frame_share_its_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Engine::open(dir.path()).unwrap();
+    e.append("s", 1, vec![Bytes::from(vec![b'x'; 4096])], None)
+        .await
+        .unwrap();
+    let a = e.read("s", 0, 1, 1 << 20).unwrap();
+    let b = e.read("s", 0, 1, 1 << 20).unwrap();
+    assert_eq!(a.records[0].body, b.records[0].body);
+    assert_eq!(
+        a.records[0].body.as_ptr(),
+        b.records[0].body.as_ptr(),
+        "two copies of one frame"
+    );
+    drop((a, b));
+    let c = e.read("s", 0, 1, 1 << 20).unwrap();
+    assert_eq!(c.records[0].body.len(), 4096);
+}

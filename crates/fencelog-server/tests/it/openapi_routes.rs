@@ -3,6 +3,7 @@
 //! on those paths is the router's 405 fallback, and the document covers the
 //! whole route table the router is built from.
 
+use fencelog_server::auth::Access;
 use fencelog_server::openapi;
 use fencelog_testkit::http::TestServer;
 use serde_json::{json, Value};
@@ -87,13 +88,32 @@ async fn document_matches_the_router() {
     // The router is built from the same table, entry for entry.
     assert_eq!(documented, openapi::ROUTES.len());
     for route in openapi::ROUTES {
+        let op = &doc["paths"][route.path][route.method];
         assert!(
-            doc["paths"][route.path][route.method].is_object(),
+            op.is_object(),
             "{} {} missing from the document",
             route.method,
             route.path
         );
+        // Each operation declares the scope its route checks, and the
+        // answers a token that lacks it gets.
+        match route.access {
+            Access::Open => {
+                assert_eq!(op["security"], json!([]));
+                assert!(op.get("x-fencelog-scope").is_none());
+            }
+            Access::Scope(scope) => {
+                assert_eq!(op["security"], json!([{ "bearer": [] }]));
+                assert_eq!(op["x-fencelog-scope"], json!(scope.as_str()));
+                assert!(op["responses"]["401"].is_object());
+                assert!(op["responses"]["403"].is_object());
+            }
+        }
     }
+    assert_eq!(
+        doc["components"]["securitySchemes"]["bearer"]["scheme"],
+        json!("bearer")
+    );
     let (status, fallback) = is_fallback(
         http.get(format!("{base}/v1/undocumented"))
             .send()

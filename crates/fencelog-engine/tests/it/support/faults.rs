@@ -125,11 +125,16 @@ fn one_fault(
             let model = rt.block_on(run_script(&engine, steps))?;
             let fired = sim.fired();
             if let Some((at, op)) = fired.iter().find(|(_, op)| !is_read_op(op)) {
-                if !model.failed {
+                if !model.failed && !model.refused {
                     return Err(format!(
                         "{op} at call {at} failed but no request was told its group failed"
                     ));
                 }
+            }
+            // A group refused before any of it was written leaves the
+            // engine running.
+            if model.refused && !model.failed && engine.poisoned().is_some() {
+                return Err("a clean refusal poisoned the engine".into());
             }
             if model.failed {
                 let later = rt.block_on(engine.append(

@@ -176,6 +176,9 @@ pub struct Model {
     pub failed: bool,
     /// Reclamation passes that completed.
     pub reclaims: u64,
+    /// Any request was refused because storage failed before its group
+    /// was written (`NotWritten`: nothing changed, not poisoned).
+    pub refused: bool,
 }
 
 /// A record body names its attempt and position, padded to `size` with
@@ -378,6 +381,7 @@ pub async fn run_script(engine: &Engine, steps: &[Step]) -> Result<Model, String
                 model.reclaims += 1;
             }
             if let Err(e) = &r {
+                model.refused |= matches!(e, WriteError::NotWritten(_));
                 if is_failure(e) && first_failure.is_none() {
                     if !matches!(e, WriteError::StorageFailed(_))
                         && !poisoned_by_reclamation(engine)
