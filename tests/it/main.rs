@@ -5,6 +5,7 @@
 mod support;
 
 mod audit_log;
+mod auth_batch;
 mod auth_scopes;
 mod cli_commands;
 mod cli_lifecycle;
