@@ -1,44 +1,55 @@
-//! What the client subcommands share: the server option, exit codes, and
-//! how records and errors are printed.
+//! What the client subcommands share: the server option, the arguments
+//! checked before any request (stream names, tokens, durations), exit
+//! codes, and how records and errors are printed.
 
-use fencelog_api::{BodyJson, ErrorBody, ErrorCode, Field, RecordJson};
+use fencelog_api::{BodyJson, HeadersJson, RecordJson};
 use fencelog_client::{Client, ClientError, StreamInfo};
 use fencelog_engine::Record;
 use serde_json::{json, Value};
 use std::process::ExitCode;
+use std::time::Duration;
 
 /// The command did what was asked.
 pub const EXIT_OK: u8 = 0;
 /// Transport failure, server unavailable, or the outcome of a write is
 /// unknown: retrying may help, after checking the stream's state.
 pub const EXIT_FAILURE: u8 = 1;
+/// Bad arguments: fix the command (clap uses the same code).
+pub const EXIT_USAGE: u8 = 2;
 /// The stream accepted a higher fencing token: this writer lost ownership
 /// and must stop. Distinct so scripts can react to being fenced.
 pub const EXIT_STALE: u8 = 3;
 /// Any other rejection (seq mismatch, not found, bad request, too large):
 /// retrying the same request will fail the same way.
 pub const EXIT_REJECTED: u8 = 4;
+/// Stopped by Ctrl-C (SIGINT) or SIGTERM before the work was done, as
+/// shells report a command killed by SIGINT.
+pub const EXIT_INTERRUPTED: u8 = 130;
 
 /// Shown by `fencelog --help`.
 pub const EXIT_CODES_HELP: &str = "\
 Exit codes of the client commands (append, read, tail, fence, status, trim,
 seal, delete, config, producer, fences, cursor):
-  0  success
-  1  failure: server unreachable or unavailable, or a write's outcome is unknown
-  2  usage error (bad arguments)
-  3  stale fencing token (or producer fenced): a newer owner took over the
-     stream; stop writing
-  4  other rejection: stream sealed, seq mismatch, stream not found, bad
-     request, too large, out of range, producer seq stale or gap, deadline
-     exceeded, producer or cursor not found";
+  0    success
+  1    failure: server unreachable or unavailable, or a write's outcome is unknown
+  2    usage error (bad arguments, checked before anything is sent)
+  3    stale fencing token (or producer fenced): a newer owner took over the
+       stream; stop writing
+  4    other rejection: stream sealed, seq mismatch, stream not found, no such
+       route, bad request, too large, out of range, producer seq stale or gap,
+       deadline exceeded, producer or cursor not found
+  130  interrupted (Ctrl-C) before the work was done";
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServerArgs {
-    /// Base URL of the fencelog server (http:// or https://).
+    /// The fencelog server: http://HOST:PORT or https://HOST:PORT, or
+    /// HOST:PORT for plain HTTP.
     #[arg(
         long = "server",
         env = "FENCELOG_URL",
-        default_value = "http://127.0.0.1:7070"
+        default_value = "http://127.0.0.1:7070",
+        value_parser = parse_server_url,
+        value_name = "URL"
     )]
     pub url: String,
     /// A PEM CA certificate to trust for an https:// server, besides the
@@ -61,6 +72,7 @@ impl ServerArgs {
                 .ca_cert_file(path)
                 .map_err(|e| ClientError::BadRequest {
                     message: format!("cannot read --ca-cert {}: {e}", path.display()),
+                    answer: None,
                 })?;
         }
         if let Some(secret) = &self.auth_token {
@@ -68,6 +80,65 @@ impl ServerArgs {
         }
         builder.build()
     }
+}
+
+/// `--server`, checked and normalised before anything is sent.
+fn parse_server_url(raw: &str) -> Result<String, String> {
+    fencelog_client::normalize_url(raw).map_err(|e| match e {
+        ClientError::InvalidUrl { reason, .. } => reason,
+        other => other.to_string(),
+    })
+}
+
+/// A stream name argument, checked by the server's own rule so a bad name
+/// is a usage error here, not a round trip.
+pub fn parse_stream(raw: &str) -> Result<String, String> {
+    fencelog_engine::validate_stream_name(raw)
+        .map(|()| raw.to_string())
+        .map_err(|e| e.to_string())
+}
+
+/// A fencing token argument: 1..=2^64-1.
+pub fn parse_token(raw: &str) -> Result<u64, String> {
+    match raw.parse::<u64>() {
+        Ok(0) => Err("0 is never a fencing token; tokens are 1..=18446744073709551615".into()),
+        Ok(t) => Ok(t),
+        Err(_) => Err(format!(
+            "a fencing token is an integer in 1..=18446744073709551615, got {raw:?}"
+        )),
+    }
+}
+
+/// A duration argument such as `90s`, `10m`, `2h`, `7d` or `500ms`.
+pub fn parse_duration(raw: &str) -> Result<Duration, String> {
+    let split = raw.find(|c: char| !c.is_ascii_digit()).unwrap_or(raw.len());
+    let (digits, unit) = raw.split_at(split);
+    let usage = || {
+        format!(
+            "{raw:?} is not a duration: write a number and a unit, e.g. 90s, 10m, 2h, 7d or 500ms"
+        )
+    };
+    let n: u64 = digits.parse().map_err(|_| usage())?;
+    let ms_per = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return Err(usage()),
+    };
+    n.checked_mul(ms_per)
+        .map(Duration::from_millis)
+        .ok_or_else(|| format!("{raw:?} is too long a duration"))
+}
+
+/// The Unix ms `since` before now, for `--since`.
+pub fn since_ms(since: Duration) -> u64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    now.saturating_sub(since.as_millis() as u64)
 }
 
 /// A runtime for one command; a client command is one request or one tail,
@@ -89,13 +160,17 @@ pub fn exit_code(err: &ClientError) -> u8 {
         | ClientError::DeadlineExceeded { .. }
         | ClientError::SeqMismatch { .. }
         | ClientError::StreamSealed { .. }
-        | ClientError::NotFound
+        | ClientError::StreamNotFound { .. }
+        | ClientError::NoSuchRoute { .. }
         | ClientError::OutOfRange { .. }
         | ClientError::TooLarge { .. }
         | ClientError::BadRequest { .. }
         | ClientError::Unauthenticated { .. }
         | ClientError::Forbidden { .. } => EXIT_REJECTED,
-        ClientError::Unavailable { .. }
+        ClientError::Rejected { answer } if answer.status() < 500 => EXIT_REJECTED,
+        ClientError::InvalidUrl { .. } => EXIT_USAGE,
+        ClientError::Rejected { .. }
+        | ClientError::Unavailable { .. }
         | ClientError::InsufficientStorage { .. }
         | ClientError::OutcomeUnknown { .. }
         | ClientError::Transport { .. }
@@ -103,82 +178,57 @@ pub fn exit_code(err: &ClientError) -> u8 {
     }
 }
 
-/// The error as a JSON object on one line, with the fields a script needs
-/// to act on it (e.g. the highest token after a stale rejection): the
-/// server's error body, or one of the same shape for failures no server
-/// answer names (`outcome_unknown`, `transport`, `protocol`).
+/// The error as a JSON object on one line: the server's error body exactly
+/// as it answered (every field, `stream` included), or one of the same
+/// shape for failures no server answer names (`outcome_unknown`,
+/// `transport`, `no_such_route`, `invalid_url`, `protocol`).
 pub fn error_json(err: &ClientError) -> Value {
+    if let ClientError::BatchRefused { first, ops } = err {
+        // The first refusal's body, with every op's outcome.
+        let mut v = error_json(first);
+        v[fencelog_api::Field::Ops.as_str()] = json!(ops);
+        return v;
+    }
+    if let Some(answer) = err.answer() {
+        return answer.to_value();
+    }
     let message = err.to_string();
-    let answer = |code| ErrorBody::new(code, message.clone());
-    let local = |code: &str| json!({ "error": code, "message": message });
-    let body = match *err {
-        ClientError::StaleToken {
-            presented,
-            highest,
-            next_seq,
-        } => answer(ErrorCode::StaleFencingToken)
-            .with(Field::PresentedToken, presented)
-            .with(Field::HighestToken, highest)
-            .with(Field::NextSeq, next_seq),
-        ClientError::SeqMismatch { expected, next_seq } => answer(ErrorCode::SeqMismatch)
-            .with(Field::MatchSeqNum, expected)
-            .with(Field::NextSeq, next_seq),
-        ClientError::StreamSealed {
-            first_seq,
-            next_seq,
-            highest_token,
-        } => answer(ErrorCode::StreamSealed)
-            .with(Field::FirstSeq, first_seq)
-            .with(Field::NextSeq, next_seq)
-            .with(Field::HighestToken, highest_token)
-            .with(Field::Sealed, true),
-        ClientError::NotFound => answer(ErrorCode::StreamNotFound),
-        ClientError::OutOfRange {
-            first_seq,
-            next_seq,
-        } => answer(ErrorCode::OutOfRange)
-            .with(Field::FirstSeq, first_seq)
-            .with(Field::NextSeq, next_seq),
-        ClientError::TooLarge { .. } => answer(ErrorCode::TooLarge),
-        ClientError::BadRequest { .. } => answer(ErrorCode::BadRequest),
-        ClientError::Unauthenticated { .. } => answer(ErrorCode::Unauthenticated),
-        ClientError::Forbidden { ref scope, .. } => match scope {
-            Some(s) => answer(ErrorCode::Forbidden).with(Field::Scope, s.as_str()),
-            None => answer(ErrorCode::Forbidden),
-        },
+    match err {
+        ClientError::OutcomeUnknown { .. } => {
+            json!({ "error": "outcome_unknown", "message": message, "outcome_unknown": true })
+        }
+        ClientError::NoSuchRoute { status, url, .. } => {
+            json!({ "error": "no_such_route", "message": message, "status": status, "url": url })
+        }
+        ClientError::Protocol { status, .. } => {
+            json!({ "error": "protocol", "message": message, "status": status })
+        }
+        ClientError::InvalidUrl { url, .. } => {
+            json!({ "error": "invalid_url", "message": message, "url": url })
+        }
+        // Status-only classes (a proxy's 413, 503, ...) keep their class.
+        ClientError::TooLarge { .. } => json!({ "error": "too_large", "message": message }),
+        ClientError::BadRequest { .. } => json!({ "error": "bad_request", "message": message }),
+        ClientError::Unauthenticated { .. } => {
+            json!({ "error": "unauthenticated", "message": message })
+        }
+        ClientError::Forbidden { scope, .. } => {
+            json!({ "error": "forbidden", "message": message, "scope": scope })
+        }
         ClientError::Unavailable {
             outcome_unknown, ..
-        } => answer(ErrorCode::Unavailable).with(Field::OutcomeUnknown, outcome_unknown),
-        ClientError::InsufficientStorage {
+        }
+        | ClientError::InsufficientStorage {
             outcome_unknown, ..
-        } => answer(ErrorCode::InsufficientStorage).with(Field::OutcomeUnknown, outcome_unknown),
-        ClientError::OutcomeUnknown { .. } => {
-            let mut v = local("outcome_unknown");
-            v[Field::OutcomeUnknown.as_str()] = json!(true);
-            return v;
+        } => {
+            let code = match err {
+                ClientError::Unavailable { .. } => "unavailable",
+                _ => "insufficient_storage",
+            };
+            json!({ "error": code, "message": message, "outcome_unknown": outcome_unknown })
         }
-        ClientError::Transport { .. } => return local("transport"),
-        ClientError::Protocol { .. } => return local("protocol"),
-        ClientError::ProducerFenced { floor } => {
-            answer(ErrorCode::ProducerFenced).with(Field::ProducerTokenFloor, floor)
-        }
-        ClientError::ProducerSeqStale { last } => {
-            answer(ErrorCode::ProducerSeqStale).with(Field::LastProducerSeq, last)
-        }
-        ClientError::ProducerSeqGap { expected } => {
-            answer(ErrorCode::ProducerSeqGap).with(Field::ExpectedProducerSeq, expected)
-        }
-        ClientError::DeadlineExceeded { writer_ms } => {
-            answer(ErrorCode::DeadlineExceeded).with(Field::WriterMs, writer_ms)
-        }
-        ClientError::BatchRefused { ref first, ref ops } => {
-            let mut v = error_json(first);
-            v["message"] = json!(message);
-            v[Field::Ops.as_str()] = json!(ops);
-            return v;
-        }
-    };
-    body.to_value()
+        _ => json!({ "error": "transport", "message": message }),
+    }
 }
 
 /// Reports `err` on stderr (JSON with `--json`, a sentence otherwise) and
@@ -194,34 +244,56 @@ pub fn fail(err: &ClientError, json_output: bool) -> ExitCode {
     ExitCode::from(exit_code(err))
 }
 
-/// A record as one JSON line, in the API's own shape (keys sorted).
-pub fn record_json(r: &Record) -> Value {
-    serde_json::to_value(RecordJson::new(r)).expect("records serialize")
+/// A record as one JSON line, in the API's own shape and field order
+/// (`seq`, `fencing_token`, `timestamp_ms`, headers when it has any, body).
+pub fn record_json(r: &Record) -> String {
+    serde_json::to_string(&RecordJson::new(r)).expect("records serialize")
 }
 
-/// A record as one human line: `seq token body`. Control characters are
-/// escaped so a body can never break the one-record-per-line shape; a body
-/// that is not UTF-8 is shown as `base64:...`.
+/// Text with control characters escaped, so it can never break a line.
+fn escaped(text: &str) -> String {
+    text.chars()
+        .flat_map(|c| {
+            if c.is_control() {
+                c.escape_default().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect()
+}
+
+/// A record as one human line: `seq<TAB>token<TAB>body`, and a fourth
+/// column `name=value, ...` when it has headers. Control characters are
+/// escaped so a record is always one line; bytes that are not UTF-8 are
+/// shown as `base64:...`.
 pub fn record_line(r: &Record) -> String {
     let body = match BodyJson::encode(&r.body) {
-        BodyJson::Text(s) => s
-            .chars()
-            .flat_map(|c| {
-                if c.is_control() {
-                    c.escape_default().collect::<Vec<_>>()
-                } else {
-                    vec![c]
-                }
-            })
-            .collect::<String>(),
+        BodyJson::Text(s) => escaped(&s),
         BodyJson::Base64(b64) => format!("base64:{b64}"),
     };
-    format!("{}\t{}\t{}", r.seq, r.fencing_token, body)
+    let mut line = format!("{}\t{}\t{}", r.seq, r.fencing_token, body);
+    if let Some(headers) = HeadersJson::encode(&r.headers) {
+        let pairs: Vec<String> = match headers {
+            HeadersJson::Text(pairs) => pairs
+                .iter()
+                .map(|(n, v)| format!("{}={}", escaped(n), escaped(v)))
+                .collect(),
+            HeadersJson::Base64(pairs) => pairs
+                .iter()
+                .map(|(n, v)| format!("base64:{n}=base64:{v}"))
+                .collect(),
+        };
+        line.push('\t');
+        line.push_str(&pairs.join(", "));
+    }
+    line
 }
 
-/// A stream's state as one JSON line, in the API's own shape (keys sorted).
-pub fn info_json(s: &StreamInfo) -> Value {
-    serde_json::to_value(s).expect("stream states serialize")
+/// A stream's state as one JSON line, in the API's own shape and field
+/// order (a `Value` would sort the keys).
+pub fn info_json(s: &StreamInfo) -> String {
+    serde_json::to_string(s).expect("stream states serialize")
 }
 
 pub fn info_line(s: &StreamInfo) -> String {
@@ -244,4 +316,33 @@ pub fn info_line(s: &StreamInfo) -> String {
         line.push_str("\tdeleted");
     }
     line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_take_a_number_and_a_unit() {
+        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2d"), Ok(Duration::from_secs(172_800)));
+        for bad in ["", "10", "m", "1.5h", "-3s", "10 m"] {
+            let e = parse_duration(bad).unwrap_err();
+            assert!(e.contains("is not a duration"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn tokens_and_names_are_checked_with_reasons() {
+        assert_eq!(parse_token("42"), Ok(42));
+        assert!(parse_token("0")
+            .unwrap_err()
+            .starts_with("0 is never a fencing token"));
+        assert!(parse_token("-1").unwrap_err().contains("got \"-1\""));
+        assert_eq!(parse_stream("orders"), Ok("orders".into()));
+        assert!(parse_stream("team/orders")
+            .unwrap_err()
+            .starts_with("'/' is not allowed in a stream name"));
+    }
 }

@@ -10,11 +10,12 @@ use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// One or more streams (up to 64).
-    #[arg(required = true)]
+    /// Streams to fence, one or more (up to 64; each 1-255 of A-Z a-z 0-9 .
+    /// _ : -); created if missing. Several are fenced all or none.
+    #[arg(required = true, value_parser = common::parse_stream)]
     pub streams: Vec<String>,
-    /// The new owner's fencing token.
-    #[arg(long)]
+    /// The new owner's fencing token (1..=2^64-1).
+    #[arg(long, value_parser = common::parse_token)]
     pub token: u64,
     /// Print the stream states as JSON, one per line.
     #[arg(long)]

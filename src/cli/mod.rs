@@ -18,6 +18,8 @@ pub mod read;
 pub mod rlimit;
 pub mod serve;
 mod server_log;
+pub mod signals;
+pub mod start;
 pub mod status;
 pub mod tail;
 pub mod token;
@@ -140,15 +142,15 @@ impl std::fmt::Display for LogFormat {
 }
 
 pub fn init_logging_as(format: LogFormat) {
-    install_logging(format, std::io::stderr);
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    install_logging(format, filter, std::io::stderr);
 }
 
-fn install_logging<W>(format: LogFormat, writer: W)
+fn install_logging<W>(format: LogFormat, filter: tracing_subscriber::EnvFilter, writer: W)
 where
     W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
 {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // Colour codes only help a person at a terminal; in files and journals
     // they are noise that breaks grep.
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());

@@ -1,16 +1,21 @@
-//! `fencelog serve`: open the data directory, serve the HTTP API, and shut
-//! down cleanly on SIGTERM or Ctrl-C.
+//! `fencelog serve`: check every setting, bind the listen address, open
+//! (recover) the data directory, serve the HTTP API, and shut down cleanly
+//! on SIGTERM or Ctrl-C. Nothing touches the disk until every setting has
+//! been checked: a bad one is a usage error (exit 2) naming the setting as
+//! the flag and the config file spell it, and no data directory is created.
 
 use super::server_log::ServerLog;
 use super::{rlimit, LogFormat};
 use fencelog_engine::config::{
-    Config, BATCH_BYTES_DEFAULT, BATCH_RECORDS_DEFAULT, SEGMENT_BYTES_DEFAULT,
+    Config, BATCH_BYTES_DEFAULT, BATCH_BYTES_LIMIT, BATCH_RECORDS_DEFAULT, BATCH_RECORDS_LIMIT,
+    SEGMENT_BYTES_DEFAULT, SEGMENT_BYTES_LIMIT,
 };
 use fencelog_engine::Engine;
 use fencelog_server::auth::{Auth, AuthSettings};
 use fencelog_server::budget::{self, MemoryBudget};
 use fencelog_server::{self as http, AppState, HttpLimits, ServerConfig, Tls};
 use std::io::Write;
+use std::net::ToSocketAddrs;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -28,6 +33,11 @@ pub struct Args {
     /// Log line format on stderr [default: text].
     #[arg(long, env = "FENCELOG_LOG_FORMAT", value_enum)]
     pub log_format: Option<LogFormat>,
+    /// Which log lines to write: a level (error, warn, info, debug, trace)
+    /// or directives such as `info,fencelog_server=debug`
+    /// [default: $RUST_LOG if set, else info].
+    #[arg(long, env = "FENCELOG_LOG_LEVEL")]
+    pub log_level: Option<String>,
     /// Directory holding the log's segments, created if missing
     /// [default: ./fencelog-data].
     #[arg(long, env = "FENCELOG_DATA_DIR")]
@@ -36,23 +46,30 @@ pub struct Args {
     /// [default: 127.0.0.1:7070].
     #[arg(long, env = "FENCELOG_LISTEN")]
     pub listen: Option<String>,
-    /// Roll to a new segment file past this size [default: 134217728].
+    // The ranges below are the engine's caps (and this file's); a test
+    // checks `--help` against the constants, so they cannot drift.
+    /// Roll to a new segment file past this size, in 4096..=2147483648
+    /// [default: 134217728].
     #[arg(long, env = "FENCELOG_SEGMENT_BYTES")]
     pub segment_bytes: Option<u64>,
-    /// Most records in one append [default: 1000].
+    /// Most records in one append, in 1..=4096 [default: 1000].
     #[arg(long, env = "FENCELOG_BATCH_RECORDS_MAX")]
     pub batch_records_max: Option<usize>,
-    /// Most record body bytes in one append [default: 1048576].
+    /// Most record body bytes in one append, in 1..=33554432
+    /// [default: 1048576].
     #[arg(long, env = "FENCELOG_BATCH_BYTES_MAX")]
     pub batch_bytes_max: Option<usize>,
-    /// Largest HTTP request body [default: 2 x batch-bytes-max + 64 KiB].
+    /// Largest HTTP request body, in 1..=134217728
+    /// [default: 2 x batch-bytes-max + 64 KiB].
     #[arg(long, env = "FENCELOG_BODY_BYTES_MAX")]
     pub body_bytes_max: Option<usize>,
     /// Time a client has to send request headers, and to start the next
-    /// request on an idle keep-alive connection [default: 10000].
+    /// request on an idle keep-alive connection, in 1..=3600000
+    /// [default: 10000].
     #[arg(long, env = "FENCELOG_HEADER_READ_TIMEOUT_MS")]
     pub header_read_timeout_ms: Option<u64>,
-    /// Time a client has to send a whole request body [default: 30000].
+    /// Time a client has to send a whole request body, in 1..=3600000
+    /// [default: 30000].
     #[arg(long, env = "FENCELOG_BODY_READ_TIMEOUT_MS")]
     pub body_read_timeout_ms: Option<u64>,
     /// Trim records older than this from streams that set no retention of
@@ -116,6 +133,7 @@ pub struct Args {
 #[serde(deny_unknown_fields)]
 struct FileSettings {
     log_format: Option<LogFormat>,
+    log_level: Option<String>,
     data_dir: Option<PathBuf>,
     listen: Option<String>,
     segment_bytes: Option<u64>,
@@ -145,6 +163,7 @@ struct FileSettings {
 #[derive(Debug, serde::Serialize)]
 pub struct Settings {
     pub log_format: String,
+    pub log_level: String,
     pub data_dir: PathBuf,
     pub listen: String,
     pub segment_bytes: u64,
@@ -221,8 +240,15 @@ impl Settings {
             batch_bytes_max,
             ..Config::default()
         };
+        let log_level = args
+            .log_level
+            .clone()
+            .or(file.log_level)
+            .or_else(|| std::env::var("RUST_LOG").ok())
+            .unwrap_or_else(|| "info".to_string());
         let settings = Settings {
             log_format: log_format.to_string(),
+            log_level,
             data_dir: args
                 .data_dir
                 .clone()
@@ -309,8 +335,113 @@ impl Settings {
     }
 }
 
+/// Largest `body_bytes_max`: a request body is held in memory whole.
+pub const BODY_BYTES_LIMIT: usize = 128 << 20;
+/// Longest read timeout: an hour (a longer one holds a slot for nothing).
+pub const READ_TIMEOUT_MS_LIMIT: u64 = 3_600_000;
+
+/// Settings that passed [`check`], in the forms the server takes.
+struct Checked {
+    config: Config,
+    filter: tracing_subscriber::EnvFilter,
+}
+
+/// Checks every setting without touching the disk or the network, naming a
+/// bad one as the config file and the flag spell it.
+fn check(settings: &Settings) -> Result<Checked, String> {
+    let config = engine_config(settings);
+    config.validate().map_err(|e| setting_name(&e))?;
+    let caps = [
+        (
+            "body_bytes_max",
+            settings.body_bytes_max as u64,
+            BODY_BYTES_LIMIT as u64,
+        ),
+        (
+            "header_read_timeout_ms",
+            settings.header_read_timeout_ms,
+            READ_TIMEOUT_MS_LIMIT,
+        ),
+        (
+            "body_read_timeout_ms",
+            settings.body_read_timeout_ms,
+            READ_TIMEOUT_MS_LIMIT,
+        ),
+    ];
+    for (name, value, limit) in caps {
+        if value == 0 || value > limit {
+            return Err(setting_name(&format!(
+                "{name} must be in 1..={limit}, got {value}"
+            )));
+        }
+    }
+    // Syntax only (and name resolution): whether the port is free is known
+    // when it is bound, which is still before recovery.
+    if let Err(e) = settings.listen.to_socket_addrs() {
+        return Err(format!(
+            "listen (--listen) {:?} is not an address ({e}); write it as HOST:PORT, \
+             e.g. 127.0.0.1:7070",
+            settings.listen
+        ));
+    }
+    let filter = log_filter(&settings.log_level).map_err(|e| {
+        format!(
+            "log_level (--log-level) {:?} is not a level or filter ({e}); \
+             use off, error, warn, info, debug or trace, or TARGET=LEVEL",
+            settings.log_level
+        )
+    })?;
+    Ok(Checked { config, filter })
+}
+
+/// A filter from `--log-level`. A bare word must be a level: the filter
+/// syntax would take any other word as a module name to log everything
+/// of, which makes a typo (`--log-level inf`) silence the log.
+fn log_filter(spec: &str) -> Result<tracing_subscriber::EnvFilter, String> {
+    const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+    for directive in spec.split(',').map(str::trim) {
+        let bare = !directive.contains(['=', '[']);
+        if bare && !LEVELS.contains(&directive.to_ascii_lowercase().as_str()) {
+            return Err(format!("{directive:?} is not a level"));
+        }
+    }
+    tracing_subscriber::EnvFilter::try_new(spec).map_err(|e| e.to_string())
+}
+
+/// The engine's name for a setting (as in `Config::validate`'s message)
+/// turned into the setting's own, with its flag.
+fn setting_name(message: &str) -> String {
+    let (name, rest) = message.split_once(' ').unwrap_or((message, ""));
+    let name = match name {
+        "segment_bytes_max" => "segment_bytes",
+        other => other,
+    };
+    format!("{name} (--{}) {rest}", name.replace('_', "-"))
+}
+
+fn engine_config(settings: &Settings) -> Config {
+    Config {
+        segment_bytes_max: settings.segment_bytes,
+        batch_records_max: settings.batch_records_max,
+        batch_bytes_max: settings.batch_bytes_max,
+        queue_depth_max: settings.queue_depth_max,
+        retention_age_s: settings.retention_age_s,
+        retention_bytes: settings.retention_bytes,
+        data_bytes_max: settings.data_bytes_max,
+        ..Config::default()
+    }
+}
+
+// The caps `--help` states are these.
+const _: () = assert!(SEGMENT_BYTES_LIMIT == 2147483648);
+const _: () = assert!(BATCH_RECORDS_LIMIT == 4096);
+const _: () = assert!(BATCH_BYTES_LIMIT == 33554432);
+const _: () = assert!(BODY_BYTES_LIMIT == 134217728);
+
 pub fn run(args: Args) -> ExitCode {
-    let (settings, log_format) = match Settings::resolve(&args) {
+    let checked = Settings::resolve(&args)
+        .and_then(|(settings, format)| Ok((check(&settings)?, settings, format)));
+    let (checked, settings, log_format) = match checked {
         Ok(s) => s,
         Err(e) => {
             eprintln!("fencelog serve: {e}");
@@ -320,14 +451,14 @@ pub fn run(args: Args) -> ExitCode {
     if args.print_config {
         return print_settings(&settings);
     }
-    let log = match super::server_log::init(log_format) {
+    let log = match super::server_log::init(log_format, checked.filter) {
         Ok(log) => log,
         Err(e) => {
             eprintln!("fencelog serve: cannot start the log writer thread: {e}");
             return ExitCode::FAILURE;
         }
     };
-    let code = match Prepared::new(&settings, rlimit::raise_nofile()) {
+    let code = match Prepared::new(&settings, checked.config, rlimit::raise_nofile()) {
         Ok(prepared) => open_and_serve(&settings, prepared, &log),
         Err(e) => {
             tracing::error!("{e}");
@@ -370,18 +501,12 @@ struct Prepared {
 
 impl Prepared {
     /// `nofile`: the file-descriptor limit before and after raising it.
-    fn new(settings: &Settings, (nofile_was, nofile): (u64, u64)) -> Result<Prepared, String> {
-        let config = Config {
-            segment_bytes_max: settings.segment_bytes,
-            batch_records_max: settings.batch_records_max,
-            batch_bytes_max: settings.batch_bytes_max,
-            queue_depth_max: settings.queue_depth_max,
-            retention_age_s: settings.retention_age_s,
-            retention_bytes: settings.retention_bytes,
-            data_bytes_max: settings.data_bytes_max,
-            ..Config::default()
-        };
-        config.validate()?;
+    /// `config`: the engine's, already checked ([`check`]).
+    fn new(
+        settings: &Settings,
+        config: Config,
+        (nofile_was, nofile): (u64, u64),
+    ) -> Result<Prepared, String> {
         let mut limits = HttpLimits::for_config(&config);
         limits.body_bytes_max = settings.body_bytes_max;
         limits.body_read_timeout = Duration::from_millis(settings.body_read_timeout_ms);
@@ -493,12 +618,12 @@ async fn reload_on_sighup(tls: Arc<Tls>) {
     }
 }
 
-/// Opens the data directory and serves it until a stop signal; returns
-/// once the server, its runtime and the engine have shut down.
+/// Binds the listen address, opens the data directory and serves it until
+/// a stop signal; returns once the server, its runtime and the engine have
+/// shut down. The address is bound first: a port in use is reported at
+/// once, not after a recovery that may read the whole log. (Connections
+/// made meanwhile wait in the backlog until recovery is done.)
 fn open_and_serve(settings: &Settings, p: Prepared, log: &ServerLog) -> ExitCode {
-    let Some(engine) = open_engine(&settings.data_dir, p.config) else {
-        return ExitCode::FAILURE;
-    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -509,11 +634,29 @@ fn open_and_serve(settings: &Settings, p: Prepared, log: &ServerLog) -> ExitCode
             return ExitCode::FAILURE;
         }
     };
+    // tokio's bind sets SO_REUSEADDR, so a restart on the same port does
+    // not wait out the old connections' TIME_WAIT.
+    let listener = match runtime.block_on(tokio::net::TcpListener::bind(&settings.listen)) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!(listen = %settings.listen, error = %e, "cannot listen");
+            return ExitCode::FAILURE;
+        }
+    };
+    let Some(engine) = open_engine(&settings.data_dir, p.config) else {
+        return ExitCode::FAILURE;
+    };
     let state = AppState::new(engine)
         .with_limits(p.state_limits)
         .with_auth(p.auth)
         .with_budget(p.budget);
-    let code = runtime.block_on(serve_http(settings, state, p.server_config, log.clone()));
+    let code = runtime.block_on(serve_http(
+        settings,
+        listener,
+        state,
+        p.server_config,
+        log.clone(),
+    ));
     drop(runtime);
     code
 }
@@ -550,22 +693,16 @@ fn open_engine(data_dir: &std::path::Path, config: Config) -> Option<Engine> {
     Some(engine)
 }
 
-/// Binds, announces the address once the startup lines are in the log,
-/// and serves until SIGTERM or Ctrl-C.
+/// Announces the bound address once the startup lines are in the log, and
+/// serves until SIGTERM or Ctrl-C.
 async fn serve_http(
     settings: &Settings,
+    listener: tokio::net::TcpListener,
     state: AppState,
     server_config: ServerConfig,
     log: ServerLog,
 ) -> ExitCode {
     tokio::spawn(report_dropped_log_lines(log.clone()));
-    let listener = match tokio::net::TcpListener::bind(&settings.listen).await {
-        Ok(l) => l,
-        Err(e) => {
-            tracing::error!(listen = %settings.listen, error = %e, "cannot listen");
-            return ExitCode::FAILURE;
-        }
-    };
     let addr = match listener.local_addr() {
         Ok(a) => a,
         Err(e) => {

@@ -72,8 +72,9 @@ impl Drop for LogGuard {
     }
 }
 
-/// Installs the server's logging; it starts out not lossy (startup).
-pub fn init(format: LogFormat) -> io::Result<LogGuard> {
+/// Installs the server's logging with `filter` (which lines); it starts
+/// out not lossy (startup).
+pub fn init(format: LogFormat, filter: tracing_subscriber::EnvFilter) -> io::Result<LogGuard> {
     let (queue, lines) = mpsc::sync_channel(LOG_QUEUE_LINES);
     std::thread::Builder::new()
         .name("fencelog-log".into())
@@ -85,7 +86,7 @@ pub fn init(format: LogFormat) -> io::Result<LogGuard> {
             dropped_lines: AtomicUsize::new(0),
         }),
     };
-    super::install_logging(format, log.clone());
+    super::install_logging(format, filter, log.clone());
     Ok(LogGuard { log })
 }
 

@@ -1,12 +1,12 @@
 //! `fencelog status [STREAM]`: one stream's state, or every stream.
 
 use super::common::{self, ServerArgs, EXIT_OK};
-use serde_json::json;
 use std::process::ExitCode;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// A stream; without it, every stream is listed.
+    #[arg(value_parser = common::parse_stream)]
     pub stream: Option<String>,
     /// Only list streams whose names start with this.
     #[arg(long, default_value = "")]
@@ -52,8 +52,8 @@ pub fn run(args: Args) -> ExitCode {
             }
         }
         if args.json {
-            let list: Vec<_> = all.iter().map(common::info_json).collect();
-            println!("{}", json!({ "streams": list }));
+            let list: Vec<String> = all.iter().map(common::info_json).collect();
+            println!("{{\"streams\":[{}]}}", list.join(","));
         } else if all.is_empty() {
             println!("no streams");
         } else {

@@ -115,6 +115,40 @@ async fn states(http: &reqwest::Client, base: &str) -> Vec<Value> {
     out
 }
 
+/// Issue 12 §2's mapping from operation to scope, spelled out here so the
+/// route table (which the test below walks) cannot drift from it: trim,
+/// seal, delete and stream config each have their own scope.
+const MAPPING: &[(&str, Access)] = &[
+    ("append", Access::Scope(Scope::Append)),
+    ("read", Access::Scope(Scope::Read)),
+    ("fence", Access::Scope(Scope::Fence)),
+    ("trim", Access::Scope(Scope::Trim)),
+    ("seal", Access::Scope(Scope::Seal)),
+    ("delete", Access::Scope(Scope::Delete)),
+    ("config", Access::Scope(Scope::Config)),
+    ("state", Access::Scope(Scope::Read)),
+    ("list", Access::Scope(Scope::Read)),
+    // Issue 11: lookups read; a cursor commit and a batch append (each
+    // batch op is authorized again with its own scope on its stream).
+    ("producer", Access::Scope(Scope::Read)),
+    ("fences", Access::Scope(Scope::Read)),
+    ("put_cursor", Access::Scope(Scope::Append)),
+    ("get_cursor", Access::Scope(Scope::Read)),
+    ("list_cursors", Access::Scope(Scope::Read)),
+    ("batch", Access::Scope(Scope::Append)),
+    ("healthz", Access::Open),
+    ("metrics", Access::Scope(Scope::Admin)),
+    ("console", Access::Open),
+    ("console_asset", Access::Open),
+    ("openapi", Access::Open),
+];
+
+#[test]
+fn the_route_table_declares_the_issue_12_scope_of_every_route() {
+    let table: Vec<(&str, Access)> = ROUTES.iter().map(|r| (r.operation_id, r.access)).collect();
+    assert_eq!(table, MAPPING);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_route_every_scope_inside_and_outside_the_prefix() {
     let tmp = tempfile::tempdir().unwrap();

@@ -2,61 +2,13 @@
 //! the exit code of every outcome (0 ok, 1 failure, 3 stale, 4 rejected)
 //! and what they print, human and `--json`.
 
-use crate::support::{next_line, serve, BIN};
+use crate::support::{code, json_err, json_out, next_line, serve, stderr, stdout, Cli};
 use fencelog_testkit::process::{ChildGuard, ServerProcess, Signal};
 use serde_json::{json, Value};
-use std::io::{BufReader, Write};
-use std::process::{Command, Output, Stdio};
+use std::io::BufReader;
+use std::process::Stdio;
 
-struct Cli {
-    url: String,
-}
-
-impl Cli {
-    fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(BIN);
-        c.args(args).env("FENCELOG_URL", &self.url);
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Output {
-        self.cmd(args).stdin(Stdio::null()).output().unwrap()
-    }
-
-    fn run_stdin(&self, args: &[&str], input: &[u8]) -> Output {
-        let mut child = self
-            .cmd(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(input).unwrap();
-        child.wait_with_output().unwrap()
-    }
-}
-
-fn code(o: &Output) -> i32 {
-    o.status.code().expect("exited by signal")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8(o.stdout.clone()).unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8(o.stderr.clone()).unwrap()
-}
-
-fn json_out(o: &Output) -> Value {
-    serde_json::from_str(stdout(o).trim()).unwrap_or_else(|e| panic!("{e}: {o:?}"))
-}
-
-fn json_err(o: &Output) -> Value {
-    serde_json::from_str(stderr(o).trim()).unwrap_or_else(|e| panic!("{e}: {o:?}"))
-}
-
-fn start() -> (tempfile::TempDir, ServerProcess, Cli) {
+pub fn start() -> (tempfile::TempDir, ServerProcess, Cli) {
     let tmp = tempfile::tempdir().unwrap();
     let server = serve().data_dir(tmp.path().join("data")).start();
     let cli = Cli {
@@ -195,7 +147,7 @@ fn other_rejections_exit_4() {
     assert_eq!(code(&o), 4);
     assert_eq!(json_err(&o)["error"], json!("stream_not_found"));
     assert_eq!(code(&cli.run(&["read", "missing"])), 4);
-    assert_eq!(code(&cli.run(&["tail", "missing"])), 4);
+    assert_eq!(code(&cli.run(&["tail", "missing", "--no-wait"])), 4);
 
     let o = cli.run(&["read", "s", "--from", "9", "--json"]);
     assert_eq!(code(&o), 4);
@@ -204,10 +156,11 @@ fn other_rejections_exit_4() {
         (&json!("out_of_range"), &json!(2))
     );
 
-    assert_eq!(code(&cli.run(&["append", "s", "--token", "0", "x"])), 4);
+    // Checked before sending: usage errors.
+    assert_eq!(code(&cli.run(&["append", "s", "--token", "0", "x"])), 2);
     assert_eq!(
         code(&cli.run(&["append", "bad/name", "--token", "1", "x"])),
-        4
+        2
     );
     // Past the server's 1 MiB batch limit (too long for an argv entry).
     let big = "x".repeat(3 << 19) + "\n";
@@ -239,7 +192,7 @@ fn unreachable_server_exits_1_and_usage_errors_exit_2() {
     // --server wins over FENCELOG_URL.
     let (_tmp, server, _) = start();
     let o = cli.run(&["--help"]);
-    assert!(stdout(&o).contains("3  stale fencing token"));
+    assert!(stdout(&o).contains("3    stale fencing token"));
     let o = cli.run(&["status", "--server", server.url()]);
     assert_eq!(code(&o), 0, "{o:?}");
     assert_eq!(code(&cli.run(&["append", "s"])), 2, "missing --token");

@@ -14,6 +14,30 @@ fn run(url: &str, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// [`run`] for a command that should end by itself (a tail of a sealed
+/// stream): killed by its pid, failing the test, if it is still running
+/// after a deadline.
+fn run_to_end(url: &str, args: &[&str]) -> Output {
+    let child = Command::new(BIN)
+        .args(args)
+        .env("FENCELOG_URL", url)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || tx.send(child.wait_with_output()));
+    match rx.recv_timeout(std::time::Duration::from_secs(30)) {
+        Ok(output) => output.unwrap(),
+        Err(_) => {
+            let _ = Command::new("kill").arg(pid.to_string()).status();
+            panic!("fencelog {args:?} did not end within 30 s");
+        }
+    }
+}
+
 fn json_of(bytes: &[u8]) -> Value {
     serde_json::from_slice(bytes)
         .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(bytes)))
@@ -76,6 +100,15 @@ fn trim_seal_delete_and_config_from_the_command_line() {
     assert_eq!(
         (&err["error"], &err["next_seq"], &err["sealed"]),
         (&json!("stream_sealed"), &json!(3), &json!(true))
+    );
+
+    // A tail of the sealed stream prints what is left and ends, exit 0.
+    let o = run_to_end(url, &["tail", "s", "--from", "2"]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "2\t2\tr2\n");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("fencelog: s is sealed at next_seq 3"),
+        "{o:?}"
     );
 
     let o = run(url, &["delete", "s", "--token", "2", "--json"]);

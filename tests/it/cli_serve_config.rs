@@ -2,9 +2,12 @@
 //! variables override it, flags override both; `--print-config` shows the
 //! result; `--log-format json` logs JSON lines; the startup lines are in the
 //! log by the time the server prints `listening on`, and the shutdown lines
-//! by the time it exits.
+//! by the time it exits; every setting is checked, under its own name,
+//! before anything touches the disk; `--help` states every cap;
+//! `--log-level` picks the lines.
 
 use crate::support::{serve, BIN};
+use fencelog_engine::config::{BATCH_BYTES_LIMIT, BATCH_RECORDS_LIMIT, SEGMENT_BYTES_LIMIT};
 use std::process::Command;
 
 fn serve_cmd() -> Command {
@@ -19,6 +22,10 @@ fn serve_cmd() -> Command {
         "FENCELOG_BATCH_RECORDS_MAX",
         "FENCELOG_BATCH_BYTES_MAX",
         "FENCELOG_BODY_BYTES_MAX",
+        "FENCELOG_HEADER_READ_TIMEOUT_MS",
+        "FENCELOG_BODY_READ_TIMEOUT_MS",
+        "FENCELOG_LOG_LEVEL",
+        "RUST_LOG",
     ] {
         c.env_remove(var);
     }
@@ -182,4 +189,112 @@ fn shutdown_lines_are_logged_before_exit() {
             && lines.last().is_some_and(|l| l.ends_with(" stopped")),
         "the log lacks the shutdown lines:\n{text}"
     );
+}
+
+/// A bad setting is exit 2 with the setting's own name and flag, before
+/// the data directory is created; so is a listen address that is not one.
+/// A port in use is found before recovery: exit 1, still no directory.
+#[test]
+fn settings_are_checked_before_the_disk_is_touched() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("never");
+    let file = tmp.path().join("fencelog.toml");
+    std::fs::write(&file, "segment_bytes = 100\n").unwrap();
+    let cases: [(&[&str], String); 7] = [
+        (
+            &["--segment-bytes", "100"],
+            format!("fencelog serve: segment_bytes (--segment-bytes) must be in 4096..={SEGMENT_BYTES_LIMIT}, got 100\n"),
+        ),
+        (
+            &["--config", file.to_str().unwrap()],
+            format!("fencelog serve: segment_bytes (--segment-bytes) must be in 4096..={SEGMENT_BYTES_LIMIT}, got 100\n"),
+        ),
+        (
+            &["--batch-records-max", "0"],
+            format!("fencelog serve: batch_records_max (--batch-records-max) must be in 1..={BATCH_RECORDS_LIMIT}, got 0\n"),
+        ),
+        (
+            &["--body-bytes-max", "0"],
+            "fencelog serve: body_bytes_max (--body-bytes-max) must be in 1..=134217728, got 0\n".into(),
+        ),
+        (
+            &["--header-read-timeout-ms", "0"],
+            "fencelog serve: header_read_timeout_ms (--header-read-timeout-ms) must be in 1..=3600000, got 0\n".into(),
+        ),
+        (
+            &["--listen", "7070"],
+            "fencelog serve: listen (--listen) \"7070\" is not an address (invalid socket address); write it as HOST:PORT, e.g. 127.0.0.1:7070\n".into(),
+        ),
+        (
+            &["--log-level", "loud"],
+            "fencelog serve: log_level (--log-level) \"loud\" is not a level or filter (\"loud\" is not a level)".into(),
+        ),
+    ];
+    // Every case listens on a port in use (through the environment, which
+    // a flag overrides): a setting let through by mistake ends in exit 1
+    // at the bind, not in a server that runs on.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken = taken.local_addr().map(|a| (taken, a.to_string())).unwrap();
+    for (args, says) in cases {
+        let o = serve_cmd()
+            .arg("--data-dir")
+            .arg(&data)
+            .env("FENCELOG_LISTEN", &taken.1)
+            .args(args)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {o:?}");
+        let err = String::from_utf8(o.stderr).unwrap();
+        assert!(err.starts_with(&says), "{args:?}: {err}");
+        assert!(!data.exists(), "{args:?} created the data directory");
+    }
+    let o = serve_cmd()
+        .arg("--data-dir")
+        .arg(&data)
+        .args(["--listen", &taken.1])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{o:?}");
+    let err = String::from_utf8(o.stderr).unwrap();
+    assert!(err.contains("cannot listen"), "{err}");
+    assert!(!err.contains("recovered"), "{err}");
+    assert!(
+        !data.exists(),
+        "a port in use still created the data directory"
+    );
+}
+
+#[test]
+fn help_states_every_cap() {
+    let o = serve_cmd().arg("--help").output().unwrap();
+    let help = String::from_utf8(o.stdout).unwrap();
+    for cap in [
+        format!("4096..={SEGMENT_BYTES_LIMIT}"),
+        format!("1..={BATCH_RECORDS_LIMIT}"),
+        format!("1..={BATCH_BYTES_LIMIT}"),
+        "1..=134217728".to_string(),
+        "1..=3600000".to_string(),
+        "--log-level".to_string(),
+    ] {
+        assert!(help.contains(&cap), "--help lacks {cap}:\n{help}");
+    }
+}
+
+#[test]
+fn log_level_picks_the_lines() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = serve()
+        .data_dir(tmp.path().join("data"))
+        .args(["--log-level", "warn"])
+        .start();
+    let log = server.log_path().to_path_buf();
+    assert_eq!(server.sigterm_and_wait().code(), Some(0));
+    // Only warnings and errors: none happened, so the log is empty.
+    assert_eq!(std::fs::read_to_string(log).unwrap(), "");
+    let o = serve_cmd()
+        .args(["--log-level", "debug", "--print-config"])
+        .output()
+        .unwrap();
+    let printed: toml::Table = toml::from_str(&String::from_utf8(o.stdout).unwrap()).unwrap();
+    assert_eq!(printed["log_level"].as_str(), Some("debug"));
 }

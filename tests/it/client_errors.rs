@@ -39,7 +39,11 @@ async fn stale_token_carries_presented_highest_and_next_seq() {
                 presented,
                 highest,
                 next_seq,
-            } => assert_eq!((presented, highest, next_seq), (41, 42, 2)),
+                answer,
+            } => {
+                assert_eq!((presented, highest, next_seq), (41, 42, 2));
+                assert_eq!(answer.stream(), Some("orders"));
+            }
             other => panic!("expected StaleToken, got {other:?}"),
         }
     }
@@ -53,11 +57,15 @@ async fn seq_mismatch_reports_expected_and_actual() {
     let (_srv, c) = server(Config::default()).await;
     c.append("s", 1, ["a", "b"]).await.unwrap();
     match c.append_with("s", 1, ["c"], Some(5)).await.unwrap_err() {
-        ClientError::SeqMismatch { expected, next_seq } => assert_eq!((expected, next_seq), (5, 2)),
+        ClientError::SeqMismatch {
+            expected, next_seq, ..
+        } => assert_eq!((expected, next_seq), (5, 2)),
         other => panic!("expected SeqMismatch, got {other:?}"),
     }
     match c.append_raw("s", 1, "c", Some(0)).await.unwrap_err() {
-        ClientError::SeqMismatch { expected, next_seq } => assert_eq!((expected, next_seq), (0, 2)),
+        ClientError::SeqMismatch {
+            expected, next_seq, ..
+        } => assert_eq!((expected, next_seq), (0, 2)),
         other => panic!("expected SeqMismatch, got {other:?}"),
     }
     let ack = c.append_with("s", 1, ["c"], Some(2)).await.unwrap();
@@ -74,11 +82,11 @@ async fn not_found_out_of_range_too_large_and_bad_request() {
     let (_srv, c) = server(config).await;
     assert!(matches!(
         c.state("missing").await,
-        Err(ClientError::NotFound)
+        Err(ClientError::StreamNotFound { stream, .. }) if stream == "missing"
     ));
     assert!(matches!(
         c.read("missing", 0, &ReadOptions::default()).await,
-        Err(ClientError::NotFound)
+        Err(ClientError::StreamNotFound { stream, .. }) if stream == "missing"
     ));
 
     c.append("s", 1, ["x"]).await.unwrap();
@@ -86,7 +94,8 @@ async fn not_found_out_of_range_too_large_and_bad_request() {
         c.read("s", 5, &ReadOptions::default()).await,
         Err(ClientError::OutOfRange {
             first_seq: 0,
-            next_seq: 1
+            next_seq: 1,
+            ..
         })
     ));
     assert!(matches!(

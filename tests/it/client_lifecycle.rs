@@ -24,6 +24,7 @@ async fn trim_and_reads_below_the_trim_point() {
         ClientError::OutOfRange {
             first_seq,
             next_seq,
+            ..
         } => assert_eq!((first_seq, next_seq), (2, 3)),
         other => panic!("expected OutOfRange, got {other:?}"),
     }
@@ -38,12 +39,13 @@ async fn trim_and_reads_below_the_trim_point() {
             presented,
             highest,
             next_seq,
+            ..
         } => assert_eq!((presented, highest, next_seq), (1, 2, 3)),
         other => panic!("expected StaleToken, got {other:?}"),
     }
     assert!(matches!(
         c.trim("none", 1, 0).await,
-        Err(ClientError::NotFound)
+        Err(ClientError::StreamNotFound { stream, .. }) if stream == "none"
     ));
 }
 
@@ -73,6 +75,7 @@ async fn a_sealed_stream_is_its_own_error_and_ends_a_tail() {
                 first_seq,
                 next_seq,
                 highest_token,
+                ..
             } => {
                 assert_eq!((first_seq, next_seq, highest_token), (0, 1, 4))
             }
@@ -89,7 +92,9 @@ async fn delete_and_config() {
     c.append("d", 5, ["a"]).await.unwrap();
     let t = c.delete("d", 5).await.unwrap();
     assert!(t.deleted && t.next_seq == 1);
-    assert!(matches!(c.state("d").await, Err(ClientError::NotFound)));
+    assert!(
+        matches!(c.state("d").await, Err(ClientError::StreamNotFound { stream, .. }) if stream == "d")
+    );
     assert!(matches!(
         c.append("d", 5, ["zombie"]).await,
         Err(ClientError::StaleToken { highest: 5, .. })

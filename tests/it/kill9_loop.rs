@@ -148,7 +148,7 @@ async fn verify(client: &Client, ledger: &Ledger, cycle: u64) -> u64 {
                 }
                 (Some(info), log)
             }
-            Err(ClientError::NotFound) => (None, Vec::new()),
+            Err(ClientError::StreamNotFound { .. }) => (None, Vec::new()),
             Err(e) => panic!("cycle {cycle}: state of {name}: {e}"),
         };
         let highest = info.as_ref().map_or(0, |i| i.highest_token);

@@ -220,7 +220,7 @@ async fn stalled_uploads_are_capped_and_shutdown_does_not_wait_for_them() {
     let body: Value = resp.json().await.unwrap();
     assert_eq!(
         body,
-        json!({"error": "overloaded", "message": "the server is at its memory budget for request bodies; retry shortly", "retry_after_s": 1})
+        json!({"error": "overloaded", "message": "the server is at its memory budget for request bodies; retry shortly", "retry_after_s": 1, "stream": "s"})
     );
     // SIGTERM is not held up by the stalled bodies (30 s body timeout):
     // the drain gives up after its 5 s deadline.

@@ -121,30 +121,33 @@ def test_too_large(spawn) -> None:
             with pytest.raises(fencelog.TooLarge) as info:
                 c.append("big", 1, records)
             e = info.value
-            assert e.body == {"error": "too_large", **fields}
+            assert e.body == {"error": "too_large", **fields, "stream": "big"}
             assert (e.status, e.limit, e.actual) == (413, fields["limit"], fields.get("actual"))
         with pytest.raises(fencelog.NotFound):
             c.state("big")  # nothing was written, not even the stream
 
 
 def test_bad_request(client: fencelog.Client, stream: str) -> None:
+    # Every refusal of a request naming a valid stream names it.
+    named = {"stream": stream}
     cases = [
-        (lambda: client.append(stream, 0, "a"), f'header Fencing-Token must be {TOKEN_RANGE}, got "0"'),
+        (lambda: client.append(stream, 0, "a"), f'header Fencing-Token must be {TOKEN_RANGE}, got "0"', named),
         (lambda: client.append(stream, U64_MAX + 1, "a"),
-         f'header Fencing-Token must be {TOKEN_RANGE}, got "18446744073709551616"'),
-        (lambda: client.fence(stream, 0), f"fencing_token must be {TOKEN_RANGE}, got 0"),
+         f'header Fencing-Token must be {TOKEN_RANGE}, got "18446744073709551616"', named),
+        (lambda: client.fence(stream, 0), f"fencing_token must be {TOKEN_RANGE}, got 0", named),
         (lambda: client.append(stream, 1, []),
          "the application/vnd.fencelog.batch body is empty: it needs at least one record "
-         "(a u32 little-endian length, then that many bytes)"),
+         "(a u32 little-endian length, then that many bytes)", named),
         (lambda: client.state("a/b"),
-         "invalid stream name: stream name has byte 0x2f at index 1; allowed are A-Z a-z 0-9 . _ : -"),
-        (lambda: client.state(".."), "invalid stream name: stream name must not be '.' or '..'"),
-        (lambda: client.read(stream, count=0), "query parameter count must be at least 1"),
+         "invalid stream name: '/' is not allowed in a stream name "
+         "(at byte 1; allowed are A-Z a-z 0-9 . _ : -)", {}),
+        (lambda: client.state(".."), "invalid stream name: stream name must not be '.' or '..'", {}),
+        (lambda: client.read(stream, count=0), "query parameter count must be at least 1", named),
     ]
-    for call, message in cases:
+    for call, message, fields in cases:
         with pytest.raises(fencelog.BadRequest) as info:
             call()
-        assert info.value.body == {"error": "bad_request", "message": message}
+        assert info.value.body == {"error": "bad_request", "message": message, **fields}
         assert info.value.status == 400
 
 
@@ -193,7 +196,7 @@ def test_unavailable_when_storage_refuses_before_writing(spawn) -> None:
         with pytest.raises(fencelog.Unavailable) as again:
             c.append("s", 1, b"x" * 100_000)
         e = again.value
-        assert e.body == {"error": "unavailable", "message": REFUSED + failure}
+        assert e.body == {"error": "unavailable", "message": REFUSED + failure, "stream": "s"}
         assert (e.status, e.outcome_unknown) == (503, False)
         # Reads keep working, and show exactly what was acknowledged.
         assert c.state("s").next_seq == acked
@@ -248,6 +251,9 @@ class _OneAnswer:
                 conn.sendall(self.reply)
 
     def close(self) -> None:
+        # close() alone does not wake a thread blocked in accept() on
+        # Linux; shutdown() makes that accept() fail at once.
+        self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
         self.thread.join()
 
@@ -284,14 +290,23 @@ def test_insufficient_storage(tmp_path: Path) -> None:
             f"mount said: {mounted.stderr.strip()}"
         )
     try:
-        small = FencelogServer(mnt / "data").start()
+        # Small segments, so a segment's zero-fill fits the small disk a
+        # few times over and the disk fills with records, not preallocation.
+        small = FencelogServer(mnt / "data", args=["--segment-bytes", "262144"]).start()
         try:
             with fencelog.Client(small.url) as c:
-                failure = "preallocate of 00000000000000000000.seg failed: No space left on device (os error 28)"
-                acked = _fill(c, "s", fencelog.InsufficientStorage)
+                # A small first record fits; it makes the stream exist.
+                c.append("s", 1, "first")
+                acked = 1 + _fill(c, "s", fencelog.InsufficientStorage)
                 with pytest.raises(fencelog.InsufficientStorage) as then:
                     c.append("s", 1, b"x" * 100_000)
-                assert then.value.body == {"error": "insufficient_storage", "message": REFUSED + failure}
+                body = dict(then.value.body)
+                # Which segment ran out depends on how the space was used.
+                assert re.fullmatch(
+                    re.escape(REFUSED) + r"preallocate of \d{20}\.seg failed: No space left on device \(os error 28\)",
+                    body.pop("message"),
+                )
+                assert body == {"error": "insufficient_storage", "stream": "s"}
                 assert (then.value.status, then.value.outcome_unknown) == (507, False)
                 assert c.state("s").next_seq == acked
                 # The operator frees space: writes resume without a restart.
@@ -321,7 +336,9 @@ def test_corrupt(spawn) -> None:
         with pytest.raises(fencelog.Corrupt) as info:
             c.read("c")
         assert info.value.status == 500
-        assert sorted(info.value.body) == ["error", "message"]
+        # The file and offset of the damaged frame, and the stream read.
+        assert sorted(info.value.body) == ["error", "file", "message", "offset", "stream"]
+        assert (info.value.body["file"], info.value.body["stream"]) == ("00000000000000000000.seg", "c")
         assert info.value.code == "corrupt" and re.fullmatch(pattern, info.value.message)
         # The tail gets the same error as an SSE `error` event, and ends.
         with pytest.raises(fencelog.Corrupt) as in_tail:

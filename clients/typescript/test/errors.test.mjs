@@ -106,7 +106,7 @@ test("TooLargeError for records, bytes and the body", async () => {
   ];
   for (const [records, fields] of cases) {
     const e = await caught(() => sc.append("big", 1, records), f.TooLargeError);
-    assert.deepEqual(e.body, { error: "too_large", ...fields });
+    assert.deepEqual(e.body, { error: "too_large", ...fields, stream: "big" });
     assert.deepEqual([e.status, e.limit, e.actual], [413, fields.limit, fields.actual ?? null]);
   }
   await caught(() => sc.state("big"), f.NotFoundError);
@@ -114,20 +114,27 @@ test("TooLargeError for records, bytes and the body", async () => {
 
 test("BadRequestError", async () => {
   const s = streamName("bad");
+  // Every refusal of a request naming a valid stream names it.
+  const named = { stream: s };
   const cases = [
-    [() => c.append(s, 0, "a"), `header Fencing-Token must be ${TOKEN_RANGE}, got "0"`],
-    [() => c.append(s, 18446744073709551616n, "a"), `header Fencing-Token must be ${TOKEN_RANGE}, got "18446744073709551616"`],
-    [() => c.fence(s, 0), `fencing_token must be ${TOKEN_RANGE}, got 0`],
+    [() => c.append(s, 0, "a"), `header Fencing-Token must be ${TOKEN_RANGE}, got "0"`, named],
+    [() => c.append(s, 18446744073709551616n, "a"), `header Fencing-Token must be ${TOKEN_RANGE}, got "18446744073709551616"`, named],
+    [() => c.fence(s, 0), `fencing_token must be ${TOKEN_RANGE}, got 0`, named],
     [
       () => c.append(s, 1, []),
       "the application/vnd.fencelog.batch body is empty: it needs at least one record (a u32 little-endian length, then that many bytes)",
+      named,
     ],
-    [() => c.state("a/b"), "invalid stream name: stream name has byte 0x2f at index 1; allowed are A-Z a-z 0-9 . _ : -"],
-    [() => c.read(s, { count: 0 }), "query parameter count must be at least 1"],
+    [
+      () => c.state("a/b"),
+      "invalid stream name: '/' is not allowed in a stream name (at byte 1; allowed are A-Z a-z 0-9 . _ : -)",
+      {},
+    ],
+    [() => c.read(s, { count: 0 }), "query parameter count must be at least 1", named],
   ];
-  for (const [call, message] of cases) {
+  for (const [call, message, fields] of cases) {
     const e = await caught(call, f.BadRequestError);
-    assert.deepEqual(e.body, { error: "bad_request", message });
+    assert.deepEqual(e.body, { error: "bad_request", message, ...fields });
     assert.equal(e.status, 400);
   }
   // fetch resolves "." and ".." as path segments, so they are refused here.
@@ -166,7 +173,7 @@ test("UnavailableError when storage refuses before writing: nothing changed, not
   // The space ahead could not be zero-filled, so none of the refused group
   // was written: the outcome is known and the engine goes on.
   const again = await caught(() => sc.append("s", 1, new Uint8Array(100_000)), f.UnavailableError);
-  assert.deepEqual(again.body, { error: "unavailable", message: REFUSED + failure });
+  assert.deepEqual(again.body, { error: "unavailable", message: REFUSED + failure, stream: "s" });
   assert.deepEqual([again.status, again.outcomeUnknown], [503, false]);
   assert.equal((await sc.state("s")).nextSeq, acked);
   // A write that fits in the space already zero-filled still lands.
@@ -215,14 +222,21 @@ test("InsufficientStorageError on a full disk, and writes resume once space is f
   } catch (e) {
     assert.fail(`this test mounts a 2 MiB tmpfs (as root, like CI) to fill the server's disk: ${e.stderr ?? e}`);
   }
-  const small = new FencelogServer(join(mnt, "data"));
+  // Small segments, so a segment's zero-fill fits the small disk a few
+  // times over and the disk fills with records, not preallocation.
+  const small = new FencelogServer(join(mnt, "data"), { args: ["--segment-bytes", "262144"] });
   try {
     await small.start();
     const sc = new f.Client(small.url);
-    const failure = "preallocate of 00000000000000000000.seg failed: No space left on device (os error 28)";
-    const [acked] = await fill(sc, f.InsufficientStorageError);
+    // A small first record fits; it makes the stream exist.
+    await sc.append("s", 1, "first");
+    const [filled] = await fill(sc, f.InsufficientStorageError);
+    const acked = 1 + filled;
     const then = await caught(() => sc.append("s", 1, new Uint8Array(100_000)), f.InsufficientStorageError);
-    assert.deepEqual(then.body, { error: "insufficient_storage", message: REFUSED + failure });
+    const { message, ...rest } = then.body;
+    // Which segment ran out depends on how the space was used.
+    assert.match(message, /^storage refused the write before any of it was written; nothing changed: preallocate of \d{20}\.seg failed: No space left on device \(os error 28\)$/);
+    assert.deepEqual(rest, { error: "insufficient_storage", stream: "s" });
     assert.deepEqual([then.status, then.outcomeUnknown], [507, false]);
     assert.equal((await sc.state("s")).nextSeq, acked);
     mount(["-o", "remount,size=8m", mnt]);
@@ -246,7 +260,9 @@ test("CorruptError from a read and from a tail", async () => {
     /^corrupt log: 00000000000000000000\.seg at offset \d+: checksum mismatch: stored 0x[0-9a-f]{8}, computed 0x[0-9a-f]{8}$/;
   const e = await caught(() => sc.read("c"), f.CorruptError);
   assert.equal(e.status, 500);
-  assert.deepEqual(Object.keys(e.body).sort(), ["error", "message"]);
+  // The file and offset of the damaged frame, and the stream read.
+  assert.deepEqual(Object.keys(e.body).sort(), ["error", "file", "message", "offset", "stream"]);
+  assert.deepEqual([e.body.file, e.body.stream], ["00000000000000000000.seg", "c"]);
   assert.match(e.serverMessage, pattern);
   // In a tail it arrives as an SSE `error` event, and ends the tail.
   const tail = sc.tail("c");

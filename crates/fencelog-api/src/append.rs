@@ -3,7 +3,9 @@
 //! the token in headers instead; see [`crate::header`] and [`crate::batch`].)
 
 use crate::record::BodyJson;
-use fencelog_engine::Ack;
+use crate::record_headers::HeadersJson;
+use fencelog_engine::{Ack, RecordIn};
+use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 
 /// A JSON append. Keys serialise in sorted order, as the server's own
@@ -25,7 +27,44 @@ pub struct AppendRequest<'a> {
     pub producer_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub producer_seq: Option<u64>,
-    pub records: Vec<BodyJson<'a>>,
+    pub records: Vec<RecordInJson<'a>>,
+}
+
+/// One record of a JSON append: `{"body" | "body_base64", ["headers" |
+/// "headers_base64"]}`, keys sorted like the request's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordInJson<'a> {
+    pub body: BodyJson<'a>,
+    pub headers: Option<HeadersJson<'a>>,
+}
+
+impl<'a> RecordInJson<'a> {
+    /// A record of bytes without headers.
+    pub fn body(bytes: &'a [u8]) -> Self {
+        RecordInJson {
+            body: BodyJson::encode(bytes),
+            headers: None,
+        }
+    }
+
+    /// A record with its headers, each part text or base64 by the rule.
+    pub fn new(r: &'a RecordIn) -> Self {
+        RecordInJson {
+            body: BodyJson::encode(&r.body),
+            headers: HeadersJson::encode(&r.headers),
+        }
+    }
+}
+
+impl Serialize for RecordInJson<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(1 + self.headers.is_some() as usize))?;
+        map.serialize_entry(self.body.field(), self.body.as_json_str())?;
+        if let Some(h) = &self.headers {
+            map.serialize_entry(h.field(), h)?;
+        }
+        map.end()
+    }
 }
 
 /// A successful append: durable from `first_seq` through `last_seq`.
@@ -69,7 +108,7 @@ mod tests {
             not_after_ms: None,
             producer_id: None,
             producer_seq: None,
-            records: vec![BodyJson::encode(b"hi"), BodyJson::encode(b"\xff")],
+            records: vec![RecordInJson::body(b"hi"), RecordInJson::body(b"\xff")],
         };
         assert_eq!(
             serde_json::to_string(&req).unwrap(),
@@ -82,6 +121,19 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&req).unwrap(),
             r#"{"fencing_token":3,"match_seq_num":4,"records":[{"body":"hi"},{"body_base64":"/w=="}]}"#
+        );
+        let with = RecordIn::new("b").with_header("trace-id", "abc");
+        let req = AppendRequest {
+            fencing_token: 1,
+            match_seq_num: None,
+            not_after_ms: None,
+            producer_id: None,
+            producer_seq: None,
+            records: vec![RecordInJson::new(&with)],
+        };
+        assert_eq!(
+            serde_json::to_string(&req).unwrap(),
+            r#"{"fencing_token":1,"records":[{"body":"b","headers":[["trace-id","abc"]]}]}"#
         );
     }
 }

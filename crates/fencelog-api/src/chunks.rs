@@ -7,6 +7,7 @@
 //! whole.
 
 use crate::record::{BODY, BODY_BASE64};
+use crate::record_headers::HeadersJson;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use fencelog_engine::Record;
@@ -71,10 +72,18 @@ impl RecordArray {
                     let comma = if self.next > 0 { "," } else { "" };
                     write!(
                         out,
-                        r#"{comma}{{"seq":{},"fencing_token":{},"timestamp_ms":{},"{field}":""#,
+                        r#"{comma}{{"seq":{},"fencing_token":{},"timestamp_ms":{},"#,
                         r.seq, r.fencing_token, r.timestamp_ms
                     )
                     .expect("writing to a Vec cannot fail");
+                    // Headers are small (a few KiB at most, by the
+                    // engine's limits): written whole, as serde does.
+                    if let Some(h) = HeadersJson::encode(&r.headers) {
+                        write!(out, r#""{}":"#, h.field()).expect("writing to a Vec cannot fail");
+                        serde_json::to_writer(&mut *out, &h).expect("headers serialise to a Vec");
+                        out.push(b',');
+                    }
+                    write!(out, r#""{field}":""#).expect("writing to a Vec cannot fail");
                     InBody { at: 0, text }
                 }
             };
@@ -165,12 +174,27 @@ mod tests {
     use super::*;
     use crate::RecordJson;
     use bytes::Bytes;
+    use fencelog_engine::Header;
 
     fn record(seq: u64, body: Vec<u8>) -> Record {
         Record {
             seq,
             fencing_token: 7,
             timestamp_ms: 1_700_000_000_000 + seq,
+            headers: if seq % 3 == 1 {
+                vec![
+                    Header {
+                        name: Bytes::from("trace-id"),
+                        value: Bytes::from(format!("t{seq}")),
+                    },
+                    Header {
+                        name: Bytes::from("bin"),
+                        value: Bytes::from(vec![0xff, seq as u8]),
+                    },
+                ]
+            } else {
+                Vec::new()
+            },
             body: Bytes::from(body),
         }
     }

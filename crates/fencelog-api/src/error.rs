@@ -17,6 +17,9 @@ pub enum ErrorCode {
     /// 403: the access token's scopes or stream prefix do not cover the
     /// operation; the body names the missing `scope`.
     Forbidden,
+    /// 400: records with headers, which this build does not store yet.
+    /// Nothing changed; the same records without headers are accepted.
+    HeadersUnsupported,
     /// 404 from a handler: the stream does not exist.
     StreamNotFound,
     /// 404 from the router: no such route.
@@ -72,10 +75,11 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for lookups by name and for tests.
-    pub const ALL: [ErrorCode; 25] = [
+    pub const ALL: [ErrorCode; 26] = [
         ErrorCode::BadRequest,
         ErrorCode::Unauthenticated,
         ErrorCode::Forbidden,
+        ErrorCode::HeadersUnsupported,
         ErrorCode::StreamNotFound,
         ErrorCode::NotFound,
         ErrorCode::MethodNotAllowed,
@@ -106,6 +110,7 @@ impl ErrorCode {
             ErrorCode::BadRequest => "bad_request",
             ErrorCode::Unauthenticated => "unauthenticated",
             ErrorCode::Forbidden => "forbidden",
+            ErrorCode::HeadersUnsupported => "headers_unsupported",
             ErrorCode::StreamNotFound => "stream_not_found",
             ErrorCode::NotFound => "not_found",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
@@ -134,7 +139,7 @@ impl ErrorCode {
     /// The HTTP status every answer with this code has.
     pub const fn status(self) -> u16 {
         match self {
-            ErrorCode::BadRequest => 400,
+            ErrorCode::BadRequest | ErrorCode::HeadersUnsupported => 400,
             ErrorCode::Unauthenticated => 401,
             ErrorCode::Forbidden => 403,
             ErrorCode::StreamNotFound
@@ -181,7 +186,8 @@ impl Serialize for ErrorCode {
 /// The fields an error body carries besides `error` and `message`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Field {
-    /// The stream the request named (409, 412, 404 stream, 416).
+    /// The stream the request named: every error of a request naming a
+    /// valid stream carries it.
     Stream,
     /// The token a stale request carried (409).
     PresentedToken,
@@ -229,6 +235,10 @@ pub enum Field {
     /// Seconds to wait before retrying, as `Retry-After` says (503
     /// `overloaded`).
     RetryAfterS,
+    /// The segment file holding a corrupt frame (500 `corrupt`).
+    File,
+    /// The byte offset of that frame in its file (500 `corrupt`).
+    Offset,
 }
 
 impl Field {
@@ -257,6 +267,8 @@ impl Field {
             Field::Scope => "scope",
             Field::Principal => "principal",
             Field::RetryAfterS => "retry_after_s",
+            Field::File => "file",
+            Field::Offset => "offset",
         }
     }
 }

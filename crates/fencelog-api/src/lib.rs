@@ -17,16 +17,18 @@ pub mod header;
 pub mod producer;
 pub mod read;
 pub mod record;
+pub mod record_headers;
 pub mod sse;
 pub mod stream;
 
-pub use append::{AppendAck, AppendRequest};
+pub use append::{AppendAck, AppendRequest, RecordInJson};
 pub use error::{ErrorBody, ErrorCode, Field};
 pub use producer::{
     BatchOpRequest, BatchRequest, CursorInfo, CursorList, CursorRequest, FenceJson, FenceList,
     ProducerInfo,
 };
-pub use read::ReadPage;
+pub use read::{next_start_seq, ReadPage, ReadStart};
 pub use record::{BodyError, BodyJson, RecordJson};
+pub use record_headers::HeadersJson;
 pub use sse::{SseEvent, SseParser};
 pub use stream::{ConfigRequest, FenceRequest, StreamInfo, StreamList, TrimRequest};

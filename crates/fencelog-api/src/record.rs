@@ -2,6 +2,7 @@
 //! UTF-8 text, `body_base64` otherwise, so text stays readable and binary
 //! stays exact. Encoded and decoded here only.
 
+use crate::record_headers::HeadersJson;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use bytes::Bytes;
@@ -25,6 +26,8 @@ pub enum BodyError {
     /// The field is there but is not a JSON string.
     NotAString,
     NotBase64(base64::DecodeError),
+    /// The record's headers are malformed (the text says how).
+    BadHeaders(String),
 }
 
 impl fmt::Display for BodyError {
@@ -35,6 +38,7 @@ impl fmt::Display for BodyError {
             }
             BodyError::NotAString => write!(f, "{BODY} must be a string"),
             BodyError::NotBase64(e) => write!(f, "{BODY_BASE64} is not valid base64: {e}"),
+            BodyError::BadHeaders(e) => f.write_str(e),
         }
     }
 }
@@ -117,7 +121,9 @@ impl Serialize for BodyJson<'_> {
 }
 
 /// One record as reads and tails answer it:
-/// `{"seq", "fencing_token", "timestamp_ms", "body" | "body_base64"}`.
+/// `{"seq", "fencing_token", "timestamp_ms", ["headers" | "headers_base64"],
+/// "body" | "body_base64"}`, in that order; the headers field is there only
+/// when the record has headers ([`crate::record_headers`]).
 /// Serialising borrows the record's bytes when they are text, so a read
 /// copies each body once, into the response.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -125,6 +131,8 @@ pub struct RecordJson<'a> {
     pub seq: u64,
     pub fencing_token: u64,
     pub timestamp_ms: u64,
+    /// `None` when the record has no headers.
+    pub headers: Option<HeadersJson<'a>>,
     pub body: BodyJson<'a>,
 }
 
@@ -135,6 +143,7 @@ impl<'a> RecordJson<'a> {
             seq: r.seq,
             fencing_token: r.fencing_token,
             timestamp_ms: r.timestamp_ms,
+            headers: HeadersJson::encode(&r.headers),
             body: BodyJson::encode(&r.body),
         }
     }
@@ -145,10 +154,15 @@ impl<'a> RecordJson<'a> {
 
     /// The record, with its bytes decoded.
     pub fn into_record(self) -> Result<Record, BodyError> {
+        let headers = match self.headers {
+            None => Vec::new(),
+            Some(h) => h.into_headers().map_err(BodyError::BadHeaders)?,
+        };
         Ok(Record {
             seq: self.seq,
             fencing_token: self.fencing_token,
             timestamp_ms: self.timestamp_ms,
+            headers,
             body: self.body.into_bytes()?,
         })
     }
@@ -156,10 +170,14 @@ impl<'a> RecordJson<'a> {
 
 impl Serialize for RecordJson<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut st = s.serialize_struct("Record", 4)?;
+        let fields = 4 + self.headers.is_some() as usize;
+        let mut st = s.serialize_struct("Record", fields)?;
         st.serialize_field("seq", &self.seq)?;
         st.serialize_field("fencing_token", &self.fencing_token)?;
         st.serialize_field("timestamp_ms", &self.timestamp_ms)?;
+        if let Some(h) = &self.headers {
+            st.serialize_field(h.field(), h)?;
+        }
         st.serialize_field(self.body.field(), self.body.as_json_str())?;
         st.end()
     }
@@ -175,6 +193,10 @@ struct RecordFields {
     body: Option<String>,
     #[serde(default)]
     body_base64: Option<String>,
+    #[serde(default)]
+    headers: Option<Vec<(String, String)>>,
+    #[serde(default)]
+    headers_base64: Option<Vec<(String, String)>>,
 }
 
 /// Decoded bodies are owned, so a decoded record outlives its input.
@@ -183,10 +205,26 @@ impl<'de> Deserialize<'de> for RecordJson<'_> {
         let f = RecordFields::deserialize(d)?;
         let body = BodyJson::from_fields(f.body.map(Cow::Owned), f.body_base64.map(Cow::Owned))
             .map_err(|e| de::Error::custom(format_args!("record {}: {e}", f.seq)))?;
+        let headers = match (f.headers, f.headers_base64) {
+            (None, None) => None,
+            (Some(text), None) => Some(HeadersJson::Text(
+                text.into_iter()
+                    .map(|(n, v)| (Cow::Owned(n), Cow::Owned(v)))
+                    .collect(),
+            )),
+            (None, Some(b64)) => Some(HeadersJson::Base64(b64)),
+            (Some(_), Some(_)) => {
+                return Err(de::Error::custom(format_args!(
+                    "record {}: both headers and headers_base64",
+                    f.seq
+                )))
+            }
+        };
         Ok(RecordJson {
             seq: f.seq,
             fencing_token: f.fencing_token,
             timestamp_ms: f.timestamp_ms,
+            headers,
             body,
         })
     }
@@ -201,6 +239,7 @@ mod tests {
             seq,
             fencing_token: 2,
             timestamp_ms: 3,
+            headers: Vec::new(),
             body: Bytes::from_static(body),
         }
     }
@@ -232,6 +271,31 @@ mod tests {
         let back: Vec<RecordJson> = serde_json::from_str(&text).unwrap();
         let back: Vec<Record> = back.into_iter().map(|r| r.into_record().unwrap()).collect();
         assert_eq!(back, records);
+    }
+
+    #[test]
+    fn headers_come_between_the_timestamp_and_the_body_and_round_trip() {
+        use fencelog_engine::Header;
+        let mut text = record(1, b"hi");
+        text.headers = vec![Header::new("trace-id", "abc"), Header::new("trace-id", "")];
+        let mut binary = record(2, b"\xff");
+        binary.headers = vec![Header::new(&b"\xfe"[..], "v")];
+        let records = [text, binary, record(3, b"plain")];
+        let json = serde_json::to_string(&RecordJson::all(&records)).unwrap();
+        assert_eq!(
+            json,
+            r#"[{"seq":1,"fencing_token":2,"timestamp_ms":3,"headers":[["trace-id","abc"],["trace-id",""]],"body":"hi"},{"seq":2,"fencing_token":2,"timestamp_ms":3,"headers_base64":[["/g==","dg=="]],"body_base64":"/w=="},{"seq":3,"fencing_token":2,"timestamp_ms":3,"body":"plain"}]"#
+        );
+        let back: Vec<RecordJson> = serde_json::from_str(&json).unwrap();
+        let back: Vec<Record> = back.into_iter().map(|r| r.into_record().unwrap()).collect();
+        assert_eq!(back, records);
+        let both = r#"{"seq":5,"fencing_token":1,"timestamp_ms":1,"body":"a","headers":[],"headers_base64":[]}"#;
+        let err = serde_json::from_str::<RecordJson>(both).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("record 5: both headers and headers_base64"),
+            "{err}"
+        );
     }
 
     /// The Rust client's decoding test, from before its decoder moved here.

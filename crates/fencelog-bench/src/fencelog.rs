@@ -240,8 +240,10 @@ impl super::Conn for Conn {
             for r in read.records {
                 let (seq, token) = (r.seq, r.fencing_token);
                 dump.records.push((seq, token, record_bytes(r)?));
-                start_seq = seq + 1;
             }
+            // The continuation, not the tail (`next_seq`), which is past
+            // everything this page left out.
+            start_seq = read.next_start_seq;
             if got == 0 || start_seq >= read.next_seq {
                 return Ok(dump);
             }
@@ -433,8 +435,8 @@ mod tests {
             producer_id: None,
             producer_seq: None,
             records: vec![
-                fencelog_api::BodyJson::encode(b"a.b"),
-                fencelog_api::BodyJson::encode(b"c"),
+                fencelog_api::RecordInJson::body(b"a.b"),
+                fencelog_api::RecordInJson::body(b"c"),
             ],
         };
         assert_eq!(body, serde_json::to_vec(&request).unwrap());

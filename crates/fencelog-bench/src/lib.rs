@@ -57,8 +57,8 @@ pub enum Workload {
 #[serde(rename_all = "lowercase")]
 pub enum Target {
     Fencelog,
-    /// Needs the `peers` feature: the seeds' conditional update of the
-    /// stream's highest token plus the insert, in one transaction.
+    /// Needs the `peers` feature: a conditional update of the stream's
+    /// highest token plus the insert, in one transaction.
     Postgres,
     /// Needs the `peers` feature: a Lua script that checks the stored token
     /// and XADDs.

@@ -1,5 +1,5 @@
 //! A fenced worker that takes its lock and its fencing token from etcd, for
-//! the end-to-end story of the seeds: lease, pause, takeover, rejection.
+//! the end-to-end story of the README: lease, pause, takeover, rejection.
 //!
 //! It talks to etcd's v3 JSON gateway (`/v3/...` over plain HTTP), so no
 //! gRPC stack is needed. Keys and values are base64 in that API; 64-bit

@@ -25,211 +25,44 @@
 //! the server applies at most once. Reads, state and listing are
 //! idempotent and are retried on transport errors.
 
+mod error;
 #[cfg(feature = "etcd")]
 pub mod etcd;
 mod producer;
 
 pub use fencelog_api::{CursorInfo, CursorList, FenceJson, FenceList, ProducerInfo};
 pub use producer::{BatchOp, Producer, PRODUCER_RETRIES_MAX};
+mod tail;
 
 use bytes::Bytes;
+pub use error::{with_causes, ClientError};
+use fencelog_api::read::param;
 use fencelog_api::{
-    header, sse, AppendRequest, BodyJson, ConfigRequest, ErrorBody, ErrorCode, FenceRequest,
-    TrimRequest,
+    header, AppendRequest, ConfigRequest, FenceRequest, ReadStart, RecordInJson, TrimRequest,
 };
 /// The wire types, under the names this crate has always used.
-pub use fencelog_api::{AppendAck, StreamInfo, StreamList};
-use fencelog_api::{ReadPage, RecordJson, SseEvent, SseParser};
-pub use fencelog_engine::Record;
+pub use fencelog_api::{AppendAck, ErrorBody, ErrorCode, StreamInfo, StreamList};
+use fencelog_api::{ReadPage, RecordJson};
+pub use fencelog_engine::{Header, Record, RecordIn};
 pub use fencelog_engine::{Retention, StreamConfig};
 use futures_util::{Stream, StreamExt};
 use serde::Deserialize;
-use std::fmt;
 use std::time::Duration;
-use tokio::sync::mpsc;
+use tail::TAIL_BACKOFF_MIN;
+pub use tail::{TailEvent, TailOptions};
 
 /// How many extra attempts an idempotent request gets after a transport
 /// error before the error is returned.
 const IDEMPOTENT_RETRIES_MAX: u32 = 2;
-/// The server sends a ping every 15 s; three missed pings mean the
-/// connection is dead even if TCP has not noticed.
-const TAIL_SILENCE_MAX: Duration = Duration::from_secs(45);
-const TAIL_BACKOFF_MIN: Duration = Duration::from_millis(100);
-const TAIL_BACKOFF_MAX: Duration = Duration::from_secs(5);
-/// Records buffered between the tail's connection task and its consumer; a
-/// slow consumer stops the task reading, and TCP pushes back on the server.
-const TAIL_BUFFER_RECORDS: usize = 1024;
 
-/// Everything that can go wrong, by what the caller should do about it.
-#[derive(Debug)]
-pub enum ClientError {
-    /// The stream has accepted a higher token: this writer lost ownership.
-    StaleToken {
-        presented: u64,
-        highest: u64,
-        next_seq: u64,
-    },
-    /// `match_seq_num` did not equal the stream's `next_seq`.
-    SeqMismatch {
-        expected: u64,
-        next_seq: u64,
-    },
-    /// The stream is sealed: no append, fence or trim is accepted, whatever
-    /// the token. Not a lost ownership: nobody can write any more.
-    StreamSealed {
-        first_seq: u64,
-        next_seq: u64,
-        highest_token: u64,
-    },
-    NotFound,
-    /// A read started past the stream's tail, or below its `first_seq`
-    /// (those records were trimmed; read with `clamp` to start there).
-    OutOfRange {
-        first_seq: u64,
-        next_seq: u64,
-    },
-    TooLarge {
-        message: String,
-    },
-    BadRequest {
-        message: String,
-    },
-    /// 401: the server wants an access token and got none it knows.
-    Unauthenticated {
-        message: String,
-    },
-    /// 403: the token does not cover this operation; `scope` names the
-    /// scope it lacks.
-    Forbidden {
-        message: String,
-        scope: Option<String>,
-    },
-    /// The server's storage failed (or it is shutting down). When
-    /// `outcome_unknown` is set, this very request may or may not be durable.
-    Unavailable {
-        message: String,
-        outcome_unknown: bool,
-    },
-    /// The server's disk is full.
-    InsufficientStorage {
-        message: String,
-        outcome_unknown: bool,
-    },
-    /// The request may have reached the server and taken effect; the
-    /// answer was lost. Never retried for appends.
-    OutcomeUnknown {
-        source: reqwest::Error,
-    },
-    /// The request never left (connection refused, bad URL): safe to retry.
-    Transport {
-        source: reqwest::Error,
-    },
-    /// The server answered something this client does not understand.
-    Protocol {
-        status: u16,
-        body: String,
-    },
-    /// An idempotent producer the stream does not know, with a token below
-    /// its producer token floor (it may retry an evicted producer's write).
-    ProducerFenced {
-        floor: u64,
-    },
-    /// The producer's seq is below its last applied one.
-    ProducerSeqStale {
-        last: u64,
-    },
-    /// The producer's seq skips ahead; the stream expects `expected`.
-    ProducerSeqGap {
-        expected: u64,
-    },
-    /// The server's time was past the request's `not_after_ms`; nothing
-    /// changed.
-    DeadlineExceeded {
-        writer_ms: u64,
-    },
-    /// A multi-stream batch was refused whole: `first` is the first
-    /// refusal, `ops` every op's outcome (an ack or an error body).
-    BatchRefused {
-        first: Box<ClientError>,
-        ops: Vec<serde_json::Value>,
-    },
-}
-
-impl fmt::Display for ClientError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ClientError::StaleToken {
-                presented,
-                highest,
-                next_seq,
-            } => write!(
-                f,
-                "stale fencing token {presented}: the stream accepted {highest} (next_seq {next_seq})"
-            ),
-            ClientError::SeqMismatch { expected, next_seq } => {
-                write!(f, "match_seq_num {expected} but next_seq is {next_seq}")
-            }
-            ClientError::StreamSealed {
-                next_seq,
-                highest_token,
-                ..
-            } => write!(
-                f,
-                "the stream is sealed at next_seq {next_seq} (highest token {highest_token})"
-            ),
-            ClientError::NotFound => write!(f, "stream not found"),
-            ClientError::OutOfRange {
-                first_seq,
-                next_seq,
-            } => write!(
-                f,
-                "start_seq is outside the stream's readable records {first_seq}..{next_seq}"
-            ),
-            ClientError::TooLarge { message } => write!(f, "too large: {message}"),
-            ClientError::BadRequest { message } => write!(f, "bad request: {message}"),
-            ClientError::Unauthenticated { message } => write!(f, "unauthenticated: {message}"),
-            ClientError::Forbidden { message, .. } => write!(f, "forbidden: {message}"),
-            ClientError::Unavailable {
-                message,
-                outcome_unknown,
-            } => write!(f, "unavailable (outcome unknown: {outcome_unknown}): {message}"),
-            ClientError::InsufficientStorage {
-                message,
-                outcome_unknown,
-            } => write!(f, "server disk full (outcome unknown: {outcome_unknown}): {message}"),
-            ClientError::OutcomeUnknown { source } => {
-                write!(f, "outcome unknown, the connection failed after sending: {source}")
-            }
-            ClientError::Transport { source } => write!(f, "could not reach the server: {source}"),
-            ClientError::Protocol { status, body } => {
-                write!(f, "unexpected answer {status}: {body}")
-            }
-            ClientError::ProducerFenced { floor } => write!(
-                f,
-                "producer fenced: unknown to the stream and below its producer token floor {floor}"
-            ),
-            ClientError::ProducerSeqStale { last } => {
-                write!(f, "producer_seq below the last applied one, {last}")
-            }
-            ClientError::ProducerSeqGap { expected } => {
-                write!(f, "producer_seq skips ahead: expected {expected}")
-            }
-            ClientError::DeadlineExceeded { writer_ms } => {
-                write!(f, "deadline exceeded: the server's time was {writer_ms} ms")
-            }
-            ClientError::BatchRefused { first, ops } => {
-                write!(f, "batch of {} ops refused, none applied: {first}", ops.len())
-            }
-        }
-    }
-}
-
-impl std::error::Error for ClientError {}
-
-/// Records read and the stream's `next_seq` at the time of the read.
+/// One page of a read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadResult {
     pub records: Vec<Record>,
+    /// Where the next page starts: pass it as the next read's `start_seq`.
+    pub next_start_seq: u64,
+    /// The stream's tail when the read ran (the seq the next appended
+    /// record gets). Not where the next page starts.
     pub next_seq: u64,
     /// The stream is sealed: nothing will follow `next_seq`.
     pub sealed: bool,
@@ -240,26 +73,16 @@ pub struct ReadResult {
 pub struct ReadOptions {
     pub count: Option<u64>,
     pub bytes: Option<u64>,
-    /// Long-poll: wait up to this long for a record at `start_seq`.
+    /// Long-poll: wait up to this long for a record at the start.
     pub wait_ms: Option<u64>,
-    /// Start at the stream's `first_seq` when `start_seq` is below it
+    /// Only records whose timestamp is before this (Unix ms).
+    pub until_timestamp_ms: Option<u64>,
+    /// With `wait_ms`: wait for a stream that does not exist yet instead
+    /// of failing with [`ClientError::StreamNotFound`] at once.
+    pub wait_for_stream: bool,
+    /// Start at the stream's `first_seq` when the start is below it
     /// (trimmed) instead of failing with [`ClientError::OutOfRange`].
     pub clamp: bool,
-}
-
-/// What a tail yields.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TailEvent {
-    Record(Record),
-    /// The consumer has read everything durable; `next_seq` is the tail.
-    CaughtUp {
-        next_seq: u64,
-    },
-    /// The stream is sealed and everything in it was delivered; the tail
-    /// ends.
-    Sealed {
-        next_seq: u64,
-    },
 }
 
 /// Builds a [`Client`] with non-default timeouts.
@@ -281,6 +104,43 @@ pub struct ClientBuilder {
     pool_idle_timeout: Duration,
     ca_certs: Vec<Vec<u8>>,
     token: Option<String>,
+}
+
+/// The server's base URL as the client uses it: `host:port` (no scheme)
+/// means `http://host:port`; anything else must be an `http` or `https`
+/// URL with a host and without a query or fragment.
+pub fn normalize_url(url: &str) -> Result<String, ClientError> {
+    let invalid = |reason: &str| ClientError::InvalidUrl {
+        url: url.to_string(),
+        reason: reason.to_string(),
+    };
+    let trimmed = url.trim();
+    if trimmed.is_empty() {
+        return Err(invalid("it is empty"));
+    }
+    let full = if trimmed.contains("://") {
+        trimmed.to_string()
+    } else {
+        format!("http://{trimmed}")
+    };
+    let parsed = reqwest::Url::parse(&full).map_err(|e| {
+        invalid(&format!(
+            "{e}; write it as http://HOST:PORT (or HOST:PORT), e.g. http://127.0.0.1:7070"
+        ))
+    })?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(invalid(&format!(
+            "the scheme is {:?}; use http:// or https://",
+            parsed.scheme()
+        )));
+    }
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err(invalid("it has no host; e.g. http://127.0.0.1:7070"));
+    }
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err(invalid("a server URL has no query or fragment"));
+    }
+    Ok(full.trim_end_matches('/').to_string())
 }
 
 impl ClientBuilder {
@@ -323,8 +183,10 @@ impl ClientBuilder {
         self
     }
 
+    /// Fails with [`ClientError::InvalidUrl`] for a URL no request could
+    /// use (see [`normalize_url`]).
     pub fn build(self) -> Result<Client, ClientError> {
-        let base = self.base_url.trim_end_matches('/').to_string();
+        let base = normalize_url(&self.base_url)?;
         let transport = |source| ClientError::Transport { source };
         let mut http = reqwest::Client::builder()
             .connect_timeout(self.connect_timeout)
@@ -339,6 +201,7 @@ impl ClientBuilder {
             let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {secret}"))
                 .map_err(|_| ClientError::BadRequest {
                     message: "the access token is not a valid header value".into(),
+                    answer: None,
                 })?;
             value.set_sensitive(true);
             let mut headers = reqwest::header::HeaderMap::new();
@@ -463,13 +326,73 @@ impl Client {
             not_after_ms: None,
             producer_id: None,
             producer_seq: None,
-            records: records.iter().map(|r| BodyJson::encode(r)).collect(),
+            records: records.iter().map(|r| RecordInJson::body(r)).collect(),
         };
         let req = self
             .http
             .post(self.stream_url(stream, "/records"))
             .timeout(self.timeout)
             .json(&body);
+        self.send_once(req).await
+    }
+
+    /// Appends records that may carry headers, atomically, as JSON (names
+    /// and values that are not UTF-8 go base64). Same answers and errors
+    /// as [`Client::append_with`]; a header over the limits is
+    /// [`ClientError::TooLarge`] or [`ClientError::BadRequest`].
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), fencelog_client::ClientError> {
+    /// use fencelog_client::{Client, RecordIn};
+    /// let client = Client::new("http://127.0.0.1:7070")?;
+    /// let record = RecordIn::new("order #3").with_header("trace-id", "4bf92f35");
+    /// client.append_records("orders", 41, vec![record], None).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn append_records(
+        &self,
+        stream: &str,
+        fencing_token: u64,
+        records: Vec<RecordIn>,
+        match_seq_num: Option<u64>,
+    ) -> Result<AppendAck, ClientError> {
+        let body = AppendRequest {
+            fencing_token,
+            match_seq_num,
+            not_after_ms: None,
+            producer_id: None,
+            producer_seq: None,
+            records: records.iter().map(RecordInJson::new).collect(),
+        };
+        let req = self
+            .http
+            .post(self.stream_url(stream, "/records"))
+            .timeout(self.timeout)
+            .json(&body);
+        self.send_once(req).await
+    }
+
+    /// [`Client::append_records`] as the compact binary body, version 2
+    /// (`application/vnd.fencelog.batch; version=2`): no JSON escaping or
+    /// base64 for records with headers.
+    pub async fn append_records_binary(
+        &self,
+        stream: &str,
+        fencing_token: u64,
+        records: &[RecordIn],
+        match_seq_num: Option<u64>,
+    ) -> Result<AppendAck, ClientError> {
+        let body = fencelog_api::batch::encode_v2(records);
+        let mut req = self
+            .http
+            .post(self.stream_url(stream, "/records"))
+            .timeout(self.timeout)
+            .header("content-type", fencelog_api::batch::CONTENT_TYPE_V2)
+            .header(header::FENCING_TOKEN, fencing_token.to_string())
+            .body(body);
+        if let Some(m) = match_seq_num {
+            req = req.header(header::MATCH_SEQ_NUM, m.to_string());
+        }
         self.send_once(req).await
     }
 
@@ -555,7 +478,9 @@ impl Client {
     }
 
     /// Seals the stream: every later append, fence and trim fails with
-    /// [`ClientError::StreamSealed`]. Sealing again with the highest token is idempotent; a higher token is written and becomes the highest.
+    /// [`ClientError::StreamSealed`]. Sealing again with the highest
+    /// token is idempotent; a higher token is written and becomes the
+    /// highest.
     pub async fn seal(&self, stream: &str, fencing_token: u64) -> Result<StreamInfo, ClientError> {
         let req = self
             .http
@@ -600,25 +525,61 @@ impl Client {
         self.send_once(req).await
     }
 
-    /// Reads durable records from `start_seq`.
+    /// Reads one page of durable records from `start_seq`. Page through a
+    /// stream with the result's `next_start_seq`, never its `next_seq`
+    /// (the tail):
+    ///
+    /// ```no_run
+    /// # async fn demo() -> Result<(), fencelog_client::ClientError> {
+    /// use fencelog_client::{Client, ReadOptions};
+    /// let client = Client::new("http://127.0.0.1:7070")?;
+    /// let mut start = 0;
+    /// loop {
+    ///     let page = client.read("orders", start, &ReadOptions::default()).await?;
+    ///     for r in &page.records {
+    ///         println!("{} {:?}", r.seq, r.body);
+    ///     }
+    ///     if page.records.is_empty() {
+    ///         break; // at the tail (or past until_timestamp_ms)
+    ///     }
+    ///     start = page.next_start_seq;
+    /// }
+    /// # Ok(()) }
+    /// ```
     pub async fn read(
         &self,
         stream: &str,
         start_seq: u64,
         options: &ReadOptions,
     ) -> Result<ReadResult, ClientError> {
-        let mut query: Vec<(&str, String)> = vec![("start_seq", start_seq.to_string())];
-        for (key, value) in [
-            ("count", options.count),
-            ("bytes", options.bytes),
-            ("wait_ms", options.wait_ms),
-        ] {
-            if let Some(v) = value {
-                query.push((key, v.to_string()));
-            }
-        }
+        self.read_from(stream, ReadStart::Seq(start_seq), options)
+            .await
+    }
+
+    /// [`Client::read`] from any start: a seq, `N` records before the tail
+    /// ([`ReadStart::TailOffset`]), or the first record at or after a time
+    /// ([`ReadStart::Timestamp`], Unix ms).
+    pub async fn read_from(
+        &self,
+        stream: &str,
+        start: ReadStart,
+        options: &ReadOptions,
+    ) -> Result<ReadResult, ClientError> {
+        let mut query = vec![start.query()];
+        let optional = [
+            (param::COUNT, options.count),
+            (param::BYTES, options.bytes),
+            (param::WAIT_MS, options.wait_ms),
+            (param::UNTIL_TIMESTAMP_MS, options.until_timestamp_ms),
+        ];
+        query.extend(optional.into_iter().filter_map(|(k, v)| Some((k, v?))));
+        let mut query: Vec<(&str, String)> =
+            query.into_iter().map(|(k, v)| (k, v.to_string())).collect();
         if options.clamp {
-            query.push(("clamp", "true".into()));
+            query.push((param::CLAMP, "true".to_string()));
+        }
+        if options.wait_for_stream {
+            query.push((param::WAIT_FOR_STREAM, "true".to_string()));
         }
         let url = self.stream_url(stream, "/records");
         let wire: ReadPage = self
@@ -631,6 +592,7 @@ impl Client {
             .collect::<Result<Vec<_>, _>>()?;
         Ok(ReadResult {
             records,
+            next_start_seq: wire.next_start_seq,
             next_seq: wire.next_seq,
             sealed: wire.sealed,
         })
@@ -685,81 +647,24 @@ impl Client {
             .filter_map(|e| async move {
                 match e {
                     Ok(TailEvent::Record(r)) => Some(Ok(r)),
-                    Ok(TailEvent::CaughtUp { .. } | TailEvent::Sealed { .. }) => None,
+                    Ok(_) => None,
                     Err(e) => Some(Err(e)),
                 }
             })
     }
 
-    /// [`Client::tail`] that also reports when the consumer caught up.
+    /// [`Client::tail`] that also reports when the consumer caught up and
+    /// when the connection was lost and regained.
     pub fn tail_events(
         &self,
         stream: &str,
         from_seq: u64,
     ) -> impl Stream<Item = Result<TailEvent, ClientError>> {
-        let (tx, rx) = mpsc::channel(TAIL_BUFFER_RECORDS);
-        let this = self.clone();
-        let stream = stream.to_string();
-        tokio::spawn(async move { this.run_tail(stream, from_seq, tx).await });
-        tokio_stream::wrappers::ReceiverStream::new(rx)
-    }
-
-    async fn run_tail(self, stream: String, mut next_seq: u64, tx: TailSender) {
-        let url = self.stream_url(&stream, "/records");
-        let mut backoff = TAIL_BACKOFF_MIN;
-        loop {
-            let resp = self
-                .http
-                .get(&url)
-                .header("accept", header::EVENT_STREAM)
-                .header(header::LAST_EVENT_ID, next_seq.to_string())
-                .query(&[("start_seq", next_seq)])
-                .send()
-                .await;
-            let resp = match resp {
-                Ok(r) if r.status().is_success() => r,
-                Ok(r) => {
-                    let err = error_from_response(r).await;
-                    let fatal = !matches!(
-                        err,
-                        ClientError::Unavailable { .. } | ClientError::InsufficientStorage { .. }
-                    );
-                    if fatal {
-                        let _ = tx.send(Err(err)).await;
-                        return;
-                    }
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(TAIL_BACKOFF_MAX);
-                    continue;
-                }
-                Err(_) => {
-                    if tx.is_closed() {
-                        return;
-                    }
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(TAIL_BACKOFF_MAX);
-                    continue;
-                }
-            };
-            backoff = TAIL_BACKOFF_MIN;
-            let mut body = resp.bytes_stream();
-            let mut parser = SseParser::new();
-            loop {
-                let chunk = match tokio::time::timeout(TAIL_SILENCE_MAX, body.next()).await {
-                    Ok(Some(Ok(c))) => c,
-                    // Closed, failed or silent for too long: reconnect.
-                    _ => break,
-                };
-                for ev in parser.push(&chunk) {
-                    if deliver(ev, &mut next_seq, &tx).await.is_err() {
-                        return;
-                    }
-                }
-                if tx.is_closed() {
-                    return;
-                }
-            }
-        }
+        let options = TailOptions {
+            start: ReadStart::Seq(from_seq),
+            wait_for_stream: false,
+        };
+        self.tail_with(stream, options)
     }
 
     pub(crate) async fn send_once<T: for<'de> Deserialize<'de>>(
@@ -811,86 +716,21 @@ pub(crate) async fn decode_response<T: for<'de> Deserialize<'de>>(
     resp: reqwest::Response,
 ) -> Result<T, ClientError> {
     let status = resp.status();
-    if !status.is_success() {
-        return Err(error_from_response(resp).await);
-    }
+    let url = resp.url().to_string();
     let body = resp
         .bytes()
         .await
         .map_err(|source| ClientError::OutcomeUnknown { source })?;
+    if !status.is_success() {
+        return Err(error::from_answer(status.as_u16(), &body, &url));
+    }
     serde_json::from_slice(&body).map_err(|e| ClientError::Protocol {
         status: status.as_u16(),
         body: format!("{e}: {}", String::from_utf8_lossy(&body)),
     })
 }
 
-type TailSender = mpsc::Sender<Result<TailEvent, ClientError>>;
-
-/// The tail is over: the consumer went away, or it was handed an error
-/// reconnecting cannot fix.
-struct TailOver;
-
-/// Hands one event to the tail's consumer: a `records` event's records,
-/// each seq once, moving `next_seq` past them; a `caught_up` as
-/// [`TailEvent::CaughtUp`]; a `sealed` ends the tail after
-/// [`TailEvent::Sealed`]. Pings and event types newer than this client
-/// only show the connection is alive.
-async fn deliver(ev: SseEvent, next_seq: &mut u64, tx: &TailSender) -> Result<(), TailOver> {
-    match ev.event.as_str() {
-        sse::RECORDS => {
-            let wire: Vec<RecordJson> = match serde_json::from_str(&ev.data) {
-                Ok(w) => w,
-                Err(e) => {
-                    let body = format!("bad records event: {e}");
-                    return give_up(tx, ClientError::Protocol { status: 200, body }).await;
-                }
-            };
-            for w in wire {
-                // A resumed connection may repeat what we already
-                // delivered; deliver each seq once.
-                if w.seq < *next_seq {
-                    continue;
-                }
-                let rec = match decode_record(w) {
-                    Ok(r) => r,
-                    Err(e) => return give_up(tx, e).await,
-                };
-                *next_seq = rec.seq + 1;
-                tx.send(Ok(TailEvent::Record(rec)))
-                    .await
-                    .map_err(|_| TailOver)?;
-            }
-            Ok(())
-        }
-        sse::CAUGHT_UP => {
-            let at = ev
-                .id
-                .as_deref()
-                .and_then(|i| i.parse().ok())
-                .unwrap_or(*next_seq);
-            tx.send(Ok(TailEvent::CaughtUp { next_seq: at }))
-                .await
-                .map_err(|_| TailOver)
-        }
-        sse::SEALED => {
-            // Everything was delivered and nothing more can come.
-            let _ = tx
-                .send(Ok(TailEvent::Sealed {
-                    next_seq: *next_seq,
-                }))
-                .await;
-            Err(TailOver)
-        }
-        _ => Ok(()),
-    }
-}
-
-async fn give_up(tx: &TailSender, err: ClientError) -> Result<(), TailOver> {
-    let _ = tx.send(Err(err)).await;
-    Err(TailOver)
-}
-
-/// A record of a read or a tail, with its body decoded.
+/// A record of a read or a tail, with its body and headers decoded.
 fn decode_record(r: RecordJson) -> Result<Record, ClientError> {
     let seq = r.seq;
     r.into_record().map_err(|e| ClientError::Protocol {
@@ -899,114 +739,42 @@ fn decode_record(r: RecordJson) -> Result<Record, ClientError> {
     })
 }
 
-pub(crate) async fn error_from_response(resp: reqwest::Response) -> ClientError {
-    let status = resp.status().as_u16();
-    let bytes = resp.bytes().await.unwrap_or_default();
-    let body = ErrorBody::decode(&bytes);
-    let ops = body
-        .as_ref()
-        .and_then(|b| b.get(fencelog_api::Field::Ops))
-        .and_then(serde_json::Value::as_array)
-        .cloned();
-    if let Some(ops) = ops {
-        let mut without = body.clone().expect("ops came from the body");
-        without.fields.remove(fencelog_api::Field::Ops.as_str());
-        let first = Box::new(error_from_body(status, Some(without), &bytes));
-        return ClientError::BatchRefused { first, ops };
-    }
-    error_from_body(status, body, &bytes)
-}
-
-/// The error an answer with `status` and (if it decoded) `body` means.
-fn error_from_body(status: u16, body: Option<ErrorBody>, bytes: &[u8]) -> ClientError {
-    use fencelog_api::Field;
-    let named = |f: Field| {
-        body.as_ref()
-            .and_then(|b| b.get(f))
-            .and_then(serde_json::Value::as_u64)
-            .unwrap_or(0)
-    };
-    const NOT_FOUND: u16 = ErrorCode::StreamNotFound.status();
-    const OUT_OF_RANGE: u16 = ErrorCode::OutOfRange.status();
-    const TOO_LARGE: u16 = ErrorCode::TooLarge.status();
-    const BAD_REQUEST: u16 = ErrorCode::BadRequest.status();
-    const UNAUTHENTICATED: u16 = ErrorCode::Unauthenticated.status();
-    const FORBIDDEN: u16 = ErrorCode::Forbidden.status();
-    const UNAVAILABLE: u16 = ErrorCode::Unavailable.status();
-    const INSUFFICIENT_STORAGE: u16 = ErrorCode::InsufficientStorage.status();
-    let field = |get: fn(&ErrorBody) -> Option<u64>| body.as_ref().and_then(get).unwrap_or(0);
-    let message = || body.as_ref().map(|b| b.message.clone()).unwrap_or_default();
-    let outcome_unknown = body.as_ref().is_some_and(ErrorBody::outcome_unknown);
-    // The code counts only with the status it is sent with.
-    match (
-        body.as_ref()
-            .map(|b| b.code)
-            .filter(|c| c.status() == status),
-        status,
-    ) {
-        (Some(ErrorCode::StaleFencingToken), _) => ClientError::StaleToken {
-            presented: field(ErrorBody::presented_token),
-            highest: field(ErrorBody::highest_token),
-            next_seq: field(ErrorBody::next_seq),
-        },
-        (Some(ErrorCode::SeqMismatch), _) => ClientError::SeqMismatch {
-            expected: field(ErrorBody::match_seq_num),
-            next_seq: field(ErrorBody::next_seq),
-        },
-        (Some(ErrorCode::ProducerFenced), _) => ClientError::ProducerFenced {
-            floor: named(Field::ProducerTokenFloor),
-        },
-        (Some(ErrorCode::ProducerSeqStale), _) => ClientError::ProducerSeqStale {
-            last: named(Field::LastProducerSeq),
-        },
-        (Some(ErrorCode::ProducerSeqGap), _) => ClientError::ProducerSeqGap {
-            expected: named(Field::ExpectedProducerSeq),
-        },
-        (Some(ErrorCode::DeadlineExceeded), _) => ClientError::DeadlineExceeded {
-            writer_ms: named(Field::WriterMs),
-        },
-        (Some(ErrorCode::StreamSealed), _) => ClientError::StreamSealed {
-            first_seq: field(ErrorBody::first_seq),
-            next_seq: field(ErrorBody::next_seq),
-            highest_token: field(ErrorBody::highest_token),
-        },
-        // By status alone from here on, so an answer without a code this
-        // client knows (a proxy's, a newer server's) still lands in the
-        // class its status says.
-        (_, NOT_FOUND) => ClientError::NotFound,
-        (_, OUT_OF_RANGE) => ClientError::OutOfRange {
-            first_seq: field(ErrorBody::first_seq),
-            next_seq: field(ErrorBody::next_seq),
-        },
-        (_, TOO_LARGE) => ClientError::TooLarge { message: message() },
-        (_, BAD_REQUEST) => ClientError::BadRequest { message: message() },
-        (_, UNAUTHENTICATED) => ClientError::Unauthenticated { message: message() },
-        (_, FORBIDDEN) => ClientError::Forbidden {
-            message: message(),
-            scope: body
-                .as_ref()
-                .and_then(|b| b.get(fencelog_api::Field::Scope))
-                .and_then(|v| v.as_str())
-                .map(str::to_string),
-        },
-        (_, UNAVAILABLE) => ClientError::Unavailable {
-            message: message(),
-            outcome_unknown,
-        },
-        (_, INSUFFICIENT_STORAGE) => ClientError::InsufficientStorage {
-            message: message(),
-            outcome_unknown,
-        },
-        _ => ClientError::Protocol {
-            status,
-            body: String::from_utf8_lossy(bytes).into_owned(),
-        },
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn server_urls_take_host_port_and_explain_the_rest() {
+        assert_eq!(
+            normalize_url("localhost:7070").unwrap(),
+            "http://localhost:7070"
+        );
+        assert_eq!(
+            normalize_url("127.0.0.1:7070").unwrap(),
+            "http://127.0.0.1:7070"
+        );
+        assert_eq!(
+            normalize_url(" http://h:1/pre/ ").unwrap(),
+            "http://h:1/pre"
+        );
+        assert_eq!(normalize_url("https://h").unwrap(), "https://h");
+        for (bad, says) in [
+            ("", "it is empty"),
+            (
+                "ftp://h:1",
+                "the scheme is \"ftp\"; use http:// or https://",
+            ),
+            ("http://h:1/?x=1", "a server URL has no query or fragment"),
+            (
+                "h:99999",
+                "invalid port number; write it as http://HOST:PORT",
+            ),
+            ("http://", "empty host; write it as"),
+        ] {
+            let e = normalize_url(bad).unwrap_err().to_string();
+            assert!(e.contains(says), "{bad:?}: {e}");
+        }
+    }
 
     #[test]
     fn names_are_escaped_not_trusted() {

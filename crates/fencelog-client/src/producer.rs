@@ -4,11 +4,11 @@
 //! appends — plus "did my write land?", the fence history, cursors and
 //! multi-stream batches.
 
-use crate::{decode_response, error_from_response, escape_segment, AppendAck, Client, ClientError};
+use crate::{decode_response, escape_segment, AppendAck, Client, ClientError};
 use bytes::Bytes;
 use fencelog_api::{
     AppendRequest, BatchOpRequest, BatchRequest, BodyJson, CursorInfo, CursorList, CursorRequest,
-    ErrorCode, FenceList, ProducerInfo,
+    ErrorCode, FenceList, ProducerInfo, RecordInJson,
 };
 use serde_json::Value;
 use std::time::Duration;
@@ -46,14 +46,13 @@ impl Client {
         let resp = self
             .send_idempotent_raw(|| self.http.get(&url).timeout(self.timeout))
             .await?;
-        if resp.status().as_u16() == ErrorCode::ProducerNotFound.status() {
-            let err = error_from_response(resp).await;
-            return match err {
-                ClientError::NotFound => Ok(None),
-                e => Err(e),
-            };
+        match decode_response(resp).await {
+            Ok(info) => Ok(Some(info)),
+            Err(ClientError::Rejected { answer }) if answer.code == ErrorCode::ProducerNotFound => {
+                Ok(None)
+            }
+            Err(e) => Err(e),
         }
-        decode_response(resp).await.map(Some)
     }
 
     /// The stream's fence history, newest first (at most `limit`).
@@ -83,7 +82,7 @@ impl Client {
         self.send_once(req).await
     }
 
-    /// Cursor `name` of `stream` (`NotFound` when there is none).
+    /// Cursor `name` of `stream` (`ClientError::Rejected` with `cursor_not_found` when there is none).
     pub async fn cursor(&self, stream: &str, name: &str) -> Result<CursorInfo, ClientError> {
         let url = self.stream_url(stream, &format!("/cursors/{}", escape_segment(name)));
         self.send_idempotent(|| self.http.get(&url).timeout(self.timeout))
@@ -159,7 +158,7 @@ impl Client {
             not_after_ms,
             producer_id: Some(id.to_string()),
             producer_seq: Some(seq),
-            records: records.iter().map(|r| BodyJson::encode(r)).collect(),
+            records: records.iter().map(|r| RecordInJson::body(r)).collect(),
         };
         let req = self
             .http
@@ -216,10 +215,13 @@ impl Producer {
         id: &str,
         fencing_token: u64,
     ) -> Result<Producer, ClientError> {
-        let next_seq = client
-            .producer(stream, id)
-            .await?
-            .map_or(0, |p| p.producer_seq + 1);
+        let last = match client.producer(stream, id).await {
+            Ok(last) => last,
+            // A stream that does not exist yet knows no producer.
+            Err(ClientError::StreamNotFound { .. }) => None,
+            Err(e) => return Err(e),
+        };
+        let next_seq = last.map_or(0, |p| p.producer_seq + 1);
         Ok(Producer::new(client, stream, id, fencing_token, next_seq))
     }
 

@@ -3,6 +3,7 @@
 //! unsynced tail); an I/O failure while writing poisons the engine.
 
 use crate::name::NameError;
+use crate::record::HeaderError;
 use crate::stream::StreamState;
 use std::fmt;
 use std::io;
@@ -226,6 +227,16 @@ pub enum WriteError {
     /// nothing of it was applied. One outcome per operation, in order:
     /// what it would have answered, or why it was refused.
     BatchRefused(Vec<Result<crate::writer::BatchAck, WriteError>>),
+    /// A record's headers break [`crate::validate_headers`].
+    BadHeaders {
+        /// Which record of the batch, from 0.
+        record: usize,
+        /// What is wrong with its headers.
+        error: HeaderError,
+    },
+    /// This build cannot store record headers yet (the format's HEADERS
+    /// flag is not written). Nothing was attempted.
+    HeadersUnsupported,
 }
 
 impl fmt::Display for WriteError {
@@ -305,6 +316,11 @@ impl fmt::Display for WriteError {
                     outcomes.len()
                 )
             }
+            WriteError::BadHeaders { record, error } => write!(f, "record {record}: {error}"),
+            WriteError::HeadersUnsupported => write!(
+                f,
+                "record headers are not stored by this build yet"
+            ),
         }
     }
 }

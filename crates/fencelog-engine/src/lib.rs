@@ -43,7 +43,9 @@ mod metrics;
 mod name;
 mod reader;
 mod reclaim;
+mod record;
 mod recovery;
+mod seek;
 mod segment;
 mod shared;
 #[cfg(feature = "sim")]
@@ -68,8 +70,12 @@ pub use metrics::Metrics;
 #[cfg(feature = "mutations")]
 pub use mutation::{set_mutation, Mutation};
 pub use name::{validate_stream_name, NameError};
-pub use reader::{ReadBatch, Record};
+pub use reader::ReadBatch;
 pub use reclaim::ReclaimReport;
+pub use record::{
+    validate_headers, Header, HeaderError, Record, RecordIn, HEADERS_PER_RECORD_MAX,
+    HEADER_BYTES_PER_RECORD_MAX, HEADER_NAME_BYTES_MAX,
+};
 pub use recovery::{RecoveryReport, Truncation};
 pub use storage::{DirStorage, Storage, StorageFile};
 pub use stream::StreamState;

@@ -41,10 +41,15 @@ impl fmt::Display for NameError {
                 "stream name is {len} bytes, the limit is {STREAM_NAME_BYTES_MAX}"
             ),
             NameError::DotName => write!(f, "stream name must not be '.' or '..'"),
-            NameError::BadChar { index, byte } => write!(
-                f,
-                "stream name has byte 0x{byte:02x} at index {index}; allowed are A-Z a-z 0-9 . _ : -"
-            ),
+            &NameError::BadChar { index, byte } => {
+                // Name the character as a person typed it when it is one.
+                if byte.is_ascii_graphic() || byte == b' ' {
+                    write!(f, "'{}' is not allowed in a stream name", byte as char)?;
+                } else {
+                    write!(f, "byte 0x{byte:02x} is not allowed in a stream name")?;
+                }
+                write!(f, " (at byte {index}; allowed are A-Z a-z 0-9 . _ : -)")
+            }
         }
     }
 }
@@ -86,6 +91,23 @@ mod tests {
         assert_eq!(validate_stream_name("orders.eu-west:2_a"), Ok(()));
         assert_eq!(validate_stream_name("..."), Ok(()));
         assert_eq!(validate_stream_name(&"a".repeat(255)), Ok(()));
+    }
+
+    #[test]
+    fn says_which_character_is_refused_as_a_person_typed_it() {
+        let text = |name: &str| validate_stream_name(name).unwrap_err().to_string();
+        assert_eq!(
+            text("team/orders"),
+            "'/' is not allowed in a stream name (at byte 4; allowed are A-Z a-z 0-9 . _ : -)"
+        );
+        assert_eq!(
+            text("a b"),
+            "' ' is not allowed in a stream name (at byte 1; allowed are A-Z a-z 0-9 . _ : -)"
+        );
+        assert_eq!(
+            text("é"),
+            "byte 0xc3 is not allowed in a stream name (at byte 0; allowed are A-Z a-z 0-9 . _ : -)"
+        );
     }
 
     #[test]

@@ -11,28 +11,16 @@
 //! pairs a new offset with an old file or an offset with a segment that is
 //! gone. The segment handles it keeps stay valid after a deletion.
 
-use crate::codec::{decode_frame, frame_bodies, peek_frame_len, FrameKind};
+use crate::codec::{decode_frame, frame_bodies, peek_frame_len, Frame, FrameKind};
 use crate::error::{Corruption, ReadError};
 use crate::index::FrameLoc;
 use crate::locks;
 use crate::name::validate_stream_name;
-use crate::segment::Segment;
+use crate::record::Record;
+use crate::segment::{Segment, Segments};
 use crate::shared::Shared;
 use crate::stream::StreamShared;
 use bytes::Bytes;
-
-/// One record as a reader sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Record {
-    /// Its place in the stream: seqs run from 0 without gaps.
-    pub seq: u64,
-    /// The token of the append that wrote it.
-    pub fencing_token: u64,
-    /// When the writer committed it (Unix ms, never decreasing per stream).
-    pub timestamp_ms: u64,
-    /// A zero-copy slice of the segment where the segment is memory-mapped.
-    pub body: Bytes,
-}
 
 /// The answer to a read: durable records from `start_seq` on, and the
 /// stream's durable `next_seq` at the time of the read.
@@ -46,13 +34,16 @@ pub struct ReadBatch {
     pub sealed: bool,
 }
 
-/// See [`crate::Engine::read`].
+/// See [`crate::Engine::read`] and [`crate::Engine::read_until`]:
+/// `until_timestamp_ms` ends the read before the first record whose
+/// timestamp is at or past it.
 pub(crate) fn read(
     shared: &Shared,
     stream: &str,
     start_seq: u64,
     max_records: usize,
     max_bytes: usize,
+    until_timestamp_ms: Option<u64>,
 ) -> Result<ReadBatch, ReadError> {
     validate_stream_name(stream).map_err(ReadError::InvalidStreamName)?;
     let s = shared.stream(stream).ok_or(ReadError::NotFound)?;
@@ -61,46 +52,42 @@ pub(crate) fn read(
         sealed,
         locs,
     } = collect(shared, &s, start_seq, max_records)?;
+    let until = until_timestamp_ms.unwrap_or(u64::MAX);
     let mut records = Vec::new();
     let mut bytes = 0usize;
-    'frames: for (loc, seg) in locs {
-        let (buf, start) = frame_bytes(shared, &seg, &loc)?;
-        let corrupt = |reason: String| {
-            ReadError::Corrupt(Corruption {
-                file: seg.name.clone(),
-                offset: loc.offset,
-                reason,
-            })
-        };
-        let frame = decode_frame(&buf[start..], seg.version).map_err(|e| corrupt(e.to_string()))?;
-        if frame.name != stream
-            || frame.header.kind != FrameKind::Records
-            || frame.header.first_seq != loc.first_seq
-            || frame.header.record_count != loc.record_count
-        {
-            return Err(corrupt(format!(
-                "index points at a frame of {} seq {}, wanted {stream} seq {}",
-                frame.name, frame.header.first_seq, loc.first_seq
-            )));
-        }
-        for (k, body) in frame_bodies(&buf, &frame, start).into_iter().enumerate() {
-            let seq = loc.first_seq + k as u64;
-            if seq < start_seq {
-                continue;
+    for (loc, seg) in locs {
+        let full = with_frame(shared, stream, &loc, &seg, |buf, start, frame| {
+            // Timestamps never decrease within a stream, so no later frame
+            // can be inside the range either.
+            if frame.header.timestamp_ms >= until {
+                return true;
             }
-            if seq >= next_seq
-                || records.len() >= max_records
-                || (!records.is_empty() && bytes + body.len() > max_bytes)
-            {
-                break 'frames;
+            for (k, body) in frame_bodies(buf, frame, start).into_iter().enumerate() {
+                let seq = loc.first_seq + k as u64;
+                if seq < start_seq {
+                    continue;
+                }
+                if seq >= next_seq
+                    || records.len() >= max_records
+                    || (!records.is_empty() && bytes + body.len() > max_bytes)
+                {
+                    return true;
+                }
+                bytes += body.len();
+                records.push(Record {
+                    seq,
+                    fencing_token: frame.header.fencing_token,
+                    timestamp_ms: frame.header.timestamp_ms,
+                    // Not stored yet: appends with headers are refused
+                    // (`WriteError::HeadersUnsupported`).
+                    headers: Vec::new(),
+                    body,
+                });
             }
-            bytes += body.len();
-            records.push(Record {
-                seq,
-                fencing_token: frame.header.fencing_token,
-                timestamp_ms: frame.header.timestamp_ms,
-                body,
-            });
+            false
+        })?;
+        if full {
+            break;
         }
     }
     Ok(ReadBatch {
@@ -116,6 +103,62 @@ struct View {
     next_seq: u64,
     sealed: bool,
     locs: Vec<(FrameLoc, Segment)>,
+}
+
+/// Reads the frame the index of `stream` places at `loc` in `seg` (paired
+/// under the locks, see [`collect`] and [`locate`]), verifies its checksum
+/// and that it is the records frame the index means, and hands it to `f`
+/// with the buffer holding it and its start there.
+pub(crate) fn with_frame<T>(
+    shared: &Shared,
+    stream: &str,
+    loc: &FrameLoc,
+    seg: &Segment,
+    f: impl FnOnce(&Bytes, usize, &Frame<'_>) -> T,
+) -> Result<T, ReadError> {
+    let (buf, start) = frame_bytes(shared, seg, loc)?;
+    let corrupt = |reason: String| {
+        ReadError::Corrupt(Corruption {
+            file: seg.name.clone(),
+            offset: loc.offset,
+            reason,
+        })
+    };
+    let frame = decode_frame(&buf[start..], seg.version).map_err(|e| corrupt(e.to_string()))?;
+    if frame.name != stream
+        || frame.header.kind != FrameKind::Records
+        || frame.header.first_seq != loc.first_seq
+        || frame.header.record_count != loc.record_count
+    {
+        return Err(corrupt(format!(
+            "index points at a frame of {} seq {}, wanted {stream} seq {}",
+            frame.name, frame.header.first_seq, loc.first_seq
+        )));
+    }
+    Ok(f(&buf, start, &frame))
+}
+
+/// The frame holding `seq` with its segment, paired under the same locks
+/// as [`collect`]. `None` when `seq` is below the stream's `first_seq`
+/// (trimmed) or not indexed; a tombstone is [`ReadError::NotFound`].
+pub(crate) fn locate(
+    shared: &Shared,
+    s: &StreamShared,
+    seq: u64,
+) -> Result<Option<(FrameLoc, Segment)>, ReadError> {
+    let segments = locks::read(&shared.segments);
+    let inner = locks::lock(&s.inner);
+    let f = s.fence_state();
+    if f.deleted {
+        return Err(ReadError::NotFound);
+    }
+    if seq < f.first_seq {
+        return Ok(None);
+    }
+    let Some((_, loc)) = inner.index.find(seq) else {
+        return Ok(None);
+    };
+    Ok(Some((loc, segment_of(&segments, &loc)?)))
 }
 
 /// The frames holding seqs `start_seq..` below `next_seq`, enough for
@@ -157,14 +200,19 @@ fn collect(
             break;
         }
         covered += loc.end_seq().saturating_sub(start_seq.max(loc.first_seq)) as usize;
-        let seg = segments
-            .get(loc.segment)
-            .cloned()
-            .ok_or_else(|| ReadError::Io(format!("segment {} is not open", loc.segment)))?;
-        view.locs.push((loc, seg));
+        view.locs.push((loc, segment_of(&segments, &loc)?));
         cur = inner.index.next_after(i, &loc);
     }
     Ok(view)
+}
+
+/// The segment `loc` points into; the caller holds the list's lock and
+/// the stream's, so the entry cannot be repointed or its segment dropped.
+fn segment_of(segments: &Segments, loc: &FrameLoc) -> Result<Segment, ReadError> {
+    segments
+        .get(loc.segment)
+        .cloned()
+        .ok_or_else(|| ReadError::Io(format!("segment {} is not open", loc.segment)))
 }
 
 /// The bytes holding the frame at `loc` of `seg`: a buffer and the frame's

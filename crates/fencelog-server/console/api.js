@@ -31,18 +31,23 @@ export function parseJson(text) {
 
 let pendingAsk = null;
 
-/** Shows the token dialog once, however many calls are waiting on it. */
-function askToken(why) {
+/**
+ * Shows the token dialog once, however many calls are waiting on it, with
+ * `why` above the scopes it explains. A token entered replaces the stored
+ * one; a dialog dismissed (Escape) keeps it. Resolves when it closes.
+ */
+export function askToken(why) {
   if (pendingAsk) return pendingAsk;
   const dialog = document.getElementById("auth");
   document.getElementById("auth-why").textContent = why;
   const input = document.getElementById("auth-token");
   input.value = "";
+  dialog.returnValue = "";
   pendingAsk = new Promise((resolve) => {
     dialog.addEventListener(
       "close",
       () => {
-        sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+        if (dialog.returnValue === "ok") sessionStorage.setItem(TOKEN_KEY, input.value.trim());
         pendingAsk = null;
         resolve();
       },
@@ -69,7 +74,7 @@ export async function request(path, { params = {}, headers = {}, signal } = {}) 
     await askToken(
       token
         ? `The server refused that token (${body?.message ?? "401"}). Enter another one.`
-        : "This server asks for an access token. A token with the read scope is enough for the console.",
+        : "This server asks for an access token.",
     );
   }
 }

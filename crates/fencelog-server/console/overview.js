@@ -2,7 +2,7 @@
 // the last minutes, scraped from the server's own /metrics every few
 // seconds (the history starts when the page opens).
 
-import { getText } from "./api.js";
+import { askToken, getText } from "./api.js";
 import { lineChart } from "./chart.js";
 import { el, fill } from "./dom.js";
 import { formatBytes, formatNumber, formatSeconds } from "./format.js";
@@ -69,6 +69,23 @@ function card(spec, history, scrapeTotals, nowMs) {
   );
 }
 
+/**
+ * What the overview says when /metrics answers 403: the token works for the
+ * rest of the console, the charts need `admin`, and how to get them.
+ */
+function adminNeeded(note, error, onRetry) {
+  fill(
+    note,
+    el("strong", {}, "The overview's charts need a token with the admin scope. "),
+    `GET /metrics answered 403 ${error.code}: ${error.message}. `,
+    "Streams and records need only the read scope, so the rest of the console works with this token. ",
+    "Prometheus can scrape a --metrics-listen address without a token instead. ",
+    el("button", { type: "button", onclick: onRetry }, "Use an admin token"),
+  );
+  note.className = "note forbidden";
+  note.dataset.role = "admin-needed";
+}
+
 export function overview(view) {
   const history = new History(WINDOW_MS);
   const grid = el("div", { class: "cards" });
@@ -80,6 +97,7 @@ export function overview(view) {
     grid,
   );
   let stopped = false;
+  let timer = null;
   const scrape = async () => {
     try {
       const metrics = parseMetrics(await getText("/metrics"));
@@ -89,14 +107,31 @@ export function overview(view) {
       const t = totals(metrics);
       fill(grid, CARDS.map((spec) => card(spec, history, t, now)));
       note.textContent = `From GET /metrics every ${SCRAPE_MS / 1000} s since this page opened; rates are per second between scrapes.`;
-      note.classList.remove("error");
+      note.className = "note";
+      delete note.dataset.role;
     } catch (e) {
+      if (stopped) return;
+      if (e.status === 403) {
+        // The same token will be refused again: scrape only once there is another.
+        clearInterval(timer);
+        fill(grid);
+        adminNeeded(note, e, async () => {
+          await askToken("The overview's charts need a token with the admin scope.");
+          if (!stopped) start();
+        });
+        return;
+      }
       note.textContent = `Cannot read /metrics: ${e.message}`;
-      note.classList.add("error");
+      note.className = "note error";
+      delete note.dataset.role;
     }
   };
-  scrape();
-  const timer = setInterval(scrape, SCRAPE_MS);
+  const start = () => {
+    clearInterval(timer);
+    scrape();
+    timer = setInterval(scrape, SCRAPE_MS);
+  };
+  start();
   return {
     stop() {
       stopped = true;

@@ -6,6 +6,7 @@
 use axum::http::{header, HeaderMap};
 use bytes::Bytes;
 use fencelog_api::header as wire;
+use fencelog_engine::{Header, RecordIn};
 
 /// A decoded append: token, records, and the optional `match_seq_num`,
 /// idempotent producer (id, seq) and deadline.
@@ -13,9 +14,33 @@ use fencelog_api::header as wire;
 pub(crate) struct AppendBody {
     pub(crate) token: u64,
     pub(crate) records: Vec<Bytes>,
+    /// Each record's headers, in record order, when any record has some;
+    /// `None` keeps the common append free of a per-record list.
+    pub(crate) headers: Option<Vec<Vec<Header>>>,
     pub(crate) match_seq_num: Option<u64>,
     pub(crate) producer: Option<(String, u64)>,
     pub(crate) not_after_ms: Option<u64>,
+}
+
+impl AppendBody {
+    /// Records that carry headers, split into bodies and their headers.
+    pub(crate) fn with_headers(
+        token: u64,
+        records: Vec<RecordIn>,
+        match_seq_num: Option<u64>,
+    ) -> Self {
+        let any = records.iter().any(|r| !r.headers.is_empty());
+        let (records, headers): (Vec<Bytes>, Vec<Vec<Header>>) =
+            records.into_iter().map(|r| (r.body, r.headers)).unzip();
+        AppendBody {
+            token,
+            records,
+            headers: any.then_some(headers),
+            match_seq_num,
+            producer: None,
+            not_after_ms: None,
+        }
+    }
 }
 
 /// How an append body is encoded, from its `Content-Type` essence.

@@ -35,6 +35,15 @@ impl ApiError {
         Self::new(ErrorCode::TooLarge, message)
     }
 
+    /// The same answer naming `stream`, unless it names one already: every
+    /// error of a request that names a valid stream carries it.
+    pub fn on_stream(mut self, stream: &str) -> Self {
+        if self.body.get(Field::Stream).is_none() && !stream.is_empty() {
+            self.body = self.body.with(Field::Stream, stream);
+        }
+        self
+    }
+
     pub fn code(&self) -> ErrorCode {
         self.body.code
     }
@@ -74,6 +83,10 @@ impl IntoResponse for ApiError {
 /// Maps a refused append or fence on `stream`. Logging is the caller's
 /// (`AppState::write_refused`, which aggregates stale rejections).
 pub fn write_error(stream: &str, err: WriteError) -> ApiError {
+    write_answer(stream, err).on_stream(stream)
+}
+
+fn write_answer(stream: &str, err: WriteError) -> ApiError {
     let message = err.to_string();
     match err {
         WriteError::InvalidStreamName(_)
@@ -156,11 +169,18 @@ pub fn write_error(stream: &str, err: WriteError) -> ApiError {
         // A batch's answer is built by its handler, which knows each op's
         // stream ([`crate::batch`]); this is the fallback without them.
         WriteError::BatchRefused(_) => ApiError::new(ErrorCode::BadRequest, message),
+        WriteError::BadHeaders { error, .. } if error.is_limit() => ApiError::too_large(message),
+        WriteError::BadHeaders { .. } => ApiError::bad_request(message),
+        WriteError::HeadersUnsupported => ApiError::new(ErrorCode::HeadersUnsupported, message),
     }
 }
 
 /// Maps a failed read of `stream`.
 pub fn read_error(stream: &str, err: ReadError) -> ApiError {
+    read_answer(stream, err).on_stream(stream)
+}
+
+fn read_answer(stream: &str, err: ReadError) -> ApiError {
     let message = err.to_string();
     match err {
         ReadError::InvalidStreamName(_) => ApiError::bad_request(message),
@@ -179,6 +199,8 @@ pub fn read_error(stream: &str, err: ReadError) -> ApiError {
         ReadError::Corrupt(c) => {
             tracing::error!(stream, file = %c.file, offset = c.offset, reason = %c.reason, "corrupt frame refused on read");
             ApiError::new(ErrorCode::Corrupt, message)
+                .with(Field::File, c.file)
+                .with(Field::Offset, c.offset)
         }
         ReadError::Io(_) => {
             tracing::error!(stream, error = %message, "read failed");

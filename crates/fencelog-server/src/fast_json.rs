@@ -149,6 +149,7 @@ impl<'de> Visitor<'de> for AppendVisitor<'_> {
             (Some(token), Some(records)) if token >= 1 && !records.is_empty() => Ok(AppendBody {
                 token,
                 records,
+                headers: None,
                 match_seq_num: match_seq_num.flatten(),
                 producer,
                 not_after_ms: not_after_ms.flatten(),

@@ -9,7 +9,10 @@ use crate::fast_json;
 use crate::strict_json::{self, Fields};
 use bytes::Bytes;
 use fencelog_api::record::{BodyError, BodyJson, BODY, BODY_BASE64};
+use fencelog_api::record_headers::{self, HEADERS, HEADERS_BASE64};
+use fencelog_engine::RecordIn;
 use serde_json::value::RawValue;
+use serde_json::Value;
 use std::borrow::Cow;
 
 /// The fields of an append body.
@@ -46,13 +49,10 @@ pub(crate) fn parse_value(bytes: &[u8]) -> Result<AppendBody, ApiError> {
     for (i, item) in items.iter().enumerate() {
         out.push(parse_record(i, item)?);
     }
-    Ok(AppendBody {
-        token,
-        records: out,
-        match_seq_num,
-        producer,
-        not_after_ms,
-    })
+    let mut body = AppendBody::with_headers(token, out, match_seq_num);
+    body.producer = producer;
+    body.not_after_ms = not_after_ms;
+    Ok(body)
 }
 
 /// `producer_id` (a string) and `producer_seq`: both or neither.
@@ -88,14 +88,28 @@ fn records<'a>(obj: &Fields<'a>) -> Result<Vec<&'a RawValue>, ApiError> {
 }
 
 /// One record object: exactly one field, `body` or `body_base64`, a
-/// string (the api crate's rule, with its messages), and no field twice.
-pub(crate) fn parse_record(i: usize, item: &RawValue) -> Result<Bytes, ApiError> {
+/// string (the api crate's rule, with its messages), at most one of
+/// `headers` and `headers_base64` ([`fencelog_api::record_headers`]), and
+/// no field twice.
+pub(crate) fn parse_record(i: usize, item: &RawValue) -> Result<RecordIn, ApiError> {
     let what = format!("records[{i}]");
-    let fields = strict_json::object(item, &what, &[BODY, BODY_BASE64])?;
-    if fields.len() != 1 {
+    let fields = strict_json::object(item, &what, &[BODY, BODY_BASE64, HEADERS, HEADERS_BASE64])?;
+    let header = |field: &str| -> Result<Option<Value>, ApiError> {
+        fields
+            .get(field)
+            .map(|raw| serde_json::from_str::<Value>(raw.get()))
+            .transpose()
+            .map_err(|e| ApiError::bad_request(format!("{what} malformed JSON: {e}")))
+    };
+    let (h, h64) = (header(HEADERS)?, header(HEADERS_BASE64)?);
+    let headers = record_headers::from_json_fields(h.as_ref(), h64.as_ref())
+        .map_err(|e| ApiError::bad_request(format!("{what} {e}")))?;
+    let header_fields = h.is_some() as usize + h64.is_some() as usize;
+    if fields.len() != 1 + header_fields {
         return Err(bad(&what, BodyError::NotOneField));
     }
-    record_bytes(&fields).map_err(|e| bad(&what, e))
+    let body = record_bytes(&fields).map_err(|e| bad(&what, e))?;
+    Ok(RecordIn { body, headers })
 }
 
 fn bad(what: &str, e: BodyError) -> ApiError {

@@ -40,6 +40,7 @@ mod fast_json;
 #[cfg(feature = "fuzz")]
 #[doc(hidden)]
 pub mod fuzz;
+pub mod http_metrics;
 mod json_append;
 pub mod lifecycle;
 pub mod openapi;
@@ -49,6 +50,7 @@ pub mod producers;
 pub mod records;
 pub mod server;
 pub mod sse;
+pub mod start;
 pub mod state;
 pub mod streams;
 mod strict_json;
@@ -75,5 +77,9 @@ pub fn app(state: AppState) -> Router {
         .fallback(ops::not_found)
         .method_not_allowed_fallback(ops::method_not_allowed)
         .layer(limit)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            http_metrics::track,
+        ))
         .with_state(state)
 }

@@ -99,7 +99,7 @@ pub const ROUTES: &[Route] = &[
         path: "/v1/streams/{stream}/records",
         operation_id: "append",
         access: Access::Scope(Scope::Append),
-        summary: "Append records with a fencing token (JSON body; a binary batch of u32 little-endian length-prefixed records as application/vnd.fencelog.batch; or one raw record), the last two with a Fencing-Token header",
+        summary: "Append records with a fencing token (JSON body; a binary batch of u32 little-endian length-prefixed records as application/vnd.fencelog.batch, or records with headers as application/vnd.fencelog.batch; version=2; or one raw record), the last two with a Fencing-Token header",
         handler: || post(records::append),
         query: &[],
         headers: &[
@@ -113,6 +113,7 @@ pub const ROUTES: &[Route] = &[
         responses: &[
             Answer::Ok(200, "appended and durable; or, for a producer's retry of its last applied append, that append's original ack with duplicate: true (nothing written)", "AppendAck"),
             BAD,
+            Answer::Error(ErrorCode::HeadersUnsupported, "records with headers: this build does not store them yet; nothing changed"),
             STALE,
             PRODUCER_FENCED,
             Answer::Error(ErrorCode::ProducerSeqStale, "producer_seq is below the producer's last applied one; carries last_producer_seq"),
@@ -129,21 +130,25 @@ pub const ROUTES: &[Route] = &[
         path: "/v1/streams/{stream}/records",
         operation_id: "read",
         access: Access::Scope(Scope::Read),
-        summary: "Read durable records; long-poll with wait_ms; live tail over SSE with Accept: text/event-stream or follow=true",
+        summary: "Read durable records, one page at a time: continue from the page's next_start_seq (next_seq is the tail). Long-poll with wait_ms; live tail over SSE with Accept: text/event-stream or follow=true (events: records with id = the next seq, caught_up whenever the consumer reaches the tail, ping when idle, sealed once a sealed stream's last record was sent, error)",
         handler: || get(records::read),
         query: &[
-            Param::new("start_seq", "first seq to read (default 0)", Schema::Integer),
-            Param::new("count", "most records (capped)", Schema::Integer),
-            Param::new("bytes", "most body bytes (capped)", Schema::Integer),
-            Param::new("wait_ms", "long-poll: wait this long for a record at start_seq (capped)", Schema::Integer),
+            Param::new("start_seq", "first seq to read (default 0); at most one of start_seq, tail_offset, start_timestamp_ms", Schema::Integer),
+            Param::new("tail_offset", "start this many records before the tail (never before the stream's first seq)", Schema::Integer),
+            Param::new("start_timestamp_ms", "start at the first record whose timestamp is at or after this (Unix ms; the tail when none is); a binary search over the stream's index, one checksum-verified frame read per step", Schema::Integer),
+            Param::new("until_timestamp_ms", "plain reads only: return only records whose timestamp is before this (Unix ms)", Schema::Integer),
+            Param::new("count", "most records (default 1000, capped at 10000)", Schema::Integer),
+            Param::new("bytes", "most body bytes (default 1 MiB, capped at 8 MiB; the first record always comes whole)", Schema::Integer),
+            Param::new("wait_ms", "long-poll: when the start is the tail, wait up to this long for a record (capped at 60000)", Schema::Integer),
             Param::new("follow", "true: live tail over Server-Sent Events", Schema::Boolean),
+            Param::new("wait_for_stream", "true: a stream that does not exist yet is waited for instead of a 404 (a tail sends pings until it exists; a long-poll waits within wait_ms)", Schema::Boolean),
             Param::new("clamp", "true: below first_seq (trimmed), start at first_seq instead of 416", Schema::Boolean),
             Param::new("cursor", "start at this cursor's seq (instead of start_seq)", Schema::String),
         ],
         headers: &[Param::new("Last-Event-ID", "SSE resume: the next seq to read", Schema::Integer)],
         request_body: None,
         responses: &[
-            Answer::Ok(200, "records from start_seq (or an SSE stream of records, caught_up, ping and sealed events)", "ReadResult"),
+            Answer::Ok(200, "records from the start (or an SSE stream of records, caught_up, ping and sealed events)", "ReadResult"),
             BAD,
             GONE,
             Answer::Error(ErrorCode::OutOfRange, "start_seq is past next_seq or below first_seq; carries both"),
@@ -174,7 +179,7 @@ pub const ROUTES: &[Route] = &[
         method: "post",
         path: "/v1/streams/{stream}/trim",
         operation_id: "trim",
-        access: Access::Scope(Scope::Fence),
+        access: Access::Scope(Scope::Trim),
         summary: "Make the records below trim_seq unreadable (first_seq = min(trim_seq, next_seq), never back); fenced like an append",
         handler: || post(lifecycle::trim),
         query: &[],
@@ -195,7 +200,7 @@ pub const ROUTES: &[Route] = &[
         method: "post",
         path: "/v1/streams/{stream}/seal",
         operation_id: "seal",
-        access: Access::Scope(Scope::Fence),
+        access: Access::Scope(Scope::Seal),
         summary: "Refuse every later append, fence and trim, whatever its token; reads keep working",
         handler: || post(lifecycle::seal),
         query: &[],
@@ -215,7 +220,7 @@ pub const ROUTES: &[Route] = &[
         method: "delete",
         path: "/v1/streams/{stream}",
         operation_id: "delete",
-        access: Access::Scope(Scope::Fence),
+        access: Access::Scope(Scope::Delete),
         summary: "Delete the stream's records; a tombstone keeps its highest token, so only a higher token creates it again",
         handler: || delete(lifecycle::delete),
         query: &[],
@@ -234,7 +239,7 @@ pub const ROUTES: &[Route] = &[
         method: "put",
         path: "/v1/streams/{stream}/config",
         operation_id: "config",
-        access: Access::Scope(Scope::Admin),
+        access: Access::Scope(Scope::Config),
         summary: "Replace the stream's retention settings (durable); fenced when a token is given",
         handler: || put(lifecycle::config),
         query: &[],
@@ -508,6 +513,16 @@ fn append_body() -> Value {
                                     the last record",
                 }
             },
+            fencelog_api::batch::CONTENT_TYPE_V2: {
+                "schema": {
+                    "type": "string", "format": "binary",
+                    "description": "records with headers, each: u16 header_count, then per \
+                                    header u16 name_len, name, u32 value_len, value; then \
+                                    u32 body_len, body (all little-endian); nothing after \
+                                    the last record. At most 64 headers and 8 KiB of \
+                                    names and values per record; names 1-255 bytes",
+                }
+            },
             fencelog_api::header::OCTET_STREAM: {
                 "schema": { "type": "string", "format": "binary" }
             },
@@ -604,6 +619,8 @@ fn components() -> Value {
                     "cursor": { "type": "string" },
                     "seq": seq,
                     "ops": { "type": "array", "items": { "type": "object" }, "description": "a refused batch: every op's outcome" },
+                    "file": { "type": "string", "description": "corrupt: the segment file" },
+                    "offset": { "type": "integer", "description": "corrupt: the frame's offset in it" },
                 },
             },
             "ProducerInfo": {
@@ -674,6 +691,18 @@ fn components() -> Value {
                 "required": ["ops"],
                 "properties": { "ops": { "type": "array", "items": { "type": "object" } } },
             },
+            "Headers": {
+                "type": "array",
+                "description": "a record's headers in order, as [name, value] pairs; names \
+                                may repeat. `headers` when every name and value is UTF-8, \
+                                `headers_base64` (both parts base64) otherwise; absent when \
+                                the record has none",
+                "items": {
+                    "type": "array", "minItems": 2, "maxItems": 2,
+                    "items": { "type": "string" },
+                },
+                "maxItems": fencelog_engine::HEADERS_PER_RECORD_MAX,
+            },
             "AppendRequest": {
                 "type": "object",
                 "required": ["fencing_token", "records"],
@@ -690,6 +719,8 @@ fn components() -> Value {
                             "properties": {
                                 "body": { "type": "string" },
                                 "body_base64": { "type": "string", "format": "byte" },
+                                "headers": schema_ref("Headers"),
+                                "headers_base64": schema_ref("Headers"),
                             },
                         },
                     },
@@ -705,7 +736,11 @@ fn components() -> Value {
                 "required": ["stream", "first_seq", "last_seq", "next_seq", "fencing_token", "timestamp_ms"],
                 "properties": {
                     "stream": { "type": "string" },
-                    "first_seq": seq, "last_seq": seq, "next_seq": seq,
+                    "first_seq": seq, "last_seq": seq,
+                    "next_seq": {
+                        "type": "integer", "format": "uint64", "minimum": 0,
+                        "description": "the stream's tail after this append",
+                    },
                     "fencing_token": token,
                     "timestamp_ms": { "type": "integer" },
                     "duplicate": { "type": "boolean", "description": "a producer's retry: the original ack, nothing written" },
@@ -717,7 +752,11 @@ fn components() -> Value {
                              "sealed", "retention_age_s", "retention_bytes", "retention_respect_cursors", "bytes"],
                 "properties": {
                     "stream": { "type": "string" },
-                    "first_seq": seq, "next_seq": seq,
+                    "first_seq": seq,
+                    "next_seq": {
+                        "type": "integer", "format": "uint64", "minimum": 0,
+                        "description": "the stream's tail: the seq the next record gets",
+                    },
                     "highest_token": seq,
                     "last_timestamp_ms": { "type": "integer" },
                     "sealed": { "type": "boolean" },
@@ -757,16 +796,28 @@ fn components() -> Value {
                 "properties": {
                     "seq": seq, "fencing_token": token,
                     "timestamp_ms": { "type": "integer" },
+                    "headers": schema_ref("Headers"),
+                    "headers_base64": schema_ref("Headers"),
                     "body": { "type": "string", "description": "when the bytes are UTF-8" },
                     "body_base64": { "type": "string", "format": "byte", "description": "otherwise" },
                 },
             },
             "ReadResult": {
                 "type": "object",
-                "required": ["records", "next_seq"],
+                "required": ["records", "next_start_seq", "next_seq"],
                 "properties": {
                     "records": { "type": "array", "items": schema_ref("Record") },
-                    "next_seq": seq,
+                    "next_start_seq": {
+                        "type": "integer", "format": "uint64", "minimum": 0,
+                        "description": "the continuation: start the next page here (the seq \
+                                        after the last record returned, or the start when \
+                                        none was)",
+                    },
+                    "next_seq": {
+                        "type": "integer", "format": "uint64", "minimum": 0,
+                        "description": "the stream's tail when the read ran (the seq the next \
+                                        appended record gets); not where the next page starts",
+                    },
                     "sealed": { "type": "boolean", "description": "present when the stream is sealed" },
                 },
             },

@@ -31,7 +31,8 @@ pub async fn healthz(State(state): State<AppState>) -> Response {
 /// suffixes, `# EOF`), so say so; Prometheus negotiates it natively.
 pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// `GET /metrics`: OpenMetrics text from the engine's registry.
+/// `GET /metrics`: OpenMetrics text from the HTTP layer's registry and
+/// the engine's.
 pub async fn metrics(State(state): State<AppState>) -> Response {
     let engine = &state.engine;
     // The gauges are sampled here rather than kept live by the writer: only
@@ -41,11 +42,8 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
         .queue_depth
         .set(engine.queue_depth() as i64);
     engine.metrics().healthy.set(i64::from(engine.is_healthy()));
-    (
-        [(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)],
-        engine.metrics().encode(),
-    )
-        .into_response()
+    let text = state.http_metrics.encode_without_eof() + &engine.metrics().encode();
+    ([(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)], text).into_response()
 }
 
 pub async fn not_found() -> ApiError {

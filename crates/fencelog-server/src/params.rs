@@ -10,7 +10,8 @@ use axum::extract::{Path, Query};
 use axum::http::HeaderMap;
 use fencelog_api::header;
 use fencelog_api::read::{
-    READ_BYTES_CAP, READ_BYTES_DEFAULT, READ_COUNT_CAP, READ_COUNT_DEFAULT, WAIT_MS_CAP,
+    param, ReadStart, READ_BYTES_CAP, READ_BYTES_DEFAULT, READ_COUNT_CAP, READ_COUNT_DEFAULT,
+    WAIT_MS_CAP,
 };
 use fencelog_api::stream::RETENTION_UNLIMITED;
 use fencelog_engine::{validate_stream_name, Retention};
@@ -203,25 +204,45 @@ impl QueryParams {
 
 /// Read parameters shared by plain reads and live tails.
 pub struct ReadParams {
-    pub start_seq: u64,
-    /// Start at the stream's `first_seq` when `start_seq` is below it,
-    /// instead of 416.
+    /// `start_seq`, `tail_offset` or `start_timestamp_ms`; at most one.
+    pub start: ReadStart,
+    /// Start at the stream's `first_seq` when the start is below it
+    /// (trimmed), instead of 416.
     pub clamp: bool,
     pub count: usize,
     pub bytes: usize,
     pub wait: Duration,
     pub follow: bool,
+    pub until_timestamp_ms: Option<u64>,
+    pub wait_for_stream: bool,
 }
 
 impl ReadParams {
     pub fn parse(q: &QueryParams) -> Result<Self, ApiError> {
+        let starts = [
+            q.u64(param::START_SEQ)?.map(ReadStart::Seq),
+            q.u64(param::TAIL_OFFSET)?.map(ReadStart::TailOffset),
+            q.u64(param::START_TIMESTAMP_MS)?.map(ReadStart::Timestamp),
+        ];
+        let mut given = starts.into_iter().flatten();
+        let start = given.next().unwrap_or_default();
+        if given.next().is_some() {
+            return Err(ApiError::bad_request(format!(
+                "give at most one of {}, {} and {}",
+                param::START_SEQ,
+                param::TAIL_OFFSET,
+                param::START_TIMESTAMP_MS
+            )));
+        }
         Ok(ReadParams {
-            start_seq: q.u64("start_seq")?.unwrap_or(0),
-            clamp: q.bool("clamp")?,
-            count: q.positive_capped("count", READ_COUNT_DEFAULT, READ_COUNT_CAP)? as usize,
-            bytes: q.positive_capped("bytes", READ_BYTES_DEFAULT, READ_BYTES_CAP)? as usize,
-            wait: Duration::from_millis(q.u64("wait_ms")?.unwrap_or(0).min(WAIT_MS_CAP)),
-            follow: q.bool("follow")?,
+            start,
+            clamp: q.bool(param::CLAMP)?,
+            count: q.positive_capped(param::COUNT, READ_COUNT_DEFAULT, READ_COUNT_CAP)? as usize,
+            bytes: q.positive_capped(param::BYTES, READ_BYTES_DEFAULT, READ_BYTES_CAP)? as usize,
+            wait: Duration::from_millis(q.u64(param::WAIT_MS)?.unwrap_or(0).min(WAIT_MS_CAP)),
+            follow: q.bool(param::FOLLOW)?,
+            until_timestamp_ms: q.u64(param::UNTIL_TIMESTAMP_MS)?,
+            wait_for_stream: q.bool(param::WAIT_FOR_STREAM)?,
         })
     }
 }

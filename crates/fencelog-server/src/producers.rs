@@ -263,7 +263,14 @@ fn batch_op(i: usize, v: &Value) -> Result<BatchOp, ApiError> {
                 .enumerate()
                 .map(|(j, r)| {
                     let raw = serde_json::value::to_raw_value(r).expect("a Value serialises");
-                    parse_record(j, &raw)
+                    let record = parse_record(j, &raw)?;
+                    // Like a single append: never stored without its headers.
+                    match record.headers.is_empty() {
+                        true => Ok(record.body),
+                        false => Err(ApiError::bad_request(format!(
+                            "records[{j}] has headers, which this build does not store yet"
+                        ))),
+                    }
                 })
                 .collect::<Result<_, _>>()
                 .map_err(|e| bad(e.body.message))?,

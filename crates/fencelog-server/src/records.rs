@@ -3,12 +3,13 @@
 
 use crate::append_body::{body_kind, AppendBody, BodyKind};
 use crate::auth::Caller;
-use crate::body::read_capped;
+use crate::body::{read_capped, Upload};
 use crate::chunked::{self, Framed};
 use crate::error::{read_error, write_error, ApiError};
 use crate::params::{
     refuse_raw_headers, seq_from_header, stream_name, token_from_header, QueryParams, ReadParams,
 };
+use crate::start;
 use crate::state::AppState;
 use crate::{json_append, sse};
 use axum::extract::rejection::{PathRejection, QueryRejection};
@@ -18,15 +19,21 @@ use axum::response::Response;
 use axum::Extension;
 use axum::Json;
 use bytes::Bytes;
-use fencelog_api::{batch, header as wire, AppendAck};
-use fencelog_engine::{AppendOptions, Engine, ProducerSeq, ReadError, WriteError};
+use fencelog_api::read::param;
+use fencelog_api::{batch, header as wire, next_start_seq, AppendAck, Field, ReadStart};
+use fencelog_engine::{
+    validate_headers, AppendOptions, Engine, Header, HeaderError, ProducerSeq, ReadError, RecordIn,
+    WriteError, HEADERS_PER_RECORD_MAX, HEADER_BYTES_PER_RECORD_MAX,
+};
 use std::collections::HashMap;
 
 /// `POST /v1/streams/{stream}/records`. JSON when `Content-Type` is
 /// `application/json`; length-prefixed records when it is
-/// `application/vnd.fencelog.batch` ([`batch`]); any other type makes the
-/// raw body one record. The last two take the token in `Fencing-Token` and
-/// an optional `Match-Seq-Num` header; a JSON append takes neither header.
+/// `application/vnd.fencelog.batch` ([`batch`], version 2 with record
+/// headers); any other type makes the raw body one record. The last two
+/// take the token in `Fencing-Token` and an optional `Match-Seq-Num`
+/// header; a JSON append takes neither header. Every error names the
+/// stream.
 pub async fn append(
     State(state): State<AppState>,
     caller: Option<Extension<Caller>>,
@@ -35,47 +42,38 @@ pub async fn append(
 ) -> Result<Json<AppendAck>, ApiError> {
     let caller = caller.map(|Extension(c)| c).unwrap_or_default();
     let stream = stream_name(path)?;
-    // The whole request rather than a `HeaderMap` extractor, which would
-    // clone every header on each append.
-    let (parts, body) = request.into_parts();
-    let headers = &parts.headers;
-    let kind = body_kind(headers);
     // Held until the engine has answered: the records are slices of it.
-    let upload;
-    let req = if kind == BodyKind::Json {
-        refuse_raw_headers(headers)?;
-        upload = read_capped(headers, body, &state.limits, &state.budget).await?;
-        json_append::parse(&upload.bytes)?
-    } else {
-        // Header errors first: no point reading a body we will refuse.
-        let token = token_from_header(headers)?;
-        let match_seq_num = seq_from_header(headers, wire::MATCH_SEQ_NUM)?;
-        let not_after_ms = seq_from_header(headers, wire::NOT_AFTER_MS)?;
-        let producer = producer_from_headers(headers)?;
-        upload = read_capped(headers, body, &state.limits, &state.budget).await?;
-        let records = if kind == BodyKind::Batch {
-            batch_records(&stream, &state, &upload.bytes)?
-        } else {
-            vec![upload.bytes.clone()]
-        };
-        AppendBody {
-            token,
-            records,
-            match_seq_num,
-            producer,
-            not_after_ms,
+    let (upload, req) = decode_append(&state, &stream, request)
+        .await
+        .map_err(|e| e.on_stream(&stream))?;
+    let before = state.token_before(&stream);
+    let result = match req.headers {
+        None => {
+            let options = AppendOptions {
+                match_seq_num: req.match_seq_num,
+                producer: req.producer.map(|(id, seq)| ProducerSeq { id, seq }),
+                not_after_ms: req.not_after_ms,
+            };
+            state
+                .engine
+                .append_with(&stream, req.token, req.records, options)
+                .await
+        }
+        // Refused by the engine (headers are not stored yet), whatever the
+        // producer or deadline says.
+        Some(headers) => {
+            let records = req
+                .records
+                .into_iter()
+                .zip(headers)
+                .map(|(body, headers)| RecordIn { body, headers })
+                .collect();
+            state
+                .engine
+                .append_records(&stream, req.token, records, req.match_seq_num)
+                .await
         }
     };
-    let before = state.token_before(&stream);
-    let options = AppendOptions {
-        match_seq_num: req.match_seq_num,
-        producer: req.producer.map(|(id, seq)| ProducerSeq { id, seq }),
-        not_after_ms: req.not_after_ms,
-    };
-    let result = state
-        .engine
-        .append_with(&stream, req.token, req.records, options)
-        .await;
     drop(upload);
     match result {
         Ok(ack) => {
@@ -111,12 +109,102 @@ fn producer_from_headers(headers: &HeaderMap) -> Result<Option<(String, u64)>, A
     }
 }
 
-/// The records of a binary batch body. The count is checked against the
-/// engine's limit before the records are split out, so a body of many tiny
-/// records costs no allocation beyond what the engine would accept; the
-/// answer is the engine's own 413.
-fn batch_records(stream: &str, state: &AppState, body: &Bytes) -> Result<Vec<Bytes>, ApiError> {
-    let count = batch::count_records(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+/// The append a request carries, with its headers checked against the
+/// limits, so nothing over them reaches the writer; and the upload its
+/// records are slices of, which holds their share of the memory budget.
+async fn decode_append(
+    state: &AppState,
+    stream: &str,
+    request: Request,
+) -> Result<(Upload, AppendBody), ApiError> {
+    // The whole request rather than a `HeaderMap` extractor, which would
+    // clone every header on each append.
+    let (parts, body) = request.into_parts();
+    let headers = &parts.headers;
+    let kind = body_kind(headers);
+    let upload;
+    let req = if kind == BodyKind::Json {
+        refuse_raw_headers(headers)?;
+        upload = read_capped(headers, body, &state.limits, &state.budget).await?;
+        json_append::parse(&upload.bytes)?
+    } else {
+        // Header errors first: no point reading a body we will refuse.
+        let token = token_from_header(headers)?;
+        let match_seq_num = seq_from_header(headers, wire::MATCH_SEQ_NUM)?;
+        let not_after_ms = seq_from_header(headers, wire::NOT_AFTER_MS)?;
+        let producer = producer_from_headers(headers)?;
+        let version = match kind {
+            BodyKind::Batch => batch_version(headers)?,
+            _ => 0,
+        };
+        upload = read_capped(headers, body, &state.limits, &state.budget).await?;
+        let bytes = &upload.bytes;
+        let mut req = match version {
+            1 => AppendBody {
+                token,
+                records: batch_records(stream, state, bytes)?,
+                headers: None,
+                match_seq_num,
+                producer: None,
+                not_after_ms: None,
+            },
+            2 => AppendBody::with_headers(
+                token,
+                batch_records_v2(stream, state, bytes)?,
+                match_seq_num,
+            ),
+            _ => AppendBody {
+                token,
+                records: vec![bytes.clone()],
+                headers: None,
+                match_seq_num,
+                producer: None,
+                not_after_ms: None,
+            },
+        };
+        req.producer = producer;
+        req.not_after_ms = not_after_ms;
+        req
+    };
+    if let Some(headers) = &req.headers {
+        check_headers(headers)?;
+    }
+    Ok((upload, req))
+}
+
+/// Every record's headers against the engine's limits: 413 over a size
+/// limit, 400 for a malformed header, naming the record.
+fn check_headers(headers: &[Vec<Header>]) -> Result<(), ApiError> {
+    for (i, h) in headers.iter().enumerate() {
+        if let Err(e) = validate_headers(h) {
+            let message = format!("records[{i}]: {e}");
+            return Err(match e {
+                HeaderError::TooMany { count } => ApiError::too_large(message)
+                    .with(Field::Limit, HEADERS_PER_RECORD_MAX as u64)
+                    .with(Field::Actual, count as u64),
+                HeaderError::TooManyBytes { bytes } => ApiError::too_large(message)
+                    .with(Field::Limit, HEADER_BYTES_PER_RECORD_MAX as u64)
+                    .with(Field::Actual, bytes as u64),
+                HeaderError::EmptyName { .. } | HeaderError::NameTooLong { .. } => {
+                    ApiError::bad_request(message)
+                }
+            });
+        }
+    }
+    Ok(())
+}
+
+fn batch_version(headers: &HeaderMap) -> Result<u8, ApiError> {
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    batch::version(ct).map_err(|e| ApiError::bad_request(e.to_string()))
+}
+
+/// Refuses a batch of more records than the engine takes, before any
+/// per-record storage is set aside; the answer is the engine's own 413.
+fn check_batch_count(stream: &str, state: &AppState, count: usize) -> Result<(), ApiError> {
     let limit = state.engine.config().batch_records_max;
     if count > limit {
         return Err(write_error(
@@ -128,17 +216,49 @@ fn batch_records(stream: &str, state: &AppState, body: &Bytes) -> Result<Vec<Byt
             },
         ));
     }
+    Ok(())
+}
+
+/// The records of a binary batch body. The count is checked against the
+/// engine's limit before the records are split out, so a body of many tiny
+/// records costs no allocation beyond what the engine would accept.
+fn batch_records(stream: &str, state: &AppState, body: &Bytes) -> Result<Vec<Bytes>, ApiError> {
+    let count = batch::count_records(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    check_batch_count(stream, state, count)?;
     batch::split_records(body).map_err(|e| ApiError::bad_request(e.to_string()))
 }
 
-/// Where `cursor=NAME` says a read or tail starts; with `start_seq` too it
-/// is a 400 (which one?).
-fn cursor_seq(engine: &Engine, stream: &str, name: &str, q: &QueryParams) -> Result<u64, ApiError> {
-    if q.str("start_seq").is_some() {
-        return Err(ApiError::bad_request("give start_seq or cursor, not both"));
+/// [`batch_records`] for a version 2 body (records with headers).
+fn batch_records_v2(
+    stream: &str,
+    state: &AppState,
+    body: &Bytes,
+) -> Result<Vec<RecordIn>, ApiError> {
+    let count = batch::count_records_v2(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    check_batch_count(stream, state, count)?;
+    batch::split_records_v2(body).map_err(|e| ApiError::bad_request(e.to_string()))
+}
+
+/// Where `cursor=NAME` says a read or tail starts; with another start too
+/// it is a 400 (which one?).
+fn cursor_start(
+    engine: &Engine,
+    stream: &str,
+    name: &str,
+    q: &QueryParams,
+) -> Result<ReadStart, ApiError> {
+    let starts = [
+        param::START_SEQ,
+        param::TAIL_OFFSET,
+        param::START_TIMESTAMP_MS,
+    ];
+    if let Some(other) = starts.iter().find(|p| q.str(p).is_some()) {
+        return Err(ApiError::bad_request(format!(
+            "give {other} or cursor, not both"
+        )));
     }
     match engine.cursor(stream, name) {
-        Ok(Some(c)) => Ok(c.seq),
+        Ok(Some(c)) => Ok(ReadStart::Seq(c.seq)),
         Ok(None) => Err(crate::producers::cursor_not_found(stream, name)),
         Err(e) => Err(read_error(stream, e)),
     }
@@ -152,22 +272,32 @@ fn wants_event_stream(headers: &HeaderMap) -> bool {
         .any(|v| v.to_ascii_lowercase().contains(wire::EVENT_STREAM))
 }
 
-/// `GET /v1/streams/{stream}/records?start_seq=N&count=M&bytes=B&wait_ms=W`
+/// `GET /v1/streams/{stream}/records`
 ///
-/// - `start_seq`: first seq to return (default 0); past `next_seq`, or
-///   below `first_seq` (trimmed), is 416 with both.
+/// - Where to start, at most one of: `start_seq` (default 0),
+///   `tail_offset=N` (N records before the tail, never before the
+///   stream's first seq), `start_timestamp_ms=T` (the first record at or
+///   after T, found by a binary search over the index; the tail when there
+///   is none). A start past `next_seq`, or below `first_seq` (trimmed), is
+///   416 with both.
 /// - `clamp=true`: below `first_seq`, start at `first_seq` instead of 416.
+/// - `until_timestamp_ms=T`: only records before T; a page that stops
+///   there is shorter than `count` (plain reads only, 400 on a tail).
 /// - `count`: most records (default 1000, clamped to 10000; 0 is 400).
 /// - `bytes`: most body bytes (default 1 MiB, clamped to 8 MiB; 0 is 400),
 ///   except that the first record always comes whole.
-/// - `wait_ms`: when `start_seq` is the tail, wait up to this long for a
+/// - `wait_ms`: when the start is the tail, wait up to this long for a
 ///   record to arrive instead of answering empty (default 0, clamped to
-///   60000). The wait ends as soon as the record is durable. A stream
-///   that does not exist yet is 404 at once, waiting or not; a consumer
-///   that starts before any producer can create it with a fence. A sealed
-///   stream answers at once, with `"sealed": true`.
+///   60000). The wait ends as soon as the record is durable.
+/// - `wait_for_stream=true`: a stream that does not exist yet is waited
+///   for (within `wait_ms`, then a record in what is left of it) instead
+///   of a 404 at once; still 404 if it did not appear in time.
+/// - A sealed stream answers at once, with `"sealed": true`.
 /// - `follow=true` or `Accept: text/event-stream`: live tail instead; see
 ///   [`crate::sse`].
+///
+/// The page's `next_start_seq` is where the next page starts; `next_seq`
+/// is the tail.
 pub async fn read(
     State(state): State<AppState>,
     path: Result<Path<String>, PathRejection>,
@@ -175,66 +305,82 @@ pub async fn read(
     query: Result<Query<HashMap<String, String>>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let stream = stream_name(path)?;
+    read_stream(state, &stream, &headers, query)
+        .await
+        .map_err(|e| e.on_stream(&stream))
+}
+
+async fn read_stream(
+    state: AppState,
+    stream: &str,
+    headers: &HeaderMap,
+    query: Result<Query<HashMap<String, String>>, QueryRejection>,
+) -> Result<Response, ApiError> {
     let q = QueryParams::from_extractor(query)?;
     let mut params = ReadParams::parse(&q)?;
     if let Some(name) = q.str("cursor") {
-        params.start_seq = cursor_seq(&state.engine, &stream, name, &q)?;
+        params.start = cursor_start(&state.engine, stream, name, &q)?;
     }
-    if params.follow || wants_event_stream(&headers) {
-        let resume = seq_from_header(&headers, wire::LAST_EVENT_ID)?;
-        let start = start_at(
-            &state.engine,
-            &stream,
-            resume.unwrap_or(params.start_seq),
-            params.clamp,
-        )?;
-        return sse::tail(state, stream, start, &params);
+    if params.follow || wants_event_stream(headers) {
+        if params.until_timestamp_ms.is_some() {
+            return Err(ApiError::bad_request(format!(
+                "{} applies to reads, not to live tails",
+                param::UNTIL_TIMESTAMP_MS
+            )));
+        }
+        let resume = seq_from_header(headers, wire::LAST_EVENT_ID)?;
+        return sse::tail(state, stream.to_string(), resume, &params);
     }
     let engine = &state.engine;
-    let start_seq = start_at(engine, &stream, params.start_seq, params.clamp)?;
-    let read_now = || {
-        engine
-            .read(&stream, start_seq, params.count, params.bytes)
-            .map_err(|e| read_error(&stream, e))
-    };
-    let mut batch = read_now()?;
-    // A sealed stream answers at once: nothing more can come.
-    if batch.records.is_empty() && !batch.sealed && !params.wait.is_zero() && engine.is_healthy() {
-        let mut shutdown = state.shutdown.clone();
-        tokio::select! {
-            waited = engine.wait_for(&stream, start_seq, params.wait) => {
-                waited.map_err(|e| read_error(&stream, e))?;
-            }
-            // A server that is draining answers long-polls now, empty or not.
-            _ = shutdown.wait() => {}
-        }
-        batch = read_now()?;
+    let deadline = tokio::time::Instant::now() + params.wait;
+    if params.wait_for_stream && !params.wait.is_zero() {
+        waiting(&state, engine.wait_for_stream(stream, params.wait)).await?;
     }
-    // The `ReadPage` JSON, streamed: `{"records":[...],"next_seq":N}`, and
+    let start_seq = start::resolve(engine, stream, params.start, params.clamp)?;
+    let read_now = || match params.until_timestamp_ms {
+        None => engine.read(stream, start_seq, params.count, params.bytes),
+        Some(until) => engine.read_until(stream, start_seq, params.count, params.bytes, until),
+    };
+    let mut batch = read_now().map_err(|e| read_error(stream, e))?;
+    // A sealed stream answers at once: nothing more can come.
+    let at_tail = batch.records.is_empty() && start_seq == batch.next_seq && !batch.sealed;
+    if at_tail && engine.is_healthy() {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        if !left.is_zero() {
+            waiting(&state, engine.wait_for(stream, start_seq, left)).await?;
+            batch = read_now().map_err(|e| read_error(stream, e))?;
+        }
+    }
+    state.http_metrics.read(&batch.records);
+    // The `ReadPage` JSON, streamed in pieces leased from the memory
+    // budget: `{"records":[...],"next_start_seq":N,"next_seq":T}`, and
     // `"sealed":true` when sealed (as `ReadPage` serialises it).
+    let next_start = next_start_seq(batch.records.last().map(|r| r.seq), start_seq);
     let sealed = if batch.sealed { ",\"sealed\":true" } else { "" };
     let framed = Framed::new(
         b"{\"records\":".to_vec(),
         batch.records,
-        format!(",\"next_seq\":{}{sealed}}}", batch.next_seq).into_bytes(),
+        format!(
+            ",\"next_start_seq\":{next_start},\"next_seq\":{}{sealed}}}",
+            batch.next_seq
+        )
+        .into_bytes(),
     );
     chunked::json_response(framed, &state.budget, state.limits.write_timeout).await
 }
 
-/// Where a read starts: `start_seq`, or with `clamp=true` the stream's
-/// `first_seq` when `start_seq` is below it (trimmed).
-pub(crate) fn start_at(
-    engine: &Engine,
-    stream: &str,
-    start_seq: u64,
-    clamp: bool,
-) -> Result<u64, ApiError> {
-    if !clamp {
-        return Ok(start_seq);
+/// Waits for `wait`, or until the server starts draining: a server that
+/// is shutting down answers long-polls now, empty or not.
+async fn waiting<T>(
+    state: &AppState,
+    wait: impl std::future::Future<Output = Result<T, ReadError>>,
+) -> Result<(), ApiError> {
+    let mut shutdown = state.shutdown.clone();
+    tokio::select! {
+        waited = wait => {
+            waited.map_err(|e| read_error("", e))?;
+        }
+        _ = shutdown.wait() => {}
     }
-    match engine.state(stream) {
-        Ok(s) if !s.deleted => Ok(start_seq.max(s.first_seq)),
-        Ok(_) => Err(read_error(stream, ReadError::NotFound)),
-        Err(e) => Err(read_error(stream, e)),
-    }
+    Ok(())
 }

@@ -5,6 +5,7 @@ use crate::audit::Audit;
 use crate::auth::{Auth, Caller};
 use crate::budget::MemoryBudget;
 use crate::error::{write_error, ApiError};
+use crate::http_metrics::HttpMetrics;
 use fencelog_engine::{Config, Engine, WriteError};
 use std::sync::Arc;
 use std::time::Duration;
@@ -93,6 +94,7 @@ pub struct AppState {
     pub audit: Arc<Audit>,
     /// Bytes of responses and uploads in flight, for every connection.
     pub budget: MemoryBudget,
+    pub http_metrics: Arc<HttpMetrics>,
 }
 
 impl AppState {
@@ -106,6 +108,7 @@ impl AppState {
             auth: Auth::Open,
             audit: Arc::default(),
             budget: MemoryBudget::default(),
+            http_metrics: Arc::default(),
         }
     }
 

@@ -91,20 +91,9 @@ pub async fn fence(
 ) -> Result<Json<StreamInfo>, ApiError> {
     let caller = caller.map(|Extension(c)| c).unwrap_or_default();
     let stream = stream_name(path)?;
-    if body_kind(&headers) != BodyKind::Json {
-        return Err(ApiError::new(
-            ErrorCode::UnsupportedMediaType,
-            "a fence body is JSON: send Content-Type: application/json",
-        ));
-    }
-    let upload = read_capped(&headers, body, &state.limits, &state.budget).await?;
-    let obj = strict_json::object(
-        strict_json::document(&upload.bytes)?,
-        "the body",
-        &["fencing_token", "not_after_ms"],
-    )?;
-    let token = strict_json::token(&obj, "fencing_token")?;
-    let not_after_ms = strict_json::seq(&obj, "not_after_ms")?;
+    let (token, not_after_ms) = fence_token(&state, &headers, body)
+        .await
+        .map_err(|e| e.on_stream(&stream))?;
     let before = state.token_before(&stream);
     match state.engine.fence_with(&stream, token, not_after_ms).await {
         Ok(s) => {
@@ -113,4 +102,28 @@ pub async fn fence(
         }
         Err(e) => Err(state.write_refused(&caller, &stream, e)),
     }
+}
+
+/// The token of a fence request's body: JSON, one object with exactly
+/// `fencing_token` (issue 12: one request, one reading).
+/// A fence body's `fencing_token` and `not_after_ms` (a deadline, issue 11).
+async fn fence_token(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(u64, Option<u64>), ApiError> {
+    if body_kind(headers) != BodyKind::Json {
+        return Err(ApiError::new(
+            ErrorCode::UnsupportedMediaType,
+            "a fence body is JSON: send Content-Type: application/json",
+        ));
+    }
+    let upload = read_capped(headers, body, &state.limits, &state.budget).await?;
+    let obj = strict_json::object(
+        strict_json::document(&upload.bytes)?,
+        "the body",
+        &["fencing_token", "not_after_ms"],
+    )?;
+    let token = strict_json::token(&obj, "fencing_token")?;
+    Ok((token, strict_json::seq(&obj, "not_after_ms")?))
 }

@@ -72,6 +72,13 @@ const DEPENDENCIES: &[Dependency] = &[
         setup: &[],
     },
     Dependency {
+        name: "curl and the openssl command",
+        needed_by: "tests/it/doc_snippets.rs (README's and docs/clients.md's snippets run as written: curl calls, the TLS walk-through's certificates)",
+        present: "command -v curl && command -v openssl",
+        apt: &["curl", "openssl"],
+        setup: &[],
+    },
+    Dependency {
         name: "Python 3 with venv",
         needed_by: "clients/python (its pytest suite runs in a virtual environment)",
         present: "python3 -c 'import venv, ensurepip'",

@@ -1,8 +1,11 @@
 // Writes through the HTTP API, as a producer would, for the console to show.
+// `bearer`: the access-token secret sent as a bearer token, when the server
+// has tokens.
 
-export function api(base) {
+export function api(base, { bearer } = {}) {
+  const auth = bearer ? { authorization: `Bearer ${bearer}` } : {};
   const post = async (path, init) => {
-    const resp = await fetch(`${base}${path}`, { method: "POST", ...init });
+    const resp = await fetch(`${base}${path}`, { method: "POST", ...init, headers: { ...auth, ...init.headers } });
     return { status: resp.status, body: await resp.json() };
   };
   return {

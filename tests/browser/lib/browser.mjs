@@ -3,6 +3,7 @@
 // page's console errors, uncaught exceptions and every request it makes
 // are recorded, so a test can assert there were none it did not expect.
 
+import assert from "node:assert/strict";
 import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -64,3 +65,20 @@ export async function screenshot(page, name) {
   await page.screenshot({ path, fullPage: true });
   return path;
 }
+
+/** How long a page may take to show something: the overview scrapes every 2 s. */
+export const SHOW_MS = 20_000;
+
+/** Waits until `fn(arg)` is true in `page`; fails with `what` and the page's text. */
+export async function shown(page, fn, arg, what) {
+  try {
+    await page.waitForFunction(fn, arg, { timeout: SHOW_MS, polling: 100 });
+  } catch (e) {
+    const text = await page.locator("main").innerText().catch(() => "(no page)");
+    assert.fail(`${what}: not shown within ${SHOW_MS} ms (${e.message.split("\n")[0]}); the page says:\n${text}`);
+  }
+}
+
+/** The text of each element matching `selector`, whitespace collapsed. */
+export const texts = (page, selector) =>
+  page.locator(selector).evaluateAll((rows) => rows.map((r) => r.innerText.replace(/\s+/g, " ").trim()));

@@ -9,10 +9,8 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { Servers } from "../../../clients/typescript/testlib/server.mjs";
 import { api } from "../lib/api.mjs";
-import { launch, screenshot, watchedPage } from "../lib/browser.mjs";
+import { launch, screenshot, shown, texts, watchedPage } from "../lib/browser.mjs";
 
-/** How long the page may take to show something: scrapes run every 2 s. */
-const SHOW_MS = 20_000;
 const STREAM = "invoices";
 
 let servers;
@@ -20,17 +18,8 @@ let server;
 let browser;
 let w;
 
-/** Waits until `fn(arg)` is true in the page; fails with `what` and the page's text. */
-async function eventually(fn, arg, what) {
-  try {
-    await w.page.waitForFunction(fn, arg, { timeout: SHOW_MS, polling: 100 });
-  } catch (e) {
-    const text = await w.page.locator("main").innerText().catch(() => "(no page)");
-    assert.fail(`${what}: not shown within ${SHOW_MS} ms (${e.message.split("\n")[0]}); the page says:\n${text}`);
-  }
-}
-
-const rowTexts = (selector) => w.page.locator(selector).evaluateAll((rows) => rows.map((r) => r.innerText.replace(/\s+/g, " ").trim()));
+const eventually = (fn, arg, what) => shown(w.page, fn, arg, what);
+const rowTexts = (selector) => texts(w.page, selector);
 
 describe("the web console", () => {
   before(async () => {

@@ -427,7 +427,8 @@ fn resealed_bad_fields_are_refused() {
             56,
             vec![b'/'],
             DecodeError::BadName(
-                "stream name has byte 0x2f at index 0; allowed are A-Z a-z 0-9 . _ : -".into(),
+                "'/' is not allowed in a stream name (at byte 0; allowed are A-Z a-z 0-9 . _ : -)"
+                    .into(),
             ),
         ),
     ];

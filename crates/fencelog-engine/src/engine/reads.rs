@@ -7,7 +7,8 @@ use crate::error::ReadError;
 use crate::locks;
 use crate::name::validate_stream_name;
 use crate::reader::{self, ReadBatch};
-use crate::stream::StreamState;
+use crate::seek;
+use crate::stream::{StreamShared, StreamState};
 use std::ops::Bound;
 use std::sync::Arc;
 use std::time::Duration;
@@ -59,7 +60,45 @@ impl Engine {
         max_records: usize,
         max_bytes: usize,
     ) -> Result<ReadBatch, ReadError> {
-        reader::read(self.shared(), stream, start_seq, max_records, max_bytes)
+        reader::read(
+            self.shared(),
+            stream,
+            start_seq,
+            max_records,
+            max_bytes,
+            None,
+        )
+    }
+
+    /// [`Engine::read`] that stops before the first record whose timestamp
+    /// is at or after `until_timestamp_ms` (the first record is not exempt:
+    /// a read that starts there returns nothing).
+    pub fn read_until(
+        &self,
+        stream: &str,
+        start_seq: u64,
+        max_records: usize,
+        max_bytes: usize,
+        until_timestamp_ms: u64,
+    ) -> Result<ReadBatch, ReadError> {
+        reader::read(
+            self.shared(),
+            stream,
+            start_seq,
+            max_records,
+            max_bytes,
+            Some(until_timestamp_ms),
+        )
+    }
+
+    /// The seq of the first durable record whose timestamp is at or after
+    /// `timestamp_ms`, or the stream's `next_seq` when there is none (so a
+    /// read from it returns what arrives next). Trimmed records are not
+    /// searched; a tombstone is [`ReadError::NotFound`]. Timestamps never
+    /// decrease within a stream, so this is a binary search: at most
+    /// `⌈log2(n + 1)⌉` checksum-verified frame reads for `n` records.
+    pub fn seq_at_timestamp(&self, stream: &str, timestamp_ms: u64) -> Result<u64, ReadError> {
+        seek::seq_at_timestamp(self.shared(), stream, timestamp_ms)
     }
 
     /// The tokens that took effect on the stream, oldest first: up to the
@@ -85,14 +124,46 @@ impl Engine {
     /// Waits until the stream's durable `next_seq` passes `seq` (a record at
     /// `seq` exists), the timeout elapses, the stream is sealed or deleted
     /// (nothing more can come), or the engine stops accepting writes.
-    /// Returns the durable `next_seq` then. No polling: the writer wakes
-    /// waiters of the streams each group touched.
+    /// Returns the durable `next_seq` then (0 for a stream that does not
+    /// exist). No polling: the writer wakes waiters of the streams each
+    /// group touched.
     pub async fn wait_for(
         &self,
         stream: &str,
         seq: u64,
         timeout: Duration,
     ) -> Result<u64, ReadError> {
+        let durable_next = |s: Option<&StreamShared>| s.map(|s| s.next_seq()).unwrap_or(0);
+        let ended = |s: Option<&StreamShared>| s.is_some_and(|s| s.is_sealed() || s.is_deleted());
+        self.wait_until(stream, timeout, |s| durable_next(s) > seq || ended(s))
+            .await
+            .map(|s| durable_next(s.as_deref()))
+    }
+
+    /// Waits until the stream exists and is not a tombstone (an append or
+    /// a fence created it, or a higher token created it afresh), the
+    /// timeout elapses, or the engine stops accepting writes; returns
+    /// whether it exists then. Like [`Engine::wait_for`], without polling.
+    pub async fn wait_for_stream(
+        &self,
+        stream: &str,
+        timeout: Duration,
+    ) -> Result<bool, ReadError> {
+        let live = |s: Option<&StreamShared>| s.is_some_and(|s| !s.is_deleted());
+        self.wait_until(stream, timeout, live)
+            .await
+            .map(|s| live(s.as_deref()))
+    }
+
+    /// Waits until `ready` holds for the stream's durable state (`None`
+    /// while it does not exist), the timeout elapses, or the engine stops
+    /// accepting writes (nothing more can arrive); returns the state then.
+    async fn wait_until(
+        &self,
+        stream: &str,
+        timeout: Duration,
+        ready: impl Fn(Option<&StreamShared>) -> bool,
+    ) -> Result<Option<Arc<StreamShared>>, ReadError> {
         validate_stream_name(stream).map_err(ReadError::InvalidStreamName)?;
         let shared = self.shared();
         let notify = locks::lock(&shared.waiters)
@@ -105,26 +176,22 @@ impl Engine {
             notify: Some(notify.clone()),
         };
         let deadline = tokio::time::Instant::now() + timeout;
-        let durable = || {
-            shared
-                .stream(stream)
-                .map(|s| (s.next_seq(), s.is_sealed() || s.is_deleted()))
-                .unwrap_or((0, false))
-        };
-        let next = loop {
+        let state = loop {
             let notified = notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let (next, ended) = durable();
-            if next > seq || ended || !self.is_healthy() {
-                break next;
+            // Checked after enabling the wake-up, so a publish between the
+            // check and the wait is not missed.
+            let state = shared.stream(stream);
+            if ready(state.as_deref()) || !self.is_healthy() {
+                break state;
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                break durable().0;
+                break shared.stream(stream);
             }
         };
         drop(notify);
         drop(guard);
-        Ok(next)
+        Ok(state)
     }
 }

@@ -19,7 +19,7 @@ impl Engine {
     /// `token` (if the write carries one) against the stream's durable
     /// highest token. A sealed stream is left to the writer, whose rule
     /// answers `stream_sealed` before it looks at the token.
-    pub(super) fn precheck(&self, stream: &str, token: Option<u64>) -> Result<(), WriteError> {
+    pub(crate) fn precheck(&self, stream: &str, token: Option<u64>) -> Result<(), WriteError> {
         validate_stream_name(stream).map_err(WriteError::InvalidStreamName)?;
         if token == Some(0) {
             return Err(WriteError::ZeroToken);

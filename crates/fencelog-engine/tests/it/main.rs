@@ -31,5 +31,6 @@ mod producers;
 mod protocol_sim;
 mod recovery;
 mod restart;
+mod seek;
 #[cfg(feature = "mutations")]
 mod writer_panic;

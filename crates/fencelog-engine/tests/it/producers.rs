@@ -292,3 +292,71 @@ async fn producer_state_and_fence_history_survive_compaction() {
     assert_eq!(all(&e, "keep").len(), 6);
     e.shutdown().await;
 }
+
+/// The token floor and the LRU's survivors outlive the frames that set
+/// them: the eviction's segment trimmed away and reclaimed (from the
+/// checkpoint alone), then a restart — the evicted
+/// producer's retry is still fenced, a survivor's retry is still its
+/// duplicate with the original ack, and the last seqs still decide stale
+/// and gap.
+#[tokio::test]
+async fn the_token_floor_and_producers_survive_reclaiming_their_segment_and_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = Config {
+        producers_per_stream_max: 2,
+        segment_bytes_max: 4096,
+        reclaim_interval_ms: 0,
+        ..Config::default()
+    };
+    let filler = "f".repeat(1000);
+    let (b_ack, c_ack) = {
+        let e = Engine::open_with(dir.path(), cfg.clone()).unwrap();
+        put(&e, "s", 5, "a", 0, "a0").await.unwrap();
+        let b = put(&e, "s", 5, "b", 3, "b3").await.unwrap();
+        let c = put(&e, "s", 5, "c", 7, "c7").await.unwrap(); // evicts a
+        for i in 0..12 {
+            let s = if i % 4 == 0 { "keep" } else { "s" };
+            e.append(s, 5, recs(&[&filler]), None).await.unwrap();
+        }
+        let next = e.state("s").unwrap().next_seq;
+        e.trim("s", 5, next).await.unwrap();
+        let r = e.reclaim().await.unwrap();
+        assert!(r.checkpoint.is_some() && !r.deleted.is_empty(), "{r:?}");
+        e.shutdown().await;
+        (b, c)
+    };
+    let e = Engine::open_with(dir.path(), cfg).unwrap();
+    assert_eq!(
+        e.state("s").unwrap().first_seq,
+        e.state("s").unwrap().next_seq
+    );
+    assert_eq!(
+        put(&e, "s", 5, "a", 0, "a0").await,
+        Err(WriteError::ProducerFenced { floor: 6 })
+    );
+    let b_info = e.producer("s", "b").unwrap().expect("b is remembered");
+    assert_eq!(
+        (b_info.producer_seq, b_info.first_seq),
+        (3, b_ack.first_seq)
+    );
+    let again = put(&e, "s", 5, "c", 7, "c7").await.unwrap();
+    assert_eq!(
+        again,
+        Ack {
+            duplicate: true,
+            ..c_ack
+        }
+    );
+    assert_eq!(
+        put(&e, "s", 5, "b", 2, "b2").await,
+        Err(WriteError::ProducerSeqStale { last: 3 })
+    );
+    assert_eq!(
+        put(&e, "s", 5, "b", 5, "b5").await,
+        Err(WriteError::ProducerSeqGap { expected: 4 })
+    );
+    // Nothing of the refusals or the duplicate was written.
+    assert!(all(&e, "s").is_empty());
+    assert_eq!(all(&e, "keep").len(), 3);
+    e.shutdown().await;
+}

@@ -96,6 +96,18 @@ async fn refused(router: &Router, req: Request<Body>, status: u16, code: &str) -
         body["message"].as_str().is_some_and(|m| !m.is_empty()),
         "{what}: {body}"
     );
+    // Every refusal of a request that names a valid stream names it (the
+    // router's own "no such route" and "method not allowed" know no stream).
+    let routed = !matches!(code, "not_found" | "method_not_allowed");
+    let named = what
+        .split(' ')
+        .nth(1)
+        .and_then(|uri| uri.strip_prefix("/v1/streams/"))
+        .map(|rest| rest.split(['/', '?']).next().unwrap_or(""))
+        .filter(|name| routed && fencelog_engine::validate_stream_name(name).is_ok());
+    if let Some(name) = named {
+        assert_eq!(body["stream"], json!(name), "{what}: {body}");
+    }
     assert_eq!(snapshot(router).await, before, "{what} changed state");
     assert_eq!(
         call(router, get("/healthz")).await,
@@ -176,7 +188,7 @@ async fn malformed_json_appends_are_400() {
     .await;
     assert_eq!(
         body,
-        json!({"error": "bad_request", "message": "fencing_token must be an integer in 1..=18446744073709551615, got 0"})
+        json!({"error": "bad_request", "message": "fencing_token must be an integer in 1..=18446744073709551615, got 0", "stream": "s"})
     );
 }
 
@@ -357,7 +369,7 @@ async fn batches_over_the_engine_limits_are_413() {
     let body = refused(r, post_json(RECORDS, five), 413, "too_large").await;
     assert_eq!(
         body,
-        json!({"error": "too_large", "message": "records in the batch is 5, the limit is 4", "limit": 4, "actual": 5})
+        json!({"error": "too_large", "message": "records in the batch is 5, the limit is 4", "limit": 4, "actual": 5, "stream": "s"})
     );
     let big = format!(
         r#"{{"fencing_token": 10, "records": [{{"body": "{}"}}]}}"#,
@@ -366,7 +378,7 @@ async fn batches_over_the_engine_limits_are_413() {
     let body = refused(r, post_json(RECORDS, &big), 413, "too_large").await;
     assert_eq!(
         body,
-        json!({"error": "too_large", "message": "bytes in the batch is 65, the limit is 64", "limit": 64, "actual": 65})
+        json!({"error": "too_large", "message": "bytes in the batch is 65, the limit is 64", "limit": 64, "actual": 65, "stream": "s"})
     );
     refused(
         r,

@@ -189,7 +189,10 @@ async fn malformed_batches_are_400_with_the_exact_reason() {
         let (status, got) = post(&srv, "s", BATCH, headers, body).await;
         assert_eq!(
             (status, got),
-            (400, json!({"error": "bad_request", "message": message}))
+            (
+                400,
+                json!({"error": "bad_request", "message": message, "stream": "s"})
+            )
         );
     }
     assert_eq!(read_back(&srv, "s").await, vec![b"kept".to_vec()]);
@@ -213,7 +216,7 @@ async fn batches_over_the_limits_are_413_before_anything_is_written() {
         (status, body),
         (
             413,
-            json!({"error": "too_large", "message": "records in the batch is 5, the limit is 4", "limit": 4, "actual": 5})
+            json!({"error": "too_large", "message": "records in the batch is 5, the limit is 4", "limit": 4, "actual": 5, "stream": "s"})
         )
     );
     let big = [b'x'; 65];
@@ -222,7 +225,7 @@ async fn batches_over_the_limits_are_413_before_anything_is_written() {
         (status, body),
         (
             413,
-            json!({"error": "too_large", "message": "bytes in the batch is 65, the limit is 64", "limit": 64, "actual": 65})
+            json!({"error": "too_large", "message": "bytes in the batch is 65, the limit is 64", "limit": 64, "actual": 65, "stream": "s"})
         )
     );
     // The body cap applies before the framing is even looked at.
@@ -231,7 +234,7 @@ async fn batches_over_the_limits_are_413_before_anything_is_written() {
         (status, body),
         (
             413,
-            json!({"error": "too_large", "message": "request body is 201 bytes or more, the limit is 200", "limit": 200})
+            json!({"error": "too_large", "message": "request body is 201 bytes or more, the limit is 200", "limit": 200, "stream": "s"})
         )
     );
     let (status, _) = srv.api.state("s").await;

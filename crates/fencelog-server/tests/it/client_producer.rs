@@ -5,7 +5,7 @@
 //! "outcome unknown" for the caller. Plus the client's lookup, fences,
 //! cursors and batches.
 
-use fencelog_client::{BatchOp, Client, ClientError, Producer};
+use fencelog_client::{BatchOp, Client, ClientError, ErrorCode, Producer};
 use fencelog_testkit::http::TestServer;
 use std::net::SocketAddr;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -93,7 +93,7 @@ async fn a_lost_answer_is_retried_with_the_same_seq_and_answered_as_a_duplicate(
     let mut d = Producer::start(direct.clone(), "d", "w", 1).await.unwrap();
     d.set_deadline(Some(1));
     assert!(
-        matches!(d.append(["x"]).await, Err(ClientError::DeadlineExceeded { writer_ms }) if writer_ms > 1)
+        matches!(d.append(["x"]).await, Err(ClientError::DeadlineExceeded { writer_ms, .. }) if writer_ms > 1)
     );
 }
 
@@ -116,7 +116,8 @@ async fn the_client_reads_fences_commits_cursors_and_sends_batches() {
     assert_eq!(c.cursors("s").await.unwrap().cursors.len(), 1);
     assert!(matches!(
         c.cursor("s", "none").await,
-        Err(ClientError::NotFound)
+        Err(ClientError::Rejected { answer }) if answer.code == ErrorCode::CursorNotFound
+            && answer.stream() == Some("s")
     ));
     let ops = [
         BatchOp::Fence {

@@ -207,7 +207,10 @@ async fn a_sealed_stream_refuses_writes_with_its_state_and_ends_its_tails() {
     let started = std::time::Instant::now();
     assert_eq!(
         api.read("s", "start_seq=2&wait_ms=30000").await,
-        (200, json!({"records": [], "next_seq": 2, "sealed": true}))
+        (
+            200,
+            json!({"records": [], "next_start_seq": 2, "next_seq": 2, "sealed": true})
+        )
     );
     assert!(started.elapsed() < std::time::Duration::from_secs(10));
     // A new tail of a sealed stream: the records, then sealed, then the end.

@@ -198,7 +198,7 @@ async fn malformed_producer_and_deadline_fields_are_400() {
     let srv = TestServer::start().await;
     let api = &srv.api;
     let path = "/v1/streams/s/records";
-    let bad = |m: &str| json!({ "error": "bad_request", "message": m });
+    let bad = |m: &str| json!({ "error": "bad_request", "message": m, "stream": "s" });
     let cases = [
         (
             json!({"fencing_token": 1, "producer_id": "p", "records": records_json(&["x"])}),

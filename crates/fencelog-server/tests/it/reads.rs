@@ -39,6 +39,7 @@ async fn read_returns_exact_records_and_honours_limits() {
                 {"seq": 1, "fencing_token": 3, "timestamp_ms": ts, "body": "one"},
                 {"seq": 2, "fencing_token": 3, "timestamp_ms": ts, "body": "two"},
             ],
+            "next_start_seq": 3,
             "next_seq": 4,
         })
     );
@@ -59,7 +60,10 @@ async fn read_returns_exact_records_and_honours_limits() {
     // At the tail: empty, not an error; past it: 416.
     assert_eq!(
         api.read("r", "start_seq=4").await,
-        (200, json!({"records": [], "next_seq": 4}))
+        (
+            200,
+            json!({"records": [], "next_start_seq": 4, "next_seq": 4})
+        )
     );
     assert_eq!(
         api.read("r", "start_seq=5").await,
@@ -132,7 +136,10 @@ async fn long_poll_over_http_returns_with_data() {
     // An expired short wait answers empty rather than failing.
     assert_eq!(
         api.read("lp", "start_seq=1&wait_ms=20").await,
-        (200, json!({"records": [], "next_seq": 1}))
+        (
+            200,
+            json!({"records": [], "next_start_seq": 1, "next_seq": 1})
+        )
     );
     let waiter = tokio::spawn({
         let api = api.clone();
@@ -172,12 +179,18 @@ async fn tail_delivers_backlog_then_live_records() {
         ev.json(),
         json!([{"seq": 2, "fencing_token": 1, "timestamp_ms": ack["timestamp_ms"], "body": "live2"}])
     );
+    // Back at the tail after a live record: caught_up again, every time.
+    assert_eq!(
+        tail.expect("caught_up").await.json(),
+        json!({"next_seq": 3})
+    );
     api.append("t", 2, &["live3", "live4"]).await;
     let ev = tail.expect("records").await;
     assert_eq!(
         (ev.id.as_deref(), seqs(&ev.json())),
         (Some("5"), vec![3, 4])
     );
+    tail.expect("caught_up").await;
 
     // follow=true without the Accept header is the same tail.
     let resp = api
@@ -209,7 +222,8 @@ async fn idle_tail_gets_pings() {
     tail.expect("ping").await;
     tail.expect("ping").await;
     srv.api.append("quiet", 1, &["finally"]).await;
-    // Pings may be in flight; the record must still arrive, once.
+    // Pings may be in flight; the record must still arrive, once, and the
+    // tail says it is live again.
     loop {
         let ev = tail.next().await.unwrap();
         if ev.event == "records" {
@@ -218,6 +232,11 @@ async fn idle_tail_gets_pings() {
         }
         assert_eq!(ev.event, "ping");
     }
+    let ev = tail.expect("caught_up").await;
+    assert_eq!(
+        (ev.id.as_deref(), ev.json()),
+        (Some("1"), json!({"next_seq": 1}))
+    );
 }
 
 /// A consumer that disconnects and resumes with `Last-Event-ID` sees every
@@ -263,6 +282,7 @@ async fn tail_resumes_from_last_event_id_without_gaps_or_repeats() {
     }
     api.append("rs", 1, &["r8"]).await;
     seen.extend(seqs(&tail.expect("records").await.json()));
+    tail.expect("caught_up").await;
     assert_eq!(seen, (0..9).collect::<Vec<_>>());
 
     // Resuming past the tail is refused before any event is sent.
@@ -325,7 +345,10 @@ async fn shutdown_answers_parked_long_polls() {
             .unwrap(),
     )
     .unwrap();
-    assert_eq!(body, json!({"records": [], "next_seq": 1}));
+    assert_eq!(
+        body,
+        json!({"records": [], "next_start_seq": 1, "next_seq": 1})
+    );
 }
 
 #[tokio::test]

@@ -1,0 +1,235 @@
+//! Records as the engine takes and returns them: a body and an optional
+//! list of headers, and the limits on headers, checked before anything
+//! reaches the writer.
+//!
+//! Headers are (name, value) byte pairs in the order given; names may
+//! repeat. Names are 1..=255 bytes (UTF-8 recommended, not required),
+//! values any bytes. On disk they are part of the records payload of a
+//! frame with the HEADERS flag (see the format tables in docs/design.md):
+//! per record `u16 header_count`, per header `u16 name_len`, name,
+//! `u32 value_len`, value, then `u32 body_len`, body.
+
+use crate::engine::Engine;
+use crate::error::WriteError;
+use crate::writer::Ack;
+use bytes::Bytes;
+use std::fmt;
+
+/// Most headers one record carries.
+pub const HEADERS_PER_RECORD_MAX: usize = 64;
+/// Most header bytes (names plus values) one record carries (8 KiB).
+pub const HEADER_BYTES_PER_RECORD_MAX: usize = 8 << 10;
+/// Longest header name in bytes (the format's `u16` allows more; the limit
+/// keeps names names).
+pub const HEADER_NAME_BYTES_MAX: usize = 255;
+
+/// One header of a record.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Header {
+    /// 1..=255 bytes.
+    pub name: Bytes,
+    /// Any bytes, within the record's header budget.
+    pub value: Bytes,
+}
+
+impl Header {
+    /// A header from anything that turns into bytes.
+    pub fn new(name: impl Into<Bytes>, value: impl Into<Bytes>) -> Self {
+        Header {
+            name: name.into(),
+            value: value.into(),
+        }
+    }
+}
+
+/// A record to append: its body and its headers (usually none).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RecordIn {
+    /// The record's bytes.
+    pub body: Bytes,
+    /// In order; empty for most records.
+    pub headers: Vec<Header>,
+}
+
+impl RecordIn {
+    /// A record without headers.
+    pub fn new(body: impl Into<Bytes>) -> Self {
+        RecordIn {
+            body: body.into(),
+            headers: Vec::new(),
+        }
+    }
+
+    /// The same record with one more header.
+    pub fn with_header(mut self, name: impl Into<Bytes>, value: impl Into<Bytes>) -> Self {
+        self.headers.push(Header::new(name, value));
+        self
+    }
+}
+
+/// One record as a reader sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// Its place in the stream: seqs run from 0 without gaps.
+    pub seq: u64,
+    /// The token of the append that wrote it.
+    pub fencing_token: u64,
+    /// When the writer committed it (Unix ms, never decreasing per stream).
+    pub timestamp_ms: u64,
+    /// Its headers, in the order they were appended; empty for most.
+    pub headers: Vec<Header>,
+    /// A zero-copy slice of the segment where the segment is memory-mapped.
+    pub body: Bytes,
+}
+
+/// Why a record's headers were refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeaderError {
+    /// More than [`HEADERS_PER_RECORD_MAX`] headers.
+    TooMany {
+        /// How many the record had.
+        count: usize,
+    },
+    /// Names and values together over [`HEADER_BYTES_PER_RECORD_MAX`].
+    TooManyBytes {
+        /// How many bytes the record's headers had.
+        bytes: usize,
+    },
+    /// A header with an empty name.
+    EmptyName {
+        /// Which header, from 0.
+        index: usize,
+    },
+    /// A name over [`HEADER_NAME_BYTES_MAX`] bytes.
+    NameTooLong {
+        /// Which header, from 0.
+        index: usize,
+        /// Its length in bytes.
+        len: usize,
+    },
+}
+
+impl HeaderError {
+    /// Whether this is a size limit (an HTTP 413) rather than a malformed
+    /// header (a 400).
+    pub fn is_limit(&self) -> bool {
+        matches!(
+            self,
+            HeaderError::TooMany { .. } | HeaderError::TooManyBytes { .. }
+        )
+    }
+}
+
+impl fmt::Display for HeaderError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            HeaderError::TooMany { count } => write!(
+                f,
+                "{count} headers, the limit is {HEADERS_PER_RECORD_MAX} per record"
+            ),
+            HeaderError::TooManyBytes { bytes } => write!(
+                f,
+                "{bytes} bytes of header names and values, the limit is \
+                 {HEADER_BYTES_PER_RECORD_MAX} per record"
+            ),
+            HeaderError::EmptyName { index } => write!(f, "header {index} has an empty name"),
+            HeaderError::NameTooLong { index, len } => write!(
+                f,
+                "header {index} has a {len}-byte name, the limit is {HEADER_NAME_BYTES_MAX}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for HeaderError {}
+
+/// Checks one record's headers against the limits. Pure, so the HTTP layer
+/// refuses a bad header before the request reaches the writer, with the
+/// same rule the engine applies.
+pub fn validate_headers(headers: &[Header]) -> Result<(), HeaderError> {
+    if headers.len() > HEADERS_PER_RECORD_MAX {
+        return Err(HeaderError::TooMany {
+            count: headers.len(),
+        });
+    }
+    let mut bytes = 0usize;
+    for (index, h) in headers.iter().enumerate() {
+        if h.name.is_empty() {
+            return Err(HeaderError::EmptyName { index });
+        }
+        if h.name.len() > HEADER_NAME_BYTES_MAX {
+            return Err(HeaderError::NameTooLong {
+                index,
+                len: h.name.len(),
+            });
+        }
+        bytes += h.name.len() + h.value.len();
+    }
+    if bytes > HEADER_BYTES_PER_RECORD_MAX {
+        return Err(HeaderError::TooManyBytes { bytes });
+    }
+    Ok(())
+}
+
+impl Engine {
+    /// Appends records that may carry headers, atomically, like
+    /// [`Engine::append`] (which is this without headers, and what this
+    /// does when no record has any). Every record's headers are checked
+    /// against the limits before anything reaches the writer.
+    pub async fn append_records(
+        &self,
+        stream: &str,
+        fencing_token: u64,
+        records: Vec<RecordIn>,
+        match_seq_num: Option<u64>,
+    ) -> Result<Ack, WriteError> {
+        if records.iter().all(|r| r.headers.is_empty()) {
+            let bodies = records.into_iter().map(|r| r.body).collect();
+            return self
+                .append(stream, fencing_token, bodies, match_seq_num)
+                .await;
+        }
+        self.precheck(stream, Some(fencing_token))?;
+        for (record, r) in records.iter().enumerate() {
+            validate_headers(&r.headers)
+                .map_err(|error| WriteError::BadHeaders { record, error })?;
+        }
+        Err(WriteError::HeadersUnsupported)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_are_inclusive_and_checked_in_order() {
+        let h = |n: usize, v: usize| Header::new(vec![b'n'; n], vec![b'v'; v]);
+        assert_eq!(validate_headers(&[]), Ok(()));
+        let max: Vec<Header> = (0..HEADERS_PER_RECORD_MAX).map(|_| h(1, 0)).collect();
+        assert_eq!(validate_headers(&max), Ok(()));
+        let over: Vec<Header> = (0..=HEADERS_PER_RECORD_MAX).map(|_| h(1, 0)).collect();
+        assert_eq!(
+            validate_headers(&over),
+            Err(HeaderError::TooMany { count: 65 })
+        );
+        assert_eq!(
+            validate_headers(&[h(255, HEADER_BYTES_PER_RECORD_MAX - 255)]),
+            Ok(())
+        );
+        let e = validate_headers(&[h(255, HEADER_BYTES_PER_RECORD_MAX - 254)]).unwrap_err();
+        assert_eq!(e, HeaderError::TooManyBytes { bytes: 8193 });
+        assert!(e.is_limit());
+        assert_eq!(
+            validate_headers(&[h(1, 0), h(0, 1)]),
+            Err(HeaderError::EmptyName { index: 1 })
+        );
+        let e = validate_headers(&[h(256, 0)]).unwrap_err();
+        assert_eq!(e, HeaderError::NameTooLong { index: 0, len: 256 });
+        assert!(!e.is_limit());
+        assert_eq!(
+            e.to_string(),
+            "header 0 has a 256-byte name, the limit is 255"
+        );
+    }
+}

@@ -1,0 +1,170 @@
+//! The HTTP layer's metrics, next to the engine's on `GET /metrics`:
+//! requests and their latency by route and status, what reads returned,
+//! and live tails. Labels come from the route table (the matched path,
+//! never the raw URI), the method and the status, so their number is
+//! bounded by the API itself.
+
+use crate::state::AppState;
+use axum::extract::{MatchedPath, Request, State};
+use axum::middleware::Next;
+use axum::response::Response;
+use fencelog_engine::Record;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicI64;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The route label of a request no route matched (a 404 or 405 from the
+/// router): one label for all of them, whatever path was asked for.
+pub const UNMATCHED_ROUTE: &str = "unmatched";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    method: String,
+    route: String,
+    status: u16,
+}
+
+type LatencyFamily = Family<RequestLabels, Histogram, fn() -> Histogram>;
+
+fn latency_histogram() -> Histogram {
+    // 100 µs .. ~6.5 s; a long-poll or a tail's first answer can take long.
+    Histogram::new(exponential_buckets(0.000_1, 2.0, 17))
+}
+
+/// The HTTP layer's metrics; cheap to share (`Arc` in [`AppState`]).
+pub struct HttpMetrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    request_seconds: LatencyFamily,
+    read_records: Counter,
+    read_bytes: Counter,
+    tails_live: Gauge<i64, AtomicI64>,
+    tail_events: Counter,
+    tail_records: Counter,
+}
+
+impl Default for HttpMetrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("fencelog");
+        let m = HttpMetrics {
+            registry: Registry::default(),
+            requests: Family::default(),
+            request_seconds: LatencyFamily::new_with_constructor(latency_histogram),
+            read_records: Counter::default(),
+            read_bytes: Counter::default(),
+            tails_live: Gauge::default(),
+            tail_events: Counter::default(),
+            tail_records: Counter::default(),
+        };
+        registry.register(
+            "http_requests",
+            "HTTP requests answered, by method, route and status",
+            m.requests.clone(),
+        );
+        registry.register(
+            "http_request_seconds",
+            "time to the response head, by method, route and status \
+             (a live tail's events continue after it)",
+            m.request_seconds.clone(),
+        );
+        registry.register(
+            "read_records",
+            "records returned by plain reads and long-polls",
+            m.read_records.clone(),
+        );
+        registry.register(
+            "read_bytes",
+            "record body bytes returned by plain reads and long-polls",
+            m.read_bytes.clone(),
+        );
+        registry.register(
+            "tails_live",
+            "live tails (SSE) open now",
+            m.tails_live.clone(),
+        );
+        registry.register(
+            "tail_events",
+            "records events sent to live tails",
+            m.tail_events.clone(),
+        );
+        registry.register(
+            "tail_records",
+            "records sent to live tails",
+            m.tail_records.clone(),
+        );
+        HttpMetrics { registry, ..m }
+    }
+}
+
+impl HttpMetrics {
+    /// One plain read's page.
+    pub fn read(&self, records: &[Record]) {
+        self.read_records.inc_by(records.len() as u64);
+        self.read_bytes
+            .inc_by(records.iter().map(|r| r.body.len() as u64).sum());
+    }
+
+    /// One `records` event sent to a live tail.
+    pub fn tail_event(&self, records: &[Record]) {
+        self.tail_events.inc();
+        self.tail_records.inc_by(records.len() as u64);
+    }
+
+    /// Counts a live tail as open until the guard is dropped (the tail's
+    /// stream ends or its client goes away).
+    pub fn tail_opened(self: &Arc<Self>) -> TailGuard {
+        self.tails_live.inc();
+        TailGuard(self.clone())
+    }
+
+    /// The OpenMetrics text of these metrics, without the final `# EOF`
+    /// (the engine's text, which [`crate::ops::metrics`] puts after, has it).
+    pub fn encode_without_eof(&self) -> String {
+        let mut out = String::new();
+        encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        match out.strip_suffix("# EOF\n") {
+            Some(body) => body.to_string(),
+            None => out,
+        }
+    }
+}
+
+/// See [`HttpMetrics::tail_opened`].
+pub struct TailGuard(Arc<HttpMetrics>);
+
+impl Drop for TailGuard {
+    fn drop(&mut self) {
+        self.0.tails_live.dec();
+    }
+}
+
+/// Middleware: counts and times every request by its route and status.
+pub async fn track(State(state): State<AppState>, request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or(UNMATCHED_ROUTE, |p| p.as_str())
+        .to_string();
+    let method = request.method().as_str().to_string();
+    let response = next.run(request).await;
+    let labels = RequestLabels {
+        method,
+        route,
+        status: response.status().as_u16(),
+    };
+    state.http_metrics.requests.get_or_create(&labels).inc();
+    state
+        .http_metrics
+        .request_seconds
+        .get_or_create(&labels)
+        .observe(started.elapsed().as_secs_f64());
+    response
+}

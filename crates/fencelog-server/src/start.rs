@@ -1,0 +1,40 @@
+//! Where a read or a tail starts: `start_seq`, `tail_offset` or
+//! `start_timestamp_ms`, resolved against the stream's durable state, and
+//! `clamp` for a start below the trim point.
+
+use crate::error::{read_error, ApiError};
+use fencelog_api::ReadStart;
+use fencelog_engine::{Engine, ReadError, StreamState};
+
+/// The stream's durable state; a tombstone is [`ReadError::NotFound`], as
+/// for reads (a deleted stream has no records to start from).
+pub fn live_state(engine: &Engine, stream: &str) -> Result<StreamState, ReadError> {
+    engine.state(stream).and_then(|s| {
+        if s.deleted {
+            Err(ReadError::NotFound)
+        } else {
+            Ok(s)
+        }
+    })
+}
+
+/// The seq a read of `stream` from `start` begins at: 404 when the stream
+/// does not exist or is deleted. With `clamp`, a start below `first_seq`
+/// (trimmed) is `first_seq`; without, it is the read's own 416, as is a
+/// seq past the tail.
+pub fn resolve(
+    engine: &Engine,
+    stream: &str,
+    start: ReadStart,
+    clamp: bool,
+) -> Result<u64, ApiError> {
+    let resolved = live_state(engine, stream).and_then(|s| {
+        let seq = match start {
+            ReadStart::Seq(seq) => seq,
+            ReadStart::TailOffset(n) => s.next_seq.saturating_sub(n).max(s.first_seq),
+            ReadStart::Timestamp(t) => engine.seq_at_timestamp(stream, t)?,
+        };
+        Ok(if clamp { seq.max(s.first_seq) } else { seq })
+    });
+    resolved.map_err(|e| read_error(stream, e))
+}
