@@ -40,6 +40,7 @@ pub async fn producer(
     path: Result<Path<(String, String)>, PathRejection>,
 ) -> Result<Json<ProducerInfo>, ApiError> {
     let (stream, id) = two_names(path)?;
+    refuse_tombstone(&state, &stream)?;
     match state.engine.producer(&stream, &id) {
         Ok(Some(p)) => Ok(Json(p.into())),
         Ok(None) => Err(ApiError::new(
@@ -49,6 +50,18 @@ pub async fn producer(
         .with(Field::Stream, stream)
         .with(Field::ProducerId, id)),
         Err(e) => Err(read_error(&stream, e)),
+    }
+}
+
+/// The tombstone contract of every read: a deleted stream answers 404
+/// `stream_not_found` (as `GET /v1/streams/{stream}` does), though the
+/// engine keeps its token and history; a higher token recreates it, and
+/// its history then shows the delete.
+fn refuse_tombstone(state: &AppState, stream: &str) -> Result<(), ApiError> {
+    match state.engine.state(stream) {
+        Ok(s) if s.deleted => Err(read_error(stream, fencelog_engine::ReadError::NotFound)),
+        Ok(_) => Ok(()),
+        Err(e) => Err(read_error(stream, e)),
     }
 }
 
@@ -62,6 +75,7 @@ pub async fn fences(
     let stream = stream_name(path)?;
     let q = QueryParams::from_extractor(query)?;
     let limit = q.positive_capped("limit", FENCES_LIMIT_DEFAULT, FENCES_LIMIT_DEFAULT)? as usize;
+    refuse_tombstone(&state, &stream)?;
     let history = state
         .engine
         .fence_history(&stream)

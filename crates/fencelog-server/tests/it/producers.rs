@@ -329,6 +329,42 @@ async fn the_fence_history_lists_tokens_newest_first() {
     );
 }
 
+/// A deleted stream answers its fence history and its producers like
+/// every other read: 404 `stream_not_found` naming it (the tombstone keeps
+/// the token, not a readable stream). Recreated with a higher token, its
+/// history shows the delete under the new owner's token.
+#[tokio::test]
+async fn a_deleted_stream_has_no_readable_history_until_recreated() {
+    let srv = TestServer::start().await;
+    let api = &srv.api;
+    api.post_json("/v1/streams/s/records", &producer_json(1, "w", 0, &["a"]))
+        .await;
+    assert_eq!(crate::lifecycle::delete(api, "s", 2).await.0, 200);
+    let gone = json!({"error": "stream_not_found", "message": "stream not found", "stream": "s"});
+    assert_eq!(api.get("/v1/streams/s/fences").await, (404, gone.clone()));
+    assert_eq!(api.get("/v1/streams/s/producers/w").await, (404, gone));
+    api.append("s", 3, &["b"]).await;
+    let (status, h) = api.get("/v1/streams/s/fences").await;
+    assert_eq!(status, 200);
+    let by: Vec<(u64, &str)> = h["fences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["fencing_token"].as_u64().unwrap(),
+                e["by"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(by, vec![(3, "append"), (2, "delete"), (1, "append")]);
+    let (status, body) = api.get("/v1/streams/s/producers/w").await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (404, Some("producer_not_found"))
+    );
+}
+
 #[tokio::test]
 async fn cursors_are_fenced_listed_and_start_reads() {
     let srv = TestServer::start().await;
