@@ -210,3 +210,15 @@ fn sim_catches_ignoring_an_fsync_error() {
 fn sim_catches_a_checkpoint_that_omits_streams() {
     assert_sim_catches(Mutation::CheckpointOmitsStreams);
 }
+
+/// Issue 11 in the simulation: a retry of an applied idempotent append
+/// written again, and a deadline not checked, are violations it finds.
+#[test]
+fn sim_catches_a_duplicate_written_again() {
+    assert_sim_catches(Mutation::DuplicateWritten);
+}
+
+#[test]
+fn sim_catches_a_deadline_not_checked() {
+    assert_sim_catches(Mutation::DeadlineIgnored);
+}

@@ -179,6 +179,10 @@ pub struct Model {
     /// Any request was refused because storage failed before its group
     /// was written (`NotWritten`: nothing changed, not poisoned).
     pub refused: bool,
+    /// The order the attempts took effect in, when it is not their ids'
+    /// (a retried idempotent append counts where it may have applied);
+    /// empty: id order.
+    pub order: Vec<usize>,
 }
 
 /// A record body names its attempt and position, padded to `size` with
