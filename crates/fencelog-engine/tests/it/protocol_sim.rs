@@ -312,6 +312,29 @@ fn body(stream: &str, attempt: usize, k: usize, size: usize, rng: &mut Rng) -> B
     Bytes::from(b)
 }
 
+/// A new append attempt of `(stream, token, records, size, deadline)`,
+/// its bodies drawn now; its id.
+fn new_append(
+    model: &mut Model,
+    deadlines: &mut HashMap<usize, u64>,
+    (name, token, records, size, deadline): (&str, u64, usize, usize, Option<u64>),
+    rng: &mut Rng,
+) -> usize {
+    let id = model.attempts.len();
+    let bodies = (0..records).map(|k| body(name, id, k, size, rng)).collect();
+    model.attempts.push(Attempt {
+        stream: name.to_string(),
+        kind: Kind::Append,
+        token,
+        bodies,
+        outcome: Outcome::Pending,
+    });
+    if let Some(d) = deadline {
+        deadlines.insert(id, d);
+    }
+    id
+}
+
 /// Lower bounds every later state of a stream must meet: what some answer
 /// already proved durable.
 #[derive(Debug, Default, Clone, Copy)]
@@ -505,21 +528,9 @@ impl Sim {
                             let records = rng.range(1, 3) as usize;
                             let size = rng.range(12, 48) as usize;
                             let producer = rng.chance(1, 2).then(|| {
-                                let attempt = self.model.attempts.len();
-                                let name = STREAMS[stream];
-                                let bodies = (0..records)
-                                    .map(|k| body(name, attempt, k, size, rng))
-                                    .collect();
-                                self.model.attempts.push(Attempt {
-                                    stream: name.to_string(),
-                                    kind: Kind::Append,
-                                    token,
-                                    bodies,
-                                    outcome: Outcome::Pending,
-                                });
-                                if let Some(d) = deadline {
-                                    self.deadlines.insert(attempt, d);
-                                }
+                                let shape = (STREAMS[stream], token, records, size, deadline);
+                                let attempt =
+                                    new_append(&mut self.model, &mut self.deadlines, shape, rng);
                                 self.stats.idempotent_sent += 1;
                                 Pr {
                                     id: format!("w{w}.{token}.{}", worker.producer_gen),
@@ -624,21 +635,8 @@ impl Sim {
                 let id = match producer {
                     Some(p) => p.attempt,
                     None => {
-                        let id = self.model.attempts.len();
-                        let bodies = (0..*records)
-                            .map(|k| body(name, id, k, *size, &mut self.rng))
-                            .collect();
-                        self.model.attempts.push(Attempt {
-                            stream: name.to_string(),
-                            kind: Kind::Append,
-                            token,
-                            bodies,
-                            outcome: Outcome::Pending,
-                        });
-                        if let Some(d) = deadline {
-                            self.deadlines.insert(id, *d);
-                        }
-                        id
+                        let shape = (name, token, *records, *size, *deadline);
+                        new_append(&mut self.model, &mut self.deadlines, shape, &mut self.rng)
                     }
                 };
                 let bodies = self.model.attempts[id].bodies.clone();
