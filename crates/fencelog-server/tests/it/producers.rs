@@ -530,6 +530,12 @@ async fn a_batch_is_all_or_nothing_with_every_outcome() {
             json!({"ops": [{"stream": "a", "fencing_token": 1, "fence": true, "x": 1}]}),
             "ops[0]: unknown field \"x\"",
         ),
+        // The op has no producer ids: a batch is made exactly
+        // once with match_seq_num on its appends, not with producer seqs.
+        (
+            json!({"ops": [{"stream": "a", "fencing_token": 1, "records": [{"body": "x"}], "producer_id": "p", "producer_seq": 0}]}),
+            "ops[0]: unknown field \"producer_id\"",
+        ),
     ] {
         assert_eq!(
             api.post_json("/v1/batch", &body).await,
