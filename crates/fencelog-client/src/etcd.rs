@@ -54,6 +54,7 @@
 //! match run_worker(&config, input, tokio::io::sink()).await? {
 //!     WorkerOutcome::Finished { appended, .. } => println!("wrote {appended}"),
 //!     WorkerOutcome::FencedOut { highest, .. } => println!("token {highest} took over"),
+//!     WorkerOutcome::LeaseExpired { writer_ms, .. } => println!("lease over at {writer_ms}"),
 //! }
 //! # Ok(()) }
 //! ```
