@@ -112,6 +112,11 @@ mod imp {
         BatchPartial,
         /// A cursor commit with an equal token may move the cursor back.
         CursorBackwards,
+        /// Recovery skips the check that the last segment the MANIFEST
+        /// lists exists, so one deleted while the server was stopped is
+        /// taken for the end of the log (issue 12). First and middle ones
+        /// keep their check.
+        IgnoreMissingLastSegment,
     }
 
     thread_local! {

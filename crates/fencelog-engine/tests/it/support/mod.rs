@@ -7,6 +7,7 @@
 //! mutation tests can run it with a deliberate bug switched on and assert
 //! that it complains.
 
+pub mod compaction;
 pub mod corruption;
 pub mod crash;
 pub mod faults;
@@ -41,6 +42,17 @@ pub fn config(segment_bytes: u64) -> Config {
         reclaim_interval_ms: 0,
         ..Config::default()
     }
+}
+
+/// The segment files of a real data directory, in log order.
+pub fn segment_files(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".seg"))
+        .collect();
+    v.sort();
+    v
 }
 
 pub fn runtime() -> tokio::runtime::Runtime {
