@@ -112,6 +112,11 @@ mod imp {
         BatchPartial,
         /// A cursor commit with an equal token may move the cursor back.
         CursorBackwards,
+        /// The writer encodes an append with headers as a plain batch: the
+        /// flag HEADERS and every header are lost, the bodies kept.
+        HeadersDropped,
+        /// Readers return each record's headers in reverse order.
+        HeadersReversed,
         /// Recovery skips the check that the last segment the MANIFEST
         /// lists exists, so one deleted while the server was stopped is
         /// taken for the end of the log (issue 12). First and middle ones

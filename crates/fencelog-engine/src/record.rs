@@ -11,17 +11,15 @@
 
 use crate::engine::Engine;
 use crate::error::WriteError;
-use crate::writer::Ack;
+use crate::writer::{Ack, AppendOptions};
 use bytes::Bytes;
 use std::fmt;
 
-/// Most headers one record carries.
-pub const HEADERS_PER_RECORD_MAX: usize = 64;
-/// Most header bytes (names plus values) one record carries (8 KiB).
-pub const HEADER_BYTES_PER_RECORD_MAX: usize = 8 << 10;
-/// Longest header name in bytes (the format's `u16` allows more; the limit
-/// keeps names names).
-pub const HEADER_NAME_BYTES_MAX: usize = 255;
+/// The limits are the format's (`codec::payload`), so a record the engine
+/// accepts is always one the decoder believes.
+pub use crate::codec::{
+    HEADERS_PER_RECORD_MAX, HEADER_BYTES_PER_RECORD_MAX, HEADER_NAME_BYTES_MAX,
+};
 
 /// One header of a record.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -171,11 +169,19 @@ pub fn validate_headers(headers: &[Header]) -> Result<(), HeaderError> {
     Ok(())
 }
 
+/// Bytes of header names and values in `headers`: what the batch byte
+/// limit and the read byte budgets count besides the bodies.
+pub(crate) fn header_bytes(headers: &[Header]) -> usize {
+    headers.iter().map(|h| h.name.len() + h.value.len()).sum()
+}
+
 impl Engine {
     /// Appends records that may carry headers, atomically, like
     /// [`Engine::append`] (which is this without headers, and what this
-    /// does when no record has any). Every record's headers are checked
-    /// against the limits before anything reaches the writer.
+    /// does when no record has any, so such a batch is byte for byte a
+    /// plain append). Every record's headers are checked against the
+    /// limits, and their bytes count against the batch byte limit, before
+    /// anything reaches the writer.
     pub async fn append_records(
         &self,
         stream: &str,
@@ -183,18 +189,30 @@ impl Engine {
         records: Vec<RecordIn>,
         match_seq_num: Option<u64>,
     ) -> Result<Ack, WriteError> {
-        if records.iter().all(|r| r.headers.is_empty()) {
-            let bodies = records.into_iter().map(|r| r.body).collect();
-            return self
-                .append(stream, fencing_token, bodies, match_seq_num)
-                .await;
-        }
-        self.precheck(stream, Some(fencing_token))?;
-        for (record, r) in records.iter().enumerate() {
-            validate_headers(&r.headers)
-                .map_err(|error| WriteError::BadHeaders { record, error })?;
-        }
-        Err(WriteError::HeadersUnsupported)
+        let options = AppendOptions {
+            match_seq_num,
+            ..Default::default()
+        };
+        self.append_records_with(stream, fencing_token, records, options)
+            .await
+    }
+
+    /// [`Engine::append_records`] with an idempotent producer and a
+    /// deadline, as [`Engine::append_with`].
+    pub async fn append_records_with(
+        &self,
+        stream: &str,
+        fencing_token: u64,
+        records: Vec<RecordIn>,
+        options: AppendOptions,
+    ) -> Result<Ack, WriteError> {
+        let plain = records.iter().all(|r| r.headers.is_empty());
+        let (bodies, headers): (Vec<Bytes>, Vec<Vec<Header>>) =
+            records.into_iter().map(|r| (r.body, r.headers)).unzip();
+        // A batch without headers keeps today's bytes: no header lists.
+        let headers = if plain { Vec::new() } else { headers };
+        self.append_checked(stream, fencing_token, bodies, headers, options)
+            .await
     }
 }
 

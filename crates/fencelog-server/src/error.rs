@@ -171,7 +171,6 @@ fn write_answer(stream: &str, err: WriteError) -> ApiError {
         WriteError::BatchRefused(_) => ApiError::new(ErrorCode::BadRequest, message),
         WriteError::BadHeaders { error, .. } if error.is_limit() => ApiError::too_large(message),
         WriteError::BadHeaders { .. } => ApiError::bad_request(message),
-        WriteError::HeadersUnsupported => ApiError::new(ErrorCode::HeadersUnsupported, message),
     }
 }
 

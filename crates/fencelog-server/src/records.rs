@@ -47,20 +47,18 @@ pub async fn append(
         .await
         .map_err(|e| e.on_stream(&stream))?;
     let before = state.token_before(&stream);
+    let options = AppendOptions {
+        match_seq_num: req.match_seq_num,
+        producer: req.producer.map(|(id, seq)| ProducerSeq { id, seq }),
+        not_after_ms: req.not_after_ms,
+    };
     let result = match req.headers {
         None => {
-            let options = AppendOptions {
-                match_seq_num: req.match_seq_num,
-                producer: req.producer.map(|(id, seq)| ProducerSeq { id, seq }),
-                not_after_ms: req.not_after_ms,
-            };
             state
                 .engine
                 .append_with(&stream, req.token, req.records, options)
                 .await
         }
-        // Refused by the engine (headers are not stored yet), whatever the
-        // producer or deadline says.
         Some(headers) => {
             let records = req
                 .records
@@ -70,7 +68,7 @@ pub async fn append(
                 .collect();
             state
                 .engine
-                .append_records(&stream, req.token, records, req.match_seq_num)
+                .append_records_with(&stream, req.token, records, options)
                 .await
         }
     };

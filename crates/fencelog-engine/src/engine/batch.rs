@@ -35,7 +35,7 @@ impl Engine {
                 return Err(at(WriteError::ZeroToken));
             }
             if let BatchAction::Append { records, .. } = &op.action {
-                self.check_batch(records).map_err(|e| match e {
+                self.check_batch(records, 0).map_err(|e| match e {
                     e @ WriteError::TooLarge { .. } => e,
                     e => at(e),
                 })?;

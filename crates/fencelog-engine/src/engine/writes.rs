@@ -8,6 +8,7 @@ use crate::codec::StreamConfig;
 use crate::error::WriteError;
 use crate::locks;
 use crate::name::validate_stream_name;
+use crate::record::{header_bytes, validate_headers, Header};
 use crate::stream::StreamState;
 use crate::writer::{Ack, AppendOptions, Msg, Op, Reply, Request};
 use bytes::Bytes;
@@ -51,7 +52,13 @@ impl Engine {
         Ok(())
     }
 
-    pub(super) fn check_batch(&self, records: &[Bytes]) -> Result<(), WriteError> {
+    /// The batch against the record and byte limits; `header_bytes` are
+    /// the names and values of its headers, which count like body bytes.
+    pub(super) fn check_batch(
+        &self,
+        records: &[Bytes],
+        header_bytes: usize,
+    ) -> Result<(), WriteError> {
         let c = &self.shared().config;
         if records.is_empty() {
             return Err(WriteError::EmptyBatch);
@@ -63,7 +70,7 @@ impl Engine {
                 actual: records.len() as u64,
             });
         }
-        let bytes: usize = records.iter().map(|r| r.len()).sum();
+        let bytes: usize = records.iter().map(|r| r.len()).sum::<usize>() + header_bytes;
         if bytes > c.batch_bytes_max {
             return Err(WriteError::TooLarge {
                 what: "bytes in the batch",
@@ -137,6 +144,21 @@ impl Engine {
         records: Vec<Bytes>,
         options: AppendOptions,
     ) -> Result<Ack, WriteError> {
+        self.append_checked(stream, fencing_token, records, Vec::new(), options)
+            .await
+    }
+
+    /// Every append's way to the writer: the name, token and producer
+    /// checks, then the headers (`headers` is empty for a plain append, or
+    /// one list per record) and the batch limits, before anything is queued.
+    pub(crate) async fn append_checked(
+        &self,
+        stream: &str,
+        fencing_token: u64,
+        records: Vec<Bytes>,
+        headers: Vec<Vec<Header>>,
+        options: AppendOptions,
+    ) -> Result<Ack, WriteError> {
         match &options.producer {
             // A duplicate is answered whatever the token: no fast path.
             Some(p) => {
@@ -148,10 +170,16 @@ impl Engine {
             }
             None => self.precheck(stream, Some(fencing_token))?,
         }
-        self.check_batch(&records)?;
+        debug_assert!(headers.is_empty() || headers.len() == records.len());
+        for (record, h) in headers.iter().enumerate() {
+            validate_headers(h).map_err(|error| WriteError::BadHeaders { record, error })?;
+        }
+        let header_bytes = headers.iter().map(|h| header_bytes(h)).sum();
+        self.check_batch(&records, header_bytes)?;
         self.request(stream, |reply| Op::Append {
             token: fencing_token,
             records,
+            headers,
             match_seq_num: options.match_seq_num,
             producer: options.producer,
             not_after_ms: options.not_after_ms,

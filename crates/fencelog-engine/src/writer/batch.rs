@@ -74,6 +74,7 @@ fn plan_op<H>(
             let args = AppendArgs {
                 token,
                 records,
+                headers: &[],
                 match_seq_num: *match_seq_num,
                 producer: None,
                 not_after_ms,

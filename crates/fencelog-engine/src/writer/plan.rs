@@ -12,7 +12,8 @@
 //! before it in the group (or published before the group) killed it.
 
 use super::protocol::{
-    refusal_error, trailer_len, Ack, Answer, Op, ProducerSeq, Relocated, Relocation, Request,
+    records_frame_len, refusal_error, trailer_len, Ack, Answer, Op, ProducerSeq, Relocated,
+    Relocation, Request,
 };
 use crate::carried::{Carried, ProducerWrite};
 use crate::codec::checkpoint::{CursorEntry, FenceBy, FenceEvent};
@@ -22,6 +23,7 @@ use crate::codec::{
 };
 use crate::error::WriteError;
 use crate::fence::{self, Change, Effect, FenceState, Refusal};
+use crate::record::Header;
 use crate::stream::StreamState;
 use bytes::Bytes;
 use std::collections::{HashMap, VecDeque};
@@ -397,6 +399,8 @@ pub(super) fn pending<'s, H>(
 pub(super) struct AppendArgs<'a> {
     pub token: u64,
     pub records: &'a [Bytes],
+    /// Empty (a plain batch) or one list per record.
+    pub headers: &'a [Vec<Header>],
     pub match_seq_num: Option<u64>,
     pub producer: Option<&'a ProducerSeq>,
     pub not_after_ms: Option<u64>,
@@ -408,6 +412,7 @@ fn plan_one<H>(out: &mut Out<'_>, p: &mut Pending<H>, stream: &str, op: Op) -> A
         Op::Append {
             token,
             records,
+            headers,
             match_seq_num,
             producer,
             not_after_ms,
@@ -416,6 +421,7 @@ fn plan_one<H>(out: &mut Out<'_>, p: &mut Pending<H>, stream: &str, op: Op) -> A
             let args = AppendArgs {
                 token,
                 records: &records,
+                headers: &headers,
                 match_seq_num,
                 producer: producer.as_ref(),
                 not_after_ms,
@@ -542,8 +548,8 @@ pub(super) fn plan_append<H>(
         }
         Ok(_) => {}
     }
-    let len =
-        (crate::codec::frame_len(stream, a.records) + a.producer.map_or(0, trailer_len)) as u64;
+    let len = (records_frame_len(stream, a.records, a.headers) + a.producer.map_or(0, trailer_len))
+        as u64;
     if let Some(b) = out.ctx.budget.as_mut() {
         if len > b.room {
             out.counts.over_budget += 1;
@@ -557,7 +563,9 @@ pub(super) fn plan_append<H>(
     let first_seq = p.fence.next_seq;
     let count = a.records.len() as u32;
     let offset_in_buf = encode_records(out, stream, &a, first_seq, timestamp_ms);
-    debug_assert_eq!(out.buf.len() - offset_in_buf, len as usize);
+    // What the index and the live-byte counters account is the frame as
+    // written (a deliberate bug may have written less than planned).
+    let len = (out.buf.len() - offset_in_buf) as u64;
     if let Some(pr) = a.producer {
         let w = ProducerWrite {
             id: &pr.id,
@@ -619,7 +627,8 @@ fn duplicate_ack(carried: &Carried, id: &str) -> Ack {
 }
 
 /// Encodes an accepted append's records frame: a plain one (exactly
-/// version 1's bytes) without a producer, else with the producer trailer.
+/// version 1's bytes) without a producer or headers, else with the
+/// producer trailer and/or flag HEADERS.
 fn encode_records(
     out: &mut Out<'_>,
     stream: &str,
@@ -635,16 +644,30 @@ fn encode_records(
         a.token,
         timestamp_ms,
     );
-    let Some(pr) = a.producer else {
-        return encode_frame(out.buf, &spec, a.records);
+    let headers = if mutated!(HeadersDropped) {
+        &[]
+    } else {
+        a.headers
     };
+    if a.producer.is_none() && headers.is_empty() {
+        return encode_frame(out.buf, &spec, a.records);
+    }
+    debug_assert!(headers.is_empty() || headers.len() == a.records.len());
+    let pairs: Vec<Vec<(&[u8], &[u8])>> = headers
+        .iter()
+        .map(|h| h.iter().map(|h| (&h.name[..], &h.value[..])).collect())
+        .collect();
     let records: Vec<RecordSpec<'_>> = a
         .records
         .iter()
-        .map(|body| RecordSpec { headers: &[], body })
+        .enumerate()
+        .map(|(i, body)| RecordSpec {
+            headers: pairs.get(i).map_or(&[][..], |h| &h[..]),
+            body,
+        })
         .collect();
     let payload = PayloadSpec::Records {
-        producer: Some(ProducerTrailer {
+        producer: a.producer.map(|pr| ProducerTrailer {
             id: &pr.id,
             seq: pr.seq,
         }),

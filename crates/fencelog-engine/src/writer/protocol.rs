@@ -5,6 +5,7 @@ use crate::codec::checkpoint::CursorEntry;
 use crate::codec::{frame_len, StreamConfig, FRAME_HEADER_BYTES};
 use crate::error::WriteError;
 use crate::fence::Refusal;
+use crate::record::Header;
 use crate::stream::StreamState;
 use bytes::Bytes;
 use tokio::sync::oneshot;
@@ -108,6 +109,10 @@ pub(crate) enum Op {
     Append {
         token: u64,
         records: Vec<Bytes>,
+        /// Empty for a plain append (no allocation, today's bytes); else
+        /// one list per record, checked against the limits, at least one
+        /// not empty.
+        headers: Vec<Vec<Header>>,
         match_seq_num: Option<u64>,
         producer: Option<ProducerSeq>,
         not_after_ms: Option<u64>,
@@ -189,8 +194,14 @@ impl Request {
     pub(super) fn encoded_len(&self) -> usize {
         match &self.op {
             Op::Append {
-                records, producer, ..
-            } => frame_len(&self.stream, records) + producer.as_ref().map_or(0, trailer_len),
+                records,
+                headers,
+                producer,
+                ..
+            } => {
+                records_frame_len(&self.stream, records, headers)
+                    + producer.as_ref().map_or(0, trailer_len)
+            }
             Op::Batch { ops, .. } => ops.iter().map(BatchOp::encoded_len).sum(),
             Op::Cursor { name, .. } => FRAME_HEADER_BYTES + self.stream.len() + 1 + name.len(),
             Op::Relocate { frames, .. } => frames.iter().map(|f| f.bytes.len()).sum(),
@@ -229,6 +240,22 @@ impl BatchOp {
             BatchAction::Fence => FRAME_HEADER_BYTES + self.stream.len(),
         }
     }
+}
+
+/// Bytes of the records frame of an append: [`frame_len`] without
+/// headers; with them, each record's header count and (length, bytes) per
+/// name and value on top (`docs/design.md`, "Payloads").
+pub(super) fn records_frame_len(stream: &str, records: &[Bytes], headers: &[Vec<Header>]) -> usize {
+    let extra: usize = headers
+        .iter()
+        .map(|h| {
+            2 + h
+                .iter()
+                .map(|h| 6 + h.name.len() + h.value.len())
+                .sum::<usize>()
+        })
+        .sum();
+    frame_len(stream, records) + extra
 }
 
 /// A request's answer, held until the group is durable.

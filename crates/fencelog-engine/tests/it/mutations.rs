@@ -248,3 +248,24 @@ fn sim_catches_a_duplicate_written_again() {
 fn sim_catches_a_deadline_not_checked() {
     assert_sim_catches(Mutation::DeadlineIgnored);
 }
+
+/// A writer that loses the flag HEADERS (and the headers with it) while
+/// keeping every body: the checker compares each record's headers with
+/// what was appended.
+#[test]
+fn a_writer_that_drops_headers_is_caught() {
+    let m = Mutation::HeadersDropped;
+    assert_caught(m, with_mutation(m, || crash_points(&crash_suite())));
+}
+
+/// Headers served in the wrong order are wrong headers.
+#[test]
+fn a_reader_that_reorders_headers_is_caught() {
+    let m = Mutation::HeadersReversed;
+    assert_caught(m, with_mutation(m, || crash_points(&crash_suite())));
+}
+
+#[test]
+fn sim_catches_a_writer_that_drops_headers() {
+    assert_sim_catches(Mutation::HeadersDropped);
+}

@@ -39,7 +39,9 @@
 //! and `FENCELOG_SIM_SEED` (run one seed) size the run.
 
 use crate::support::verify::StreamDump;
-use crate::support::{env_or, verify, Attempt, Kind, Mode, Model, Outcome};
+use crate::support::{
+    append_opts, env_or, headers_for, verify, Attempt, Kind, Mode, Model, Outcome,
+};
 use bytes::Bytes;
 use fencelog_engine::sim::{Fault, FaultKind, Resolution, Rng, SimStorage};
 use fencelog_engine::{
@@ -322,13 +324,10 @@ fn new_append(
 ) -> usize {
     let id = model.attempts.len();
     let bodies = (0..records).map(|k| body(name, id, k, size, rng)).collect();
-    model.attempts.push(Attempt {
-        stream: name.to_string(),
-        kind: Kind::Append,
-        token,
-        bodies,
-        outcome: Outcome::Pending,
-    });
+    let headers = headers_for(name, id, records);
+    model
+        .attempts
+        .push(Attempt::append(name, Kind::Append, token, bodies, headers));
     if let Some(d) = deadline {
         deadlines.insert(id, d);
     }
@@ -640,6 +639,7 @@ impl Sim {
                     }
                 };
                 let bodies = self.model.attempts[id].bodies.clone();
+                let headers = self.model.attempts[id].headers.clone();
                 let options = AppendOptions {
                     match_seq_num: *match_seq,
                     producer: producer.as_ref().map(|p| ProducerSeq {
@@ -651,7 +651,7 @@ impl Sim {
                 (
                     Some(id),
                     Box::pin(async move {
-                        match engine.append_with(name, token, bodies, options).await {
+                        match append_opts(&engine, name, token, bodies, headers, options).await {
                             Ok(a) => Res::Acked(a),
                             Err(e) => classify_write(e),
                         }
@@ -660,13 +660,9 @@ impl Sim {
             }
             ReqKind::Fence => {
                 let id = self.model.attempts.len();
-                self.model.attempts.push(Attempt {
-                    stream: name.to_string(),
-                    kind: Kind::Fence,
-                    token,
-                    bodies: Vec::new(),
-                    outcome: Outcome::Pending,
-                });
+                self.model
+                    .attempts
+                    .push(Attempt::op(name, Kind::Fence, token));
                 (
                     Some(id),
                     Box::pin(async move {
@@ -684,13 +680,7 @@ impl Sim {
                     _ => (Kind::Delete, None),
                 };
                 let id = self.model.attempts.len();
-                self.model.attempts.push(Attempt {
-                    stream: name.to_string(),
-                    kind,
-                    token,
-                    bodies: Vec::new(),
-                    outcome: Outcome::Pending,
-                });
+                self.model.attempts.push(Attempt::op(name, kind, token));
                 (
                     Some(id),
                     Box::pin(async move {
@@ -1316,8 +1306,8 @@ impl Sim {
                         }
                         let want = d.at(start + k as u64);
                         if r.seq != start + k as u64
-                            || want.map(|(_, t, body)| (*t, body))
-                                != Some((r.fencing_token, &r.body))
+                            || want.map(|w| (w.fencing_token, &w.headers, &w.body))
+                                != Some((r.fencing_token, &r.headers, &r.body))
                         {
                             return fail(format!(
                                 "read record {k} (seq {}) is not the final log's record at {}",
@@ -1386,8 +1376,8 @@ impl Sim {
             match &h.res {
                 Res::Acked(a) if a.duplicate => {
                     for (k, b) in bodies.iter().enumerate() {
-                        if let Some((_, _, got)) = d.at(a.first_seq + k as u64) {
-                            if got != b {
+                        if let Some(got) = d.at(a.first_seq + k as u64) {
+                            if got.body != b {
                                 return fail(format!(
                                     "the duplicate's seq {} holds another record",
                                     a.first_seq + k as u64

@@ -8,7 +8,7 @@ mod client_producer;
 mod console_assets;
 mod fencing;
 mod fuzz_corpus;
-mod headers_refused;
+mod headers;
 mod http_metrics;
 mod lifecycle;
 mod openapi_routes;

@@ -523,7 +523,8 @@ pub fn lifecycle_corruption(suite: &CorruptionSuite) -> Result<LifecycleCorrupti
         let last_group = fs.last().map(|(f, _)| f.group_id);
         for _ in 0..suite.flips {
             let (f, _) = fs[rng.below(fs.len() as u64) as usize];
-            let at = rng.range(f.offset as u64, f.end as u64) as usize;
+            // `range` is inclusive and `end` is where the next frame starts.
+            let at = rng.range(f.offset as u64, f.end as u64 - 1) as usize;
             let mut b = bytes.clone();
             b[at] ^= 1 << rng.below(8);
             let what = format!("byte {at} of compacted {seg} flipped");
