@@ -252,6 +252,8 @@ pub(crate) struct Stats {
     deletes_ok: u64,
     sealed_refusals: u64,
     reclaims: u64,
+    /// Passes refused before writing anything (ENOSPC or EMFILE on a new segment).
+    reclaims_not_written: u64,
     stale: u64,
     mismatched: u64,
     unknown: u64,
@@ -283,6 +285,7 @@ impl Stats {
         self.deletes_ok += o.deletes_ok;
         self.sealed_refusals += o.sealed_refusals;
         self.reclaims += o.reclaims;
+        self.reclaims_not_written += o.reclaims_not_written;
         self.stale += o.stale;
         self.mismatched += o.mismatched;
         self.unknown += o.unknown;
@@ -1181,6 +1184,17 @@ impl Sim {
                     self.failed_in_epoch = true;
                     self.stats.poisonings += 1;
                 }
+            }
+            // Refused before any byte was written (ENOSPC or EMFILE while
+            // preparing a segment for the copies): nothing changed, so the
+            // engine stays healthy and the pass is simply not done.
+            Err(WriteError::NotWritten(_)) => {
+                if let Some(p) = self.engine().poisoned() {
+                    return Err(format!(
+                        "a pass refused before writing poisoned the engine: {p}"
+                    ));
+                }
+                self.stats.reclaims_not_written += 1;
             }
             Err(e) => return Err(format!("reclamation pass: {e}")),
         }
