@@ -4,25 +4,10 @@
 
 use crate::exactly_once::crash_suite;
 use crate::exactly_once_check::{check_recovered, run, STEPS};
+use crate::support::mutation::with_mutation;
 use crate::support::{config, open, runtime};
 use fencelog_engine::sim::SimStorage;
-use fencelog_engine::{
-    set_mutation, AppendOptions, Config, Engine, Mutation, ProducerSeq, WriteError,
-};
-
-struct Off;
-
-impl Drop for Off {
-    fn drop(&mut self) {
-        set_mutation(Mutation::None);
-    }
-}
-
-fn with_mutation<T>(m: Mutation, f: impl FnOnce() -> T) -> T {
-    let _off = Off;
-    set_mutation(m);
-    f()
-}
+use fencelog_engine::{AppendOptions, Config, Engine, Mutation, ProducerSeq, WriteError};
 
 /// The script and the checker on one engine, no crash.
 fn script_once() -> Result<(), String> {

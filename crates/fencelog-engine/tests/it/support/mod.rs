@@ -12,6 +12,8 @@ pub mod corruption;
 pub mod crash;
 pub mod faults;
 pub mod gate;
+#[cfg(feature = "mutations")]
+pub mod mutation;
 pub mod script;
 pub mod verify;
 
