@@ -180,6 +180,14 @@ impl ProcCluster {
         (status, r.json().await.unwrap_or(Value::Null), leader)
     }
 
+    /// `(status, body)` of a GET of `path` from node `id`.
+    pub async fn get(&self, id: usize, path: &str) -> (u16, Value) {
+        let url = format!("{}{path}", self.url(id));
+        let r = self.http.get(url).send().await.unwrap();
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
     pub async fn append(&self, id: usize, stream: &str, token: u64, body: &str) -> (u16, Value) {
         let records = fencelog_testkit::http::records_json(&[body]);
         let b = serde_json::json!({ "fencing_token": token, "records": records });

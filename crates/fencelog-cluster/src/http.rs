@@ -187,6 +187,8 @@ async fn append(
                     .collect()
             })
             .collect(),
+        producer: body.producer,
+        not_after_ms: body.not_after_ms,
     };
     // The records are copied into the op: the upload's budget share goes.
     drop(upload);
@@ -205,13 +207,17 @@ async fn fence(
 ) -> Result<Response, ApiError> {
     let stream = stream_of(path)?;
     let k = s.node.shard_of(&stream);
-    let token = fencelog_server::streams::fence_token(&s.shard_state(k), &headers, body).await?;
+    let (token, not_after_ms) =
+        fencelog_server::streams::fence_token(&s.shard_state(k), &headers, body)
+            .await
+            .map_err(|e| e.on_stream(&stream))?;
     if token == 0 {
         return Err(write_error(&stream, WriteError::ZeroToken));
     }
     let op = ClusterOp::Fence {
         stream: stream.clone(),
         token,
+        not_after_ms,
     };
     Ok(s.write(k, &stream, op, |_, applied| match applied {
         Applied::State(st) => Json(StreamInfo::from(st)).into_response(),
@@ -233,11 +239,7 @@ async fn to_shard(State(s): State<ClusterState>, request: Request) -> Response {
     let path = request.uri().path().to_string();
     let read = request.method() == Method::GET || request.method() == Method::HEAD;
     if !read {
-        let m = format!(
-            "{} {path} is not replicated in cluster mode yet",
-            request.method()
-        );
-        return ApiError::bad_request(m).into_response();
+        return not_replicated(request.method(), &path).into_response();
     }
     if path == "/v1/streams" {
         return ApiError::bad_request("listing streams is not supported in cluster mode yet")
@@ -266,6 +268,19 @@ async fn to_shard(State(s): State<ClusterState>, request: Request) -> Response {
     match app.oneshot(Request::from_parts(parts, body)).await {
         Ok(r) => r,
         Err(never) => match never {},
+    }
+}
+
+/// A write the cluster does not replicate yet (trim, seal, delete, config,
+/// cursor commits, multi-stream batches): refused before anything is
+/// applied anywhere, never applied to one replica only. A stream route's
+/// refusal names its stream, as every stream route's error does.
+fn not_replicated(method: &Method, path: &str) -> ApiError {
+    let m = format!("{method} {path} is not replicated in cluster mode yet; nothing was changed");
+    let e = ApiError::bad_request(m);
+    match path_stream(path) {
+        Some(stream) => e.on_stream(stream),
+        None => e,
     }
 }
 

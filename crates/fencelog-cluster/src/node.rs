@@ -10,7 +10,7 @@ use crate::shard::shard_of;
 use crate::state_machine::{shard_engine_config, ShardSm};
 use crate::types::{ClusterOp, NodeId, OpResult, Raft, ShardId, Snapshot, TypeConfig};
 use crate::wal::Wal;
-use fencelog_engine::{Config, DirStorage, Engine};
+use fencelog_engine::{node_mutation, Config, DirStorage, Engine, NodeMutation};
 use openraft::error::{InitializeError, RaftError};
 use openraft::raft::{AppendEntriesRequest, VoteRequest};
 use openraft::{BasicNode, SnapshotPolicy};
@@ -126,6 +126,9 @@ pub struct Node {
     wal: Arc<Wal>,
     shards: Vec<Shard>,
     transport: Arc<dyn Transport>,
+    /// A deliberate bug of the write path, read when the node starts
+    /// (tests only; always `None` without the engine's `mutations`).
+    mutation: NodeMutation,
 }
 
 fn is_not_allowed(e: &RaftError<NodeId, InitializeError<NodeId, BasicNode>>) -> bool {
@@ -137,6 +140,7 @@ impl Node {
     /// initializes each group with `members` if it never was (the entry is
     /// identical on every initial member, so any of them may do it).
     pub async fn start(options: NodeOptions, transport: Arc<dyn Transport>) -> io::Result<Node> {
+        let mutation = node_mutation();
         assert!(
             options.members.contains_key(&options.id),
             "a node is one of the members"
@@ -175,6 +179,7 @@ impl Node {
         }
         Ok(Node {
             id: options.id,
+            mutation,
             options,
             wal,
             shards,
@@ -225,8 +230,14 @@ impl Node {
 
     /// A refusal any replica may answer at once: its applied state already
     /// holds a higher token (applied is committed, tokens never fall).
+    /// Never for an idempotent producer's append: a retry of its last
+    /// applied append is answered as a duplicate whatever its token, and
+    /// only apply knows the producer table at the entry's place.
     fn early_refusal(&self, k: ShardId, op: &ClusterOp) -> Option<OpResult> {
         let token = match op {
+            ClusterOp::Append {
+                producer: Some(_), ..
+            } if self.mutation != NodeMutation::ProducerRefusedEarly => return None,
             ClusterOp::Append { token, .. } | ClusterOp::Fence { token, .. } => *token,
         };
         let s = self.engine(k).state(op.stream()).ok()?;

@@ -8,7 +8,9 @@
 //! reads a clock.
 
 use bytes::Bytes;
-use fencelog_engine::{Ack, Applied, Header, ReplicatedOp, StreamState, WriteError};
+use fencelog_engine::{
+    Ack, AppendOptions, Applied, Header, ProducerSeq, ReplicatedOp, StreamState, WriteError,
+};
 use serde::{Deserialize, Serialize};
 
 /// A node's id, as given by `--node-id`.
@@ -33,6 +35,13 @@ pub enum ClusterOp {
         /// value) per record, in order, checked against the engine's
         /// limits before proposing.
         headers: Vec<Vec<(Vec<u8>, Vec<u8>)>>,
+        /// An idempotent producer's (id, seq), if given (issue 11): its
+        /// duplicate is recognised in apply, from the replicated producer
+        /// table, the same on every replica.
+        producer: Option<(String, u64)>,
+        /// A deadline (Unix ms), compared in apply with the entry's
+        /// timestamp (the leader's clock, carried), never a local clock.
+        not_after_ms: Option<u64>,
     },
     /// A fence.
     Fence {
@@ -40,6 +49,8 @@ pub enum ClusterOp {
         stream: String,
         /// The new token.
         token: u64,
+        /// A deadline, as for an append.
+        not_after_ms: Option<u64>,
     },
 }
 
@@ -60,6 +71,8 @@ impl ClusterOp {
                 match_seq,
                 records,
                 headers,
+                producer,
+                not_after_ms,
             } => ReplicatedOp::Append {
                 stream: stream.clone(),
                 token: *token,
@@ -72,11 +85,23 @@ impl ClusterOp {
                             .collect()
                     })
                     .collect(),
-                match_seq_num: *match_seq,
+                options: AppendOptions {
+                    match_seq_num: *match_seq,
+                    producer: producer.as_ref().map(|(id, seq)| ProducerSeq {
+                        id: id.clone(),
+                        seq: *seq,
+                    }),
+                    not_after_ms: *not_after_ms,
+                },
             },
-            ClusterOp::Fence { stream, token } => ReplicatedOp::Fence {
+            ClusterOp::Fence {
+                stream,
+                token,
+                not_after_ms,
+            } => ReplicatedOp::Fence {
                 stream: stream.clone(),
                 token: *token,
+                not_after_ms: *not_after_ms,
             },
         }
     }
@@ -157,6 +182,9 @@ pub enum OpResult {
         token: u64,
         /// Its records' timestamp.
         ts_ms: u64,
+        /// An idempotent producer's retry of its last applied append: the
+        /// original ack, nothing written.
+        duplicate: bool,
     },
     /// An accepted fence.
     Fenced(StateView),
@@ -182,6 +210,28 @@ pub enum OpResult {
     ZeroToken,
     /// Refused by the format's own caps (name, record count): a message.
     Invalid(String),
+    /// A malformed producer id (issue 11).
+    BadInput(String),
+    /// An unknown producer below the stream's producer token floor.
+    ProducerFenced {
+        /// The floor.
+        floor: u64,
+    },
+    /// A producer seq below its last applied one.
+    ProducerSeqStale {
+        /// The producer's last applied seq.
+        last: u64,
+    },
+    /// A producer seq that skips ahead.
+    ProducerSeqGap {
+        /// The seq expected next.
+        expected: u64,
+    },
+    /// The entry's timestamp is past the op's `not_after_ms`.
+    DeadlineExceeded {
+        /// The timestamp apply decided at (the leader's, clamped).
+        writer_ms: u64,
+    },
 }
 
 impl OpResult {
@@ -195,6 +245,7 @@ impl OpResult {
                 next_seq: a.next_seq,
                 token: a.fencing_token,
                 ts_ms: a.timestamp_ms,
+                duplicate: a.duplicate,
             },
             Ok(Applied::State(s)) => OpResult::Fenced(StateView::of(s)),
             Err(WriteError::StaleToken {
@@ -212,6 +263,17 @@ impl OpResult {
             },
             Err(WriteError::StreamSealed(s)) => OpResult::Sealed(StateView::of(s)),
             Err(WriteError::ZeroToken) => OpResult::ZeroToken,
+            Err(WriteError::BadInput(m)) => OpResult::BadInput(m.clone()),
+            Err(WriteError::ProducerFenced { floor }) => OpResult::ProducerFenced { floor: *floor },
+            Err(WriteError::ProducerSeqStale { last }) => {
+                OpResult::ProducerSeqStale { last: *last }
+            }
+            Err(WriteError::ProducerSeqGap { expected }) => OpResult::ProducerSeqGap {
+                expected: *expected,
+            },
+            Err(WriteError::DeadlineExceeded { writer_ms }) => OpResult::DeadlineExceeded {
+                writer_ms: *writer_ms,
+            },
             Err(
                 WriteError::StorageFailed(_) | WriteError::Poisoned(_) | WriteError::ShuttingDown,
             ) => return None,
@@ -229,12 +291,14 @@ impl OpResult {
                 next_seq,
                 token,
                 ts_ms,
+                duplicate,
             } => Ok(Applied::Appended(Ack {
                 first_seq: *first_seq,
                 last_seq: *last_seq,
                 next_seq: *next_seq,
                 fencing_token: *token,
                 timestamp_ms: *ts_ms,
+                duplicate: *duplicate,
             })),
             OpResult::Fenced(s) => Ok(Applied::State(s.to_state())),
             OpResult::Stale {
@@ -253,6 +317,17 @@ impl OpResult {
             OpResult::Sealed(s) => Err(WriteError::StreamSealed(Box::new(s.to_state()))),
             OpResult::ZeroToken => Err(WriteError::ZeroToken),
             OpResult::Invalid(m) => Err(WriteError::BadConfig(m.clone())),
+            OpResult::BadInput(m) => Err(WriteError::BadInput(m.clone())),
+            OpResult::ProducerFenced { floor } => Err(WriteError::ProducerFenced { floor: *floor }),
+            OpResult::ProducerSeqStale { last } => {
+                Err(WriteError::ProducerSeqStale { last: *last })
+            }
+            OpResult::ProducerSeqGap { expected } => Err(WriteError::ProducerSeqGap {
+                expected: *expected,
+            }),
+            OpResult::DeadlineExceeded { writer_ms } => Err(WriteError::DeadlineExceeded {
+                writer_ms: *writer_ms,
+            }),
         }
     }
 }

@@ -56,18 +56,20 @@ mod stream;
 pub mod testing;
 mod writer;
 
-pub use codec::checkpoint::{AppliedState, FenceBy, FenceEvent};
+pub use codec::checkpoint::{AppliedState, CursorEntry, FenceBy, FenceEvent, ProducerEntry};
 /// The on-disk format version this build writes (the segment header's
 /// version field), shown by `fencelog --version`.
 pub use codec::FORMAT_VERSION;
 pub use codec::{Retention, StreamConfig};
 pub use config::Config;
 pub use engine::Engine;
+/// Operations one multi-stream batch may carry.
+pub use engine::BATCH_OPS_MAX;
 pub use error::{Corruption, OpenError, ReadError, StorageFailure, WriteError};
 pub use metrics::Metrics;
+pub use mutation::{node_mutation, wal_mutation, NodeMutation, WalMutation};
 #[cfg(feature = "mutations")]
 pub use mutation::{set_mutation, Mutation};
-pub use mutation::{wal_mutation, WalMutation};
 pub use name::{validate_stream_name, NameError};
 pub use reader::ReadBatch;
 pub use reclaim::ReclaimReport;
@@ -78,4 +80,6 @@ pub use record::{
 pub use recovery::{RecoveryReport, Truncation};
 pub use storage::{DirStorage, Storage, StorageFile, LOCK_FILE_NAME};
 pub use stream::StreamState;
-pub use writer::{Ack, Applied, ReplicatedOp};
+pub use writer::{
+    Ack, AppendOptions, Applied, BatchAck, BatchAction, BatchOp, ProducerSeq, ReplicatedOp,
+};

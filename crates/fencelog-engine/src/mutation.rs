@@ -58,6 +58,22 @@ pub fn wal_mutation() -> WalMutation {
     WalMutation::None
 }
 
+/// The deliberate bugs of a cluster node's write path (issue 14), read once
+/// when the node starts, on the starting thread, like [`WalMutation`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeMutation {
+    /// The node as shipped.
+    None,
+    /// See `Mutation::ProducerRefusedEarly`.
+    ProducerRefusedEarly,
+}
+
+/// Without the `mutations` feature no node mutation is ever on.
+#[cfg(not(feature = "mutations"))]
+pub fn node_mutation() -> NodeMutation {
+    NodeMutation::None
+}
+
 /// The calling thread's switch, to hand to a thread it spawns.
 #[cfg(not(feature = "mutations"))]
 #[derive(Clone, Copy)]
@@ -117,6 +133,21 @@ mod imp {
         /// highest token, trim point and seal live only in segments that
         /// reclamation then deletes ("a fence outlives its segments" broken).
         CheckpointOmitsStreams,
+        /// Evicting a producer does not raise the stream's producer token
+        /// floor, so a retry of an evicted producer's write is applied a
+        /// second time (issue 11).
+        EvictWithoutFloor,
+        /// A duplicate producer append is written again instead of being
+        /// answered with its original ack (issue 11).
+        DuplicateWritten,
+        /// The writer does not check `not_after_ms`: a write whose
+        /// timestamp is above its deadline slips in.
+        DeadlineIgnored,
+        /// A multi-stream batch applies the operations before the first
+        /// refusal instead of none.
+        BatchPartial,
+        /// A cursor commit with an equal token may move the cursor back.
+        CursorBackwards,
         /// The writer encodes an append with headers as a plain batch: the
         /// flag HEADERS and every header are lost, the bodies kept.
         HeadersDropped,
@@ -139,6 +170,11 @@ mod imp {
         /// The cluster's Raft WAL completes every group (openraft's append
         /// callback included) before its `sync_data`, and syncs after.
         WalAckBeforeSync,
+        /// A cluster node refuses an idempotent producer's append early
+        /// from its applied state's higher token, like a plain append, so
+        /// a retry of the producer's applied append after a fence is 409
+        /// instead of its original ack (issue 11 in cluster mode).
+        ProducerRefusedEarly,
     }
 
     thread_local! {
@@ -167,6 +203,14 @@ mod imp {
             Mutation::WalVoteUnsynced => super::WalMutation::VoteUnsynced,
             Mutation::WalAckBeforeSync => super::WalMutation::AckBeforeSync,
             _ => super::WalMutation::None,
+        }
+    }
+
+    /// The cluster node's deliberate bug switched on for the calling thread.
+    pub fn node_mutation() -> super::NodeMutation {
+        match ACTIVE.with(|a| a.get()) {
+            Mutation::ProducerRefusedEarly => super::NodeMutation::ProducerRefusedEarly,
+            _ => super::NodeMutation::None,
         }
     }
 

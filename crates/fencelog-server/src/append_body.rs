@@ -8,7 +8,8 @@ use bytes::Bytes;
 use fencelog_api::header as wire;
 use fencelog_engine::{Header, RecordIn};
 
-/// A decoded append: token, records and optional `match_seq_num`.
+/// A decoded append: token, records, and the optional `match_seq_num`,
+/// idempotent producer (id, seq) and deadline.
 #[derive(Debug, PartialEq, Eq)]
 pub struct AppendBody {
     /// The fencing token.
@@ -20,6 +21,10 @@ pub struct AppendBody {
     pub headers: Option<Vec<Vec<Header>>>,
     /// The seq the batch must start at, if given.
     pub match_seq_num: Option<u64>,
+    /// An idempotent producer's (id, seq), if given.
+    pub producer: Option<(String, u64)>,
+    /// The deadline (Unix ms), if given.
+    pub not_after_ms: Option<u64>,
 }
 
 impl AppendBody {
@@ -37,6 +42,8 @@ impl AppendBody {
             records,
             headers: any.then_some(headers),
             match_seq_num,
+            producer: None,
+            not_after_ms: None,
         }
     }
 }

@@ -3,6 +3,7 @@
 mod support;
 
 mod cluster;
+mod producers;
 mod snapshot;
 mod suite;
 mod wal_crash;

@@ -46,13 +46,25 @@ pub fn append(stream: &str, token: u64, body: &str) -> ClusterOp {
         match_seq: None,
         records: vec![body.as_bytes().to_vec()],
         headers: vec![],
+        producer: None,
+        not_after_ms: None,
     }
+}
+
+/// An idempotent producer's append (issue 11): producer `w-1`, seq `seq`.
+pub fn producer_append(stream: &str, token: u64, seq: u64, body: &str) -> ClusterOp {
+    let mut op = append(stream, token, body);
+    if let ClusterOp::Append { producer, .. } = &mut op {
+        *producer = Some(("w-1".into(), seq));
+    }
+    op
 }
 
 pub fn fence(stream: &str, token: u64) -> ClusterOp {
     ClusterOp::Fence {
         stream: stream.into(),
         token,
+        not_after_ms: None,
     }
 }
 

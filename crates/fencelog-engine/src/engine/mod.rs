@@ -3,9 +3,14 @@
 //! time, hands writes to the writer ([`writes`]), and serves reads and waits
 //! from published (durable) state ([`reads`]).
 
+mod batch;
+mod cursors;
 mod reads;
 mod replicated;
 mod writes;
+
+pub use batch::BATCH_OPS_MAX;
+pub(crate) use writes::validate_short_name;
 
 use crate::config::Config;
 use crate::error::{OpenError, StorageFailure, WriteError};

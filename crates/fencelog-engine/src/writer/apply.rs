@@ -33,6 +33,9 @@ pub(super) fn plan_apply<H>(
         .map(|op| {
             check_format(op)?;
             let p = pending(streams, lookup, op.stream());
+            if op.has_producer() {
+                p.load_carried(lookup, op.stream());
+            }
             outcome(plan_one(out, p, op.stream(), to_op(op)))
         })
         .collect();
@@ -58,9 +61,15 @@ pub(super) fn plan_apply<H>(
 fn check_format(op: &ReplicatedOp) -> Result<(), WriteError> {
     validate_stream_name(op.stream()).map_err(WriteError::InvalidStreamName)?;
     if let ReplicatedOp::Append {
-        records, headers, ..
+        records,
+        headers,
+        options,
+        ..
     } = op
     {
+        if let Some(p) = &options.producer {
+            crate::engine::validate_short_name("producer_id", &p.id)?;
+        }
         if records.is_empty() {
             return Err(WriteError::EmptyBatch);
         }
@@ -104,7 +113,7 @@ fn to_op(op: &ReplicatedOp) -> Op {
             token,
             records,
             headers,
-            match_seq_num,
+            options,
             ..
         } => Op::Append {
             token: *token,
@@ -116,11 +125,18 @@ fn to_op(op: &ReplicatedOp) -> Op {
             } else {
                 headers.clone()
             },
-            match_seq_num: *match_seq_num,
+            match_seq_num: options.match_seq_num,
+            producer: options.producer.clone(),
+            not_after_ms: options.not_after_ms,
             reply: oneshot::channel().0,
         },
-        ReplicatedOp::Fence { token, .. } => Op::Fence {
+        ReplicatedOp::Fence {
+            token,
+            not_after_ms,
+            ..
+        } => Op::Fence {
             token: *token,
+            not_after_ms: *not_after_ms,
             reply: oneshot::channel().0,
         },
     }
@@ -130,7 +146,11 @@ fn outcome(a: Answer) -> Result<Applied, WriteError> {
     match a {
         Answer::Append(_, r) => r.map(Applied::Appended),
         Answer::State(_, r) => r.map(Applied::State),
-        Answer::Unit(..) | Answer::Relocated(..) | Answer::Applied(..) => {
+        Answer::Unit(..)
+        | Answer::Relocated(..)
+        | Answer::Applied(..)
+        | Answer::Cursor(..)
+        | Answer::Batch(..) => {
             unreachable!("an applied op answers an ack or a state")
         }
     }

@@ -16,13 +16,16 @@
 //! [`WriteError::Poisoned`] until the engine is dropped.
 
 mod apply;
+mod batch;
 mod collect;
 mod persist;
 mod plan;
 mod protocol;
 mod publish;
 
-pub use protocol::{Ack, Applied, ReplicatedOp};
+pub use protocol::{
+    Ack, AppendOptions, Applied, BatchAck, BatchAction, BatchOp, ProducerSeq, ReplicatedOp,
+};
 pub(crate) use protocol::{ApplyEntry, Msg, Op, Relocation, Reply, Request};
 
 use crate::error::{StorageFailure, WriteError};
@@ -99,6 +102,14 @@ impl Lookup<Arc<StreamShared>> for Published<'_> {
         };
         let inner = locks::lock(&s.inner);
         matches!(inner.index.find(first_seq), Some((_, loc)) if loc.first_seq == first_seq && (loc.segment, loc.offset) == at)
+    }
+
+    fn carried(&mut self, name: &str) -> crate::carried::Carried {
+        let Some(s) = self.0.stream(name) else {
+            return Default::default();
+        };
+        let inner = locks::lock(&s.inner);
+        inner.carried().cloned().unwrap_or_default()
     }
 }
 
@@ -261,6 +272,7 @@ impl Writer {
                 bytes: shared.config.retention_bytes,
             },
             budget: self.budget(),
+            producers_max: shared.config.producers_per_stream_max,
         };
         let Plan {
             streams,
@@ -348,6 +360,8 @@ mod tests {
                 records: vec![Bytes::from(vec![b'x'; body])],
                 headers: Vec::new(),
                 match_seq_num: None,
+                producer: None,
+                not_after_ms: None,
                 reply,
             },
         });

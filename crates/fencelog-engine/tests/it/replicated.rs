@@ -4,7 +4,8 @@
 
 use bytes::Bytes;
 use fencelog_engine::{
-    Applied, AppliedState, Engine, Header, HeaderError, ReplicatedOp, WriteError,
+    Ack, AppendOptions, Applied, AppliedState, Engine, Header, HeaderError, ProducerSeq,
+    ReplicatedOp, WriteError,
 };
 
 fn at(index: u64, membership: &[u8]) -> AppliedState {
@@ -22,7 +23,7 @@ fn append(stream: &str, token: u64, body: &str) -> ReplicatedOp {
         token,
         records: vec![Bytes::from(body.to_string())],
         headers: vec![],
-        match_seq_num: None,
+        options: AppendOptions::default(),
     }
 }
 
@@ -30,6 +31,7 @@ fn fence(stream: &str, token: u64) -> ReplicatedOp {
     ReplicatedOp::Fence {
         stream: stream.into(),
         token,
+        not_after_ms: None,
     }
 }
 
@@ -101,14 +103,14 @@ pub(crate) async fn marker_is_durable_with_its_entry() {
             token: 1,
             records: vec![Bytes::from("y")],
             headers: vec![],
-            match_seq_num: None,
+            options: AppendOptions::default(),
         };
         let empty = ReplicatedOp::Append {
             stream: "s".into(),
             token: 1,
             records: vec![],
             headers: vec![],
-            match_seq_num: None,
+            options: AppendOptions::default(),
         };
         let r = e
             .apply_batch(at(3, b""), 12, vec![bad, empty])
@@ -137,7 +139,7 @@ async fn applied_headers_are_stored_and_checked() {
         token: 1,
         records: vec![Bytes::from("a"), Bytes::from("b")],
         headers,
-        match_seq_num: None,
+        options: AppendOptions::default(),
     };
     {
         let e = Engine::open(dir.path()).unwrap();
@@ -165,4 +167,104 @@ async fn applied_headers_are_stored_and_checked() {
         got,
         vec![(Bytes::from("a"), traced), (Bytes::from("b"), vec![])]
     );
+}
+
+fn producer_append(token: u64, seq: u64, body: &str, not_after_ms: Option<u64>) -> ReplicatedOp {
+    ReplicatedOp::Append {
+        stream: "p".into(),
+        token,
+        records: vec![Bytes::from(body.to_string())],
+        headers: vec![],
+        options: AppendOptions {
+            match_seq_num: None,
+            producer: Some(ProducerSeq {
+                id: "w-1".into(),
+                seq,
+            }),
+            not_after_ms,
+        },
+    }
+}
+
+/// Issue 11 through apply (issue 14): an idempotent producer's retry of
+/// its last applied append, even after a fence raised the token past it,
+/// is answered with the original ack and writes nothing; a deadline is
+/// compared with the entry's timestamp (the leader's, clamped), never the
+/// replica's clock; a fence's deadline too. A restart keeps the producer
+/// table, so a retry after it is still a duplicate.
+#[tokio::test]
+async fn applied_producers_and_deadlines_are_decided_by_the_entry() {
+    producers_and_deadlines_are_decided_by_the_entry().await;
+}
+
+/// The body of the test above (also run under mutations).
+pub(crate) async fn producers_and_deadlines_are_decided_by_the_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let original = {
+        let e = Engine::open(dir.path()).unwrap();
+        // Deadline 1_500 at the entry's 1_000: accepted, whatever the clock.
+        let r = e
+            .apply_batch(
+                at(1, b""),
+                1_000,
+                vec![producer_append(3, 0, "a", Some(1_500))],
+            )
+            .await
+            .unwrap();
+        let Ok(Applied::Appended(original)) = &r[0] else {
+            panic!("{r:?}")
+        };
+        assert_eq!((original.first_seq, original.duplicate), (0, false));
+        let ops = vec![
+            fence("p", 4),
+            producer_append(3, 0, "a", None),
+            producer_append(3, 2, "gap", None),
+            ReplicatedOp::Fence {
+                stream: "p".into(),
+                token: 5,
+                not_after_ms: Some(1_999),
+            },
+        ];
+        let r = e.apply_batch(at(2, b""), 2_000, ops).await.unwrap();
+        let dup = Ack {
+            duplicate: true,
+            ..original.clone()
+        };
+        assert_eq!(r[1], Ok(Applied::Appended(dup)));
+        assert_eq!(
+            r[2],
+            Err(WriteError::StaleToken {
+                presented: 3,
+                highest: 4,
+                next_seq: 1
+            })
+        );
+        assert_eq!(r[3], Err(WriteError::DeadlineExceeded { writer_ms: 2_000 }));
+        e.shutdown().await;
+        original.clone()
+    };
+    let e = Engine::open(dir.path()).unwrap();
+    let r = e
+        .apply_batch(at(3, b""), 2_100, vec![producer_append(1, 0, "a", None)])
+        .await
+        .unwrap();
+    assert_eq!(
+        r[0],
+        Ok(Applied::Appended(Ack {
+            duplicate: true,
+            ..original
+        }))
+    );
+    let r = e
+        .apply_batch(
+            at(4, b""),
+            2_200,
+            vec![producer_append(4, 1, "late", Some(2_100))],
+        )
+        .await
+        .unwrap();
+    assert_eq!(r[0], Err(WriteError::DeadlineExceeded { writer_ms: 2_200 }));
+    let read = e.read("p", 0, 10, 1 << 20).unwrap();
+    assert_eq!(read.records.len(), 1, "one record: nothing written twice");
+    assert_eq!(e.state("p").unwrap().highest_token, 4);
 }
