@@ -32,11 +32,11 @@ impl Engine {
             return Err(WriteError::Poisoned(f.clone()));
         }
         let (reply, rx) = oneshot::channel();
-        let entry = ApplyEntry {
+        let entry = Box::new(ApplyEntry {
             ts_ms,
             ops,
             mark: at,
-        };
+        });
         self.submit(Request {
             stream: "".into(),
             op: Op::Apply { entry, reply },

@@ -6,8 +6,8 @@
 //! entry's Applied marker follows in the same group, so a restart sees the
 //! entry's effects exactly when it sees its LogId.
 
-use super::plan::{pending, plan_one, IndexChange, Lookup, Out, Pending};
-use super::protocol::{Answer, Applied, ApplyEntry, Op, ReplicatedOp};
+use super::plan::{needs_carried, pending, plan_one, IndexChange, Lookup, Out, Pending};
+use super::protocol::{Answer, AppendExtra, Applied, ApplyEntry, Op, ReplicatedOp};
 use crate::codec::{encode_frame_with, AppliedMark, FrameKind, PayloadSpec, FRAME_RECORDS_MAX};
 use crate::error::WriteError;
 use crate::name::validate_stream_name;
@@ -33,10 +33,11 @@ pub(super) fn plan_apply<H>(
         .map(|op| {
             check_format(op)?;
             let p = pending(streams, lookup, op.stream());
-            if op.has_producer() {
+            let local = to_op(op);
+            if needs_carried(&local) {
                 p.load_carried(lookup, op.stream());
             }
-            outcome(plan_one(out, p, op.stream(), to_op(op)))
+            outcome(plan_one(out, p, op.stream(), local))
         })
         .collect();
     (out.ctx.now_ms, out.ctx.budget) = (now_ms, budget);
@@ -118,16 +119,18 @@ fn to_op(op: &ReplicatedOp) -> Op {
         } => Op::Append {
             token: *token,
             records: records.clone(),
+            match_seq_num: options.match_seq_num,
             // A batch whose lists are all empty is a plain append, byte for
             // byte, as on a single node.
-            headers: if headers.iter().all(Vec::is_empty) {
-                Vec::new()
-            } else {
-                headers.clone()
-            },
-            match_seq_num: options.match_seq_num,
-            producer: options.producer.clone(),
-            not_after_ms: options.not_after_ms,
+            extra: AppendExtra::boxed(
+                if headers.iter().all(Vec::is_empty) {
+                    Vec::new()
+                } else {
+                    headers.clone()
+                },
+                options.producer.clone(),
+                options.not_after_ms,
+            ),
             reply: oneshot::channel().0,
         },
         ReplicatedOp::Fence {

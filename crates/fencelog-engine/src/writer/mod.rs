@@ -26,7 +26,7 @@ mod publish;
 pub use protocol::{
     Ack, AppendOptions, Applied, BatchAck, BatchAction, BatchOp, ProducerSeq, ReplicatedOp,
 };
-pub(crate) use protocol::{ApplyEntry, Msg, Op, Relocation, Reply, Request};
+pub(crate) use protocol::{AppendExtra, ApplyEntry, Msg, Op, Relocation, Reply, Request};
 
 use crate::error::{StorageFailure, WriteError};
 use crate::locks;
@@ -358,10 +358,8 @@ mod tests {
             op: Op::Append {
                 token: 1,
                 records: vec![Bytes::from(vec![b'x'; body])],
-                headers: Vec::new(),
                 match_seq_num: None,
-                producer: None,
-                not_after_ms: None,
+                extra: None,
                 reply,
             },
         });
