@@ -18,6 +18,7 @@ mod client_lifecycle;
 mod client_tail_restart;
 mod cluster_history;
 mod cluster_kill;
+mod cluster_lifecycle;
 mod cluster_partition;
 mod cluster_procs;
 mod cluster_producers;

@@ -1,9 +1,10 @@
 //! A cluster node's HTTP API on the client port: the Raft RPCs under
 //! `/_cluster/`, appends and fences through Raft, and every other read
 //! served by the stream's shard engine through the single-node handlers
-//! (after a read-index, so tail answers are linearizable). Writes the
-//! cluster does not replicate yet (trim, seal, delete, config) are refused
-//! rather than applied to one replica.
+//! (after a read-index, so tail answers are linearizable). Trim, seal and
+//! delete go through Raft like a fence. Writes the cluster does not
+//! replicate yet (config, cursor commits, batches) are refused rather than
+//! applied to one replica.
 
 use crate::network::RpcKind;
 use crate::node::{Node, WriteOutcome};
@@ -12,12 +13,13 @@ use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use bytes::Bytes;
 use fencelog_api::{AppendAck, ErrorCode, Field, StreamInfo};
 use fencelog_engine::{validate_stream_name, Applied, Header, WriteError};
 use fencelog_server::error::write_error;
+use fencelog_server::lifecycle;
 use fencelog_server::{ApiError, AppState, HttpLimits, Shutdown};
 use std::sync::Arc;
 use tower::ServiceExt;
@@ -49,6 +51,9 @@ pub fn app(node: Arc<Node>, limits: HttpLimits, shutdown: Shutdown) -> Router {
         .route("/_cluster/admin/status", get(status))
         .route("/v1/streams/{stream}/records", post(append).get(to_shard))
         .route("/v1/streams/{stream}/fence", post(fence))
+        .route("/v1/streams/{stream}/trim", post(trim))
+        .route("/v1/streams/{stream}/seal", post(seal))
+        .route("/v1/streams/{stream}", delete(remove).fallback(to_shard))
         .fallback(to_shard)
         .with_state(state)
 }
@@ -219,11 +224,94 @@ async fn fence(
         token,
         not_after_ms,
     };
-    Ok(s.write(k, &stream, op, |_, applied| match applied {
+    Ok(s.write(k, &stream, op, state_answer).await)
+}
+
+/// A fence's, trim's, seal's or delete's answer: the stream's state.
+fn state_answer(_: &str, applied: Applied) -> Response {
+    match applied {
         Applied::State(st) => Json(StreamInfo::from(st)).into_response(),
-        Applied::Appended(_) => unreachable!("a fence answers a state"),
+        Applied::Appended(_) => unreachable!("a state change answers a state"),
+    }
+}
+
+type StreamPath = Result<Path<String>, axum::extract::rejection::PathRejection>;
+
+/// A trim, seal or delete: the single node's body parser on shard `k`'s
+/// state, then `op` from the stream and what it parsed, proposed or
+/// forwarded like a fence.
+async fn state_change<T, F>(
+    s: &ClusterState,
+    path: StreamPath,
+    parse: impl FnOnce(AppState) -> F,
+    op: impl FnOnce(String, T) -> ClusterOp,
+) -> Result<Response, ApiError>
+where
+    F: std::future::Future<Output = Result<T, ApiError>>,
+{
+    let stream = stream_of(path)?;
+    let k = s.node.shard_of(&stream);
+    let parsed = parse(s.shard_state(k))
+        .await
+        .map_err(|e| e.on_stream(&stream))?;
+    let op = op(stream.clone(), parsed);
+    Ok(s.write(k, &stream, op, state_answer).await)
+}
+
+/// `POST /v1/streams/{stream}/trim`, replicated: the single node's body,
+/// decided in apply on every replica.
+async fn trim(
+    State(s): State<ClusterState>,
+    path: StreamPath,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let parse = |st: AppState| async move { lifecycle::trim_body(&st, &headers, body).await };
+    state_change(
+        &s,
+        path,
+        parse,
+        |stream, (token, trim_seq, not_after_ms)| ClusterOp::Trim {
+            stream,
+            token,
+            trim_seq,
+            not_after_ms,
+        },
+    )
+    .await
+}
+
+/// `POST /v1/streams/{stream}/seal`, replicated.
+async fn seal(
+    State(s): State<ClusterState>,
+    path: StreamPath,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let parse = |st: AppState| async move { lifecycle::seal_body(&st, &headers, body).await };
+    state_change(&s, path, parse, |stream, (token, not_after_ms)| {
+        ClusterOp::Seal {
+            stream,
+            token,
+            not_after_ms,
+        }
     })
-    .await)
+    .await
+}
+
+/// `DELETE /v1/streams/{stream}`, replicated: a tombstone on every replica.
+async fn remove(
+    State(s): State<ClusterState>,
+    path: StreamPath,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let parse = |st: AppState| async move { lifecycle::delete_token(&st, &headers, body).await };
+    state_change(&s, path, parse, |stream, token| ClusterOp::Delete {
+        stream,
+        token,
+    })
+    .await
 }
 
 /// The stream a `/v1/streams/{stream}...` path names.
@@ -271,8 +359,8 @@ async fn to_shard(State(s): State<ClusterState>, request: Request) -> Response {
     }
 }
 
-/// A write the cluster does not replicate yet (trim, seal, delete, config,
-/// cursor commits, multi-stream batches): refused before anything is
+/// A write the cluster does not replicate yet (config, cursor commits,
+/// multi-stream batches): refused before anything is
 /// applied anywhere, never applied to one replica only. A stream route's
 /// refusal names its stream, as every stream route's error does.
 fn not_replicated(method: &Method, path: &str) -> ApiError {

@@ -238,10 +238,16 @@ impl Node {
             ClusterOp::Append {
                 producer: Some(_), ..
             } if self.mutation != NodeMutation::ProducerRefusedEarly => return None,
-            ClusterOp::Append { token, .. } | ClusterOp::Fence { token, .. } => *token,
+            ClusterOp::Append { token, .. }
+            | ClusterOp::Fence { token, .. }
+            | ClusterOp::Trim { token, .. }
+            | ClusterOp::Seal { token, .. }
+            | ClusterOp::Delete { token, .. } => *token,
         };
+        // A sealed stream or a tombstone answers what apply decides (the
+        // rule's order of checks differs per op there).
         let s = self.engine(k).state(op.stream()).ok()?;
-        (token < s.highest_token && !s.sealed).then_some(OpResult::Stale {
+        (token < s.highest_token && !s.sealed && !s.deleted).then_some(OpResult::Stale {
             presented: token,
             highest: s.highest_token,
             next_seq: s.next_seq,

@@ -64,7 +64,10 @@ fn op_bytes(op: &ClusterOp) -> usize {
                 .sum();
             bodies + names_values
         }
-        ClusterOp::Fence { .. } => 0,
+        ClusterOp::Fence { .. }
+        | ClusterOp::Trim { .. }
+        | ClusterOp::Seal { .. }
+        | ClusterOp::Delete { .. } => 0,
     }
 }
 

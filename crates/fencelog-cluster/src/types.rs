@@ -52,13 +52,45 @@ pub enum ClusterOp {
         /// A deadline, as for an append.
         not_after_ms: Option<u64>,
     },
+    /// A trim: records below `min(trim_seq, next_seq)` become unreadable
+    /// on every replica.
+    Trim {
+        /// The stream.
+        stream: String,
+        /// Its fencing token.
+        token: u64,
+        /// The requested trim point.
+        trim_seq: u64,
+        /// A deadline, as for an append.
+        not_after_ms: Option<u64>,
+    },
+    /// A seal: no more appends, fences or trims.
+    Seal {
+        /// The stream.
+        stream: String,
+        /// Its fencing token.
+        token: u64,
+        /// A deadline, as for an append.
+        not_after_ms: Option<u64>,
+    },
+    /// A delete: a tombstone keeps the token.
+    Delete {
+        /// The stream.
+        stream: String,
+        /// Its fencing token.
+        token: u64,
+    },
 }
 
 impl ClusterOp {
     /// The stream the op changes.
     pub fn stream(&self) -> &str {
         match self {
-            ClusterOp::Append { stream, .. } | ClusterOp::Fence { stream, .. } => stream,
+            ClusterOp::Append { stream, .. }
+            | ClusterOp::Fence { stream, .. }
+            | ClusterOp::Trim { stream, .. }
+            | ClusterOp::Seal { stream, .. }
+            | ClusterOp::Delete { stream, .. } => stream,
         }
     }
 
@@ -102,6 +134,30 @@ impl ClusterOp {
                 stream: stream.clone(),
                 token: *token,
                 not_after_ms: *not_after_ms,
+            },
+            ClusterOp::Trim {
+                stream,
+                token,
+                trim_seq,
+                not_after_ms,
+            } => ReplicatedOp::Trim {
+                stream: stream.clone(),
+                token: *token,
+                trim_seq: *trim_seq,
+                not_after_ms: *not_after_ms,
+            },
+            ClusterOp::Seal {
+                stream,
+                token,
+                not_after_ms,
+            } => ReplicatedOp::Seal {
+                stream: stream.clone(),
+                token: *token,
+                not_after_ms: *not_after_ms,
+            },
+            ClusterOp::Delete { stream, token } => ReplicatedOp::Delete {
+                stream: stream.clone(),
+                token: *token,
             },
         }
     }
@@ -186,7 +242,7 @@ pub enum OpResult {
         /// original ack, nothing written.
         duplicate: bool,
     },
-    /// An accepted fence.
+    /// An accepted fence, trim, seal or delete: the state after it.
     Fenced(StateView),
     /// A committed higher token explains the refusal.
     Stale {
@@ -232,6 +288,8 @@ pub enum OpResult {
         /// The timestamp apply decided at (the leader's, clamped).
         writer_ms: u64,
     },
+    /// A trim or seal of a stream that does not exist (or a tombstone).
+    NotFound,
 }
 
 impl OpResult {
@@ -263,6 +321,7 @@ impl OpResult {
             },
             Err(WriteError::StreamSealed(s)) => OpResult::Sealed(StateView::of(s)),
             Err(WriteError::ZeroToken) => OpResult::ZeroToken,
+            Err(WriteError::NotFound) => OpResult::NotFound,
             Err(WriteError::BadInput(m)) => OpResult::BadInput(m.clone()),
             Err(WriteError::ProducerFenced { floor }) => OpResult::ProducerFenced { floor: *floor },
             Err(WriteError::ProducerSeqStale { last }) => {
@@ -316,6 +375,7 @@ impl OpResult {
             }),
             OpResult::Sealed(s) => Err(WriteError::StreamSealed(Box::new(s.to_state()))),
             OpResult::ZeroToken => Err(WriteError::ZeroToken),
+            OpResult::NotFound => Err(WriteError::NotFound),
             OpResult::Invalid(m) => Err(WriteError::BadConfig(m.clone())),
             OpResult::BadInput(m) => Err(WriteError::BadInput(m.clone())),
             OpResult::ProducerFenced { floor } => Err(WriteError::ProducerFenced { floor: *floor }),

@@ -53,11 +53,7 @@ pub async fn trim(
     body: Body,
 ) -> Result<Json<StreamInfo>, ApiError> {
     let stream = stream_name(path)?;
-    let known = ["fencing_token", "trim_seq", "not_after_ms"];
-    let obj = json_object(&state, &headers, body, &known).await?;
-    let token = token_from_json(obj.get("fencing_token"))?;
-    let trim_seq = required_seq("trim_seq", obj.get("trim_seq"))?;
-    let not_after_ms = seq_from_json("not_after_ms", obj.get("not_after_ms"))?;
+    let (token, trim_seq, not_after_ms) = trim_body(&state, &headers, body).await?;
     match state
         .engine
         .trim_with(&stream, token, trim_seq, not_after_ms)
@@ -77,9 +73,7 @@ pub async fn seal(
     body: Body,
 ) -> Result<Json<StreamInfo>, ApiError> {
     let stream = stream_name(path)?;
-    let obj = json_object(&state, &headers, body, &["fencing_token", "not_after_ms"]).await?;
-    let token = token_from_json(obj.get("fencing_token"))?;
-    let not_after_ms = seq_from_json("not_after_ms", obj.get("not_after_ms"))?;
+    let (token, not_after_ms) = seal_body(&state, &headers, body).await?;
     match state.engine.seal_with(&stream, token, not_after_ms).await {
         Ok(s) => Ok(Json(s.into())),
         Err(e) => Err(write_error(&stream, e)),
@@ -97,11 +91,52 @@ pub async fn delete(
     body: Body,
 ) -> Result<Json<StreamInfo>, ApiError> {
     let stream = stream_name(path)?;
-    let upload = read_capped(&headers, body, &state.limits, &state.budget).await?;
+    let token = delete_token(&state, &headers, body).await?;
+    match state.engine.delete(&stream, token).await {
+        Ok(s) => Ok(Json(s.into())),
+        Err(e) => Err(write_error(&stream, e)),
+    }
+}
+
+/// A trim body's `(fencing_token, trim_seq, not_after_ms)` (also the
+/// cluster crate's trim route, issue 14).
+pub async fn trim_body(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(u64, u64, Option<u64>), ApiError> {
+    let known = ["fencing_token", "trim_seq", "not_after_ms"];
+    let obj = json_object(state, headers, body, &known).await?;
+    let token = token_from_json(obj.get("fencing_token"))?;
+    let trim_seq = required_seq("trim_seq", obj.get("trim_seq"))?;
+    let not_after_ms = seq_from_json("not_after_ms", obj.get("not_after_ms"))?;
+    Ok((token, trim_seq, not_after_ms))
+}
+
+/// A seal body's `(fencing_token, not_after_ms)` (also the cluster's).
+pub async fn seal_body(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(u64, Option<u64>), ApiError> {
+    let obj = json_object(state, headers, body, &["fencing_token", "not_after_ms"]).await?;
+    let token = token_from_json(obj.get("fencing_token"))?;
+    let not_after_ms = seq_from_json("not_after_ms", obj.get("not_after_ms"))?;
+    Ok((token, not_after_ms))
+}
+
+/// A delete's token: from `{"fencing_token": T}` or the `Fencing-Token`
+/// header, not both (also the cluster's).
+pub async fn delete_token(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<u64, ApiError> {
+    let upload = read_capped(headers, body, &state.limits, &state.budget).await?;
     let bytes = &upload.bytes;
     let from_header = headers.contains_key(header::FENCING_TOKEN);
     let token = match (bytes.is_empty(), from_header) {
-        (true, true) => token_from_header(&headers)?,
+        (true, true) => token_from_header(headers)?,
         (true, false) => {
             return Err(ApiError::bad_request(
                 "a delete needs {\"fencing_token\": T} or the Fencing-Token header",
@@ -127,10 +162,7 @@ pub async fn delete(
             }
         }
     };
-    match state.engine.delete(&stream, token).await {
-        Ok(s) => Ok(Json(s.into())),
-        Err(e) => Err(write_error(&stream, e)),
-    }
+    Ok(token)
 }
 
 const CONFIG_FIELDS: [&str; 4] = [

@@ -142,6 +142,30 @@ fn to_op(op: &ReplicatedOp) -> Op {
             not_after_ms: *not_after_ms,
             reply: oneshot::channel().0,
         },
+        ReplicatedOp::Trim {
+            token,
+            trim_seq,
+            not_after_ms,
+            ..
+        } => Op::Trim {
+            token: *token,
+            trim_seq: *trim_seq,
+            not_after_ms: *not_after_ms,
+            reply: oneshot::channel().0,
+        },
+        ReplicatedOp::Seal {
+            token,
+            not_after_ms,
+            ..
+        } => Op::Seal {
+            token: *token,
+            not_after_ms: *not_after_ms,
+            reply: oneshot::channel().0,
+        },
+        ReplicatedOp::Delete { token, .. } => Op::Delete {
+            token: *token,
+            reply: oneshot::channel().0,
+        },
     }
 }
 

@@ -212,13 +212,44 @@ pub enum ReplicatedOp {
         /// Refuse the fence if the entry's timestamp is past it.
         not_after_ms: Option<u64>,
     },
+    /// A trim, like [`crate::Engine::trim_with`].
+    Trim {
+        /// The stream.
+        stream: String,
+        /// The writer's fencing token.
+        token: u64,
+        /// Records below `min(trim_seq, next_seq)` become unreadable.
+        trim_seq: u64,
+        /// A deadline, as for a fence.
+        not_after_ms: Option<u64>,
+    },
+    /// A seal, like [`crate::Engine::seal_with`].
+    Seal {
+        /// The stream.
+        stream: String,
+        /// The writer's fencing token.
+        token: u64,
+        /// A deadline, as for a fence.
+        not_after_ms: Option<u64>,
+    },
+    /// A delete, like [`crate::Engine::delete`].
+    Delete {
+        /// The stream.
+        stream: String,
+        /// The writer's fencing token.
+        token: u64,
+    },
 }
 
 impl ReplicatedOp {
     /// The stream the op changes.
     pub fn stream(&self) -> &str {
         match self {
-            ReplicatedOp::Append { stream, .. } | ReplicatedOp::Fence { stream, .. } => stream,
+            ReplicatedOp::Append { stream, .. }
+            | ReplicatedOp::Fence { stream, .. }
+            | ReplicatedOp::Trim { stream, .. }
+            | ReplicatedOp::Seal { stream, .. }
+            | ReplicatedOp::Delete { stream, .. } => stream,
         }
     }
 
@@ -234,7 +265,10 @@ impl ReplicatedOp {
                 records_frame_len(stream, records, headers)
                     + options.producer.as_ref().map_or(0, trailer_len)
             }
-            ReplicatedOp::Fence { stream, .. } => FRAME_HEADER_BYTES + stream.len(),
+            ReplicatedOp::Fence { stream, .. }
+            | ReplicatedOp::Trim { stream, .. }
+            | ReplicatedOp::Seal { stream, .. }
+            | ReplicatedOp::Delete { stream, .. } => FRAME_HEADER_BYTES + stream.len(),
         }
     }
 }
