@@ -233,11 +233,15 @@ pub fn wal_crash_points() -> Result<u64, String> {
     let (all, _) = run(&rt, &dry)?.expect("the dry run opens");
     // The process dies, the machine does not: the lock is free again.
     dry.restart();
-    assert_eq!(
-        normalise(recovered(&rt, &dry)?),
-        normalise(all),
-        "the dry run reopens whole"
-    );
+    // A violation, not a broken harness: under `WalAckBeforeSync` the
+    // script may end between an ack and its write (timing decides), and
+    // the dry run is the first to see the acknowledged record missing.
+    let reopened = normalise(recovered(&rt, &dry)?);
+    if reopened != normalise(all.clone()) {
+        return Err(format!(
+            "the dry run does not reopen whole: recovered {reopened:?}\nacknowledged {all:?}"
+        ));
+    }
     let total = dry.op_count();
     let resolutions = [
         Resolution::DropAll,
