@@ -275,3 +275,34 @@ def test_multi_stream_batch(client: fencelog.Client, stream: str) -> None:
         client.batch([fencelog.BatchAppend(y, 7, ("y2",))], not_after_ms=1)
     assert isinstance(late.value.first, fencelog.DeadlineExceeded)
     assert bodies(client, y) == [b"y0", b"\xff"]
+
+
+def test_deadlines_on_trim_and_seal_and_a_sealed_stream(client: fencelog.Client, stream: str) -> None:
+    client.append(stream, 3, ["a", "b", "c"])
+    with pytest.raises(fencelog.DeadlineExceeded) as trim_late:
+        client.trim(stream, 3, 2, not_after_ms=1)
+    assert trim_late.value.stream == stream
+    with pytest.raises(fencelog.DeadlineExceeded):
+        client.seal(stream, 3, not_after_ms=1)
+    st = client.state(stream)
+    assert (st.first_seq, st.sealed) == (0, False)  # nothing changed
+    far = int(time.time() * 1000) + 600_000
+    assert client.trim(stream, 3, 2, not_after_ms=far).first_seq == 2
+    sealed = client.seal(stream, 3, not_after_ms=far)
+    assert (sealed.sealed, sealed.next_seq, sealed.highest_token) == (True, 3, 3)
+    with pytest.raises(fencelog.StreamSealed) as info:
+        client.append(stream, 4, "d")
+    e = info.value
+    assert e.body == {
+        "error": "stream_sealed",
+        "message": f"stream {stream} is sealed (next_seq 3, highest token 3): no more appends, fences or trims",
+        "stream": stream,
+        "first_seq": 2,
+        "next_seq": 3,
+        "highest_token": 3,
+        "sealed": True,
+    }
+    assert (e.status, e.first_seq, e.next_seq, e.highest_token) == (409, 2, 3, 3)
+    # A producer on a sealed stream is refused the same way, not retried.
+    with pytest.raises(fencelog.StreamSealed):
+        fencelog.Producer(client, stream, 4, "late").append("d")

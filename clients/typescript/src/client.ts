@@ -167,6 +167,12 @@ function segment(name: string, what: string): string {
   return encodeURIComponent(name);
 }
 
+/** `,"not_after_ms":N` for a JSON body with a deadline, else nothing. */
+function deadlineField(options: FenceOptions): string {
+  const deadline = seqText("notAfterMs", options.notAfterMs);
+  return deadline === undefined ? "" : `,"not_after_ms":${deadline}`;
+}
+
 function cursorPath(stream: string, name: string): string {
   return streamPath(stream, `/cursors/${segment(name, "cursor name")}`);
 }
@@ -244,6 +250,31 @@ export class Client {
   }
 
   /**
+   * Makes the records below `trimSeq` unreadable (`firstSeq` becomes
+   * `min(trimSeq, nextSeq)` and never moves back). Fenced like an append
+   * (`StaleFencingTokenError`, `StreamSealedError`); `notAfterMs` is a
+   * deadline. Never retried.
+   */
+  async trim(stream: string, token: Token, trimSeq: number, options: FenceOptions = {}): Promise<StreamState> {
+    const body = `{"fencing_token":${tokenText(token)},"trim_seq":${seqText("trimSeq", trimSeq)}${deadlineField(options)}}`;
+    const init = { method: "POST", headers: { "content-type": "application/json" }, body };
+    const [status, text] = await this.#sendOnce(streamPath(stream, "/trim"), init, `trim ${stream}`);
+    return parseState(this.#decode(status, text));
+  }
+
+  /**
+   * Seals the stream: every later append, fence and trim is
+   * `StreamSealedError`. Sealing again with the highest token is
+   * idempotent; `notAfterMs` is a deadline. Never retried.
+   */
+  async seal(stream: string, token: Token, options: FenceOptions = {}): Promise<StreamState> {
+    const body = `{"fencing_token":${tokenText(token)}${deadlineField(options)}}`;
+    const init = { method: "POST", headers: { "content-type": "application/json" }, body };
+    const [status, text] = await this.#sendOnce(streamPath(stream, "/seal"), init, `seal ${stream}`);
+    return parseState(this.#decode(status, text));
+  }
+
+  /**
    * A multi-stream batch (`POST /v1/batch`), all or nothing and durable as
    * one unit: each op's outcome in order (an `AppendAck` for an append, a
    * `StreamState` for a fence). If any op is refused none is applied:
@@ -311,8 +342,7 @@ export class Client {
    * deadline, as for appends.
    */
   async fence(stream: string, token: Token, options: FenceOptions = {}): Promise<StreamState> {
-    const deadline = seqText("notAfterMs", options.notAfterMs);
-    const body = `{"fencing_token":${tokenText(token)}${deadline === undefined ? "" : `,"not_after_ms":${deadline}`}}`;
+    const body = `{"fencing_token":${tokenText(token)}${deadlineField(options)}}`;
     const [status, text] = await this.#idempotent(
       streamPath(stream, "/fence"),
       { method: "POST", headers: { "content-type": "application/json" }, body },

@@ -11,6 +11,7 @@
  * ├── ApiError                        the server answered with an error body
  * │   ├── StaleFencingTokenError      409: a higher token was accepted; stop
  * │   ├── SeqMismatchError            412
+ * │   ├── StreamSealedError           409: the stream is sealed; nobody can write
  * │   ├── ProducerSeqStaleError       409: producer_seq below the last applied one
  * │   ├── ProducerSeqGapError         409: producer_seq skips ahead
  * │   ├── ProducerFencedError         409: unknown producer below the token floor
@@ -138,6 +139,21 @@ export class SeqMismatchError extends ApiError {
     this.stream = str(body, "stream");
     this.matchSeqNum = seq(body, "match_seq_num");
     this.nextSeq = seq(body, "next_seq");
+  }
+}
+
+/** The stream is sealed: no append, fence or trim, whatever the token. Not a lost ownership: nobody can write. */
+export class StreamSealedError extends ApiError {
+  readonly stream: string;
+  readonly firstSeq: number;
+  readonly nextSeq: number;
+  readonly highestToken: bigint;
+  constructor(status: number, body: ErrorBody, raw: string) {
+    super(status, body, raw);
+    this.stream = str(body, "stream");
+    this.firstSeq = seq(body, "first_seq");
+    this.nextSeq = seq(body, "next_seq");
+    this.highestToken = token(body, "highest_token");
   }
 }
 
@@ -308,6 +324,7 @@ type ApiErrorClass = new (status: number, body: ErrorBody, raw: string) => ApiEr
 const BY_CODE: { [code: string]: ApiErrorClass } = {
   stale_fencing_token: StaleFencingTokenError,
   seq_mismatch: SeqMismatchError,
+  stream_sealed: StreamSealedError,
   stream_not_found: NotFoundError,
   out_of_range: OutOfRangeError,
   too_large: TooLargeError,

@@ -29,6 +29,7 @@ export {
   ProtocolError,
   SeqMismatchError,
   StaleFencingTokenError,
+  StreamSealedError,
   TooLargeError,
   TransportError,
   UnauthenticatedError,

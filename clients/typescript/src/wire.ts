@@ -112,6 +112,8 @@ export interface StreamState {
   nextSeq: number;
   highestToken: bigint;
   lastTimestampMs: number;
+  /** True once the stream is sealed: no append, fence or trim any more. */
+  sealed: boolean;
 }
 
 /**
@@ -454,6 +456,7 @@ export function parseState(v: unknown): StreamState {
     nextSeq: seqOf(o, "next_seq"),
     highestToken: tokenOf(o, "highest_token"),
     lastTimestampMs: seqOf(o, "last_timestamp_ms"),
+    sealed: flagOf(o, "sealed"),
   };
 }
 

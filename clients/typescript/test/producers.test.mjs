@@ -261,3 +261,30 @@ test("multi-stream batch: all applied, or none with every op's outcome", async (
   assert.ok(late.first instanceof f.DeadlineExceededError);
   assert.equal((await c.state(y)).nextSeq, 2);
 });
+
+test("deadlines on trim and seal, and a sealed stream", async () => {
+  const s = streamName("sealed");
+  await c.append(s, 3n, ["a", "b", "c"]);
+  const late = await caught(() => c.trim(s, 3n, 2, { notAfterMs: 1 }), f.DeadlineExceededError);
+  assert.equal(late.stream, s);
+  await caught(() => c.seal(s, 3n, { notAfterMs: 1 }), f.DeadlineExceededError);
+  const st = await c.state(s);
+  assert.deepEqual([st.firstSeq, st.sealed], [0, false]); // nothing changed
+  const far = Date.now() + 600_000;
+  assert.equal((await c.trim(s, 3n, 2, { notAfterMs: far })).firstSeq, 2);
+  const sealed = await c.seal(s, 3n, { notAfterMs: far });
+  assert.deepEqual([sealed.sealed, sealed.nextSeq, sealed.highestToken], [true, 3, 3n]);
+  const e = await caught(() => c.append(s, 4n, "d"), f.StreamSealedError);
+  assert.deepEqual(e.body, {
+    error: "stream_sealed",
+    message: `stream ${s} is sealed (next_seq 3, highest token 3): no more appends, fences or trims`,
+    stream: s,
+    first_seq: 2,
+    next_seq: 3,
+    highest_token: 3,
+    sealed: true,
+  });
+  assert.deepEqual([e.status, e.firstSeq, e.nextSeq, e.highestToken], [409, 2, 3, 3n]);
+  // A producer on a sealed stream is refused the same way, not retried.
+  await caught(() => new f.Producer(c, s, 4n, { producerId: "late" }).append("d"), f.StreamSealedError);
+});

@@ -116,6 +116,11 @@ def fence_body(token: int, not_after_ms: Optional[int] = None) -> bytes:
     return body + b"}"
 
 
+def trim_body(token: int, trim_seq: int, not_after_ms: Optional[int]) -> bytes:
+    fence = fence_body(token, not_after_ms)
+    return fence[:-1] + b',"trim_seq":%s}' % (_wire.check_seq("trim_seq", trim_seq) or "0").encode()
+
+
 def cursor_body(token: int, seq: int) -> bytes:
     return b'{"fencing_token":%s,"seq":%s}' % (
         _wire.check_token(token).encode(),

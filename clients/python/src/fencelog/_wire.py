@@ -294,6 +294,7 @@ def parse_state(obj: Any, raw: bytes) -> StreamState:
         next_seq=_field(obj, "next_seq", int, raw),
         highest_token=_field(obj, "highest_token", int, raw),
         last_timestamp_ms=_field(obj, "last_timestamp_ms", int, raw),
+        sealed=_flag(obj, "sealed", raw),
     )
 
 

@@ -104,6 +104,33 @@ class AsyncClient:
         )
         return _wire.parse_state(_json(resp), resp.content)
 
+    async def trim(self, stream: str, token: int, trim_seq: int, *, not_after_ms: Optional[int] = None) -> StreamState:
+        """Makes the records below ``trim_seq`` unreadable (``first_seq``
+        becomes ``min(trim_seq, next_seq)`` and never moves back). Fenced
+        like an append (:class:`StaleFencingToken`, :class:`StreamSealed`);
+        ``not_after_ms`` is a deadline. Never retried."""
+        resp = await self._send_once(
+            "POST",
+            _wire.stream_path(stream, "/trim"),
+            what=f"trim {stream}",
+            headers={"Content-Type": "application/json"},
+            content=_common.trim_body(token, trim_seq, not_after_ms),
+        )
+        return _wire.parse_state(_json(resp), resp.content)
+
+    async def seal(self, stream: str, token: int, *, not_after_ms: Optional[int] = None) -> StreamState:
+        """Seals the stream: every later append, fence and trim is
+        :class:`StreamSealed`. Sealing again with the highest token is
+        idempotent; ``not_after_ms`` is a deadline. Never retried."""
+        resp = await self._send_once(
+            "POST",
+            _wire.stream_path(stream, "/seal"),
+            what=f"seal {stream}",
+            headers={"Content-Type": "application/json"},
+            content=_common.fence_body(token, not_after_ms),
+        )
+        return _wire.parse_state(_json(resp), resp.content)
+
     async def batch(
         self, ops: Iterable[Union[BatchAppend, BatchFence]], *, not_after_ms: Optional[int] = None
     ) -> List[Union[AppendAck, StreamState]]:

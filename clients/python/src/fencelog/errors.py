@@ -9,6 +9,7 @@ the outcome a fenced producer must handle — "a newer owner took over, stop"
     ├── ApiError                 the server answered with an error body
     │   ├── StaleFencingToken    409: a higher token was accepted; stop writing
     │   ├── SeqMismatch          412: match_seq_num != the stream's next_seq
+    │   ├── StreamSealed         409: the stream is sealed; nobody can write
     │   ├── ProducerSeqStale     409: producer_seq below the last applied one
     │   ├── ProducerSeqGap       409: producer_seq skips ahead of the expected one
     │   ├── ProducerFenced       409: unknown producer below the producer token floor
@@ -135,6 +136,18 @@ class SeqMismatch(ApiError):
         self.stream: str = _str(body, "stream")
         self.match_seq_num: int = _int(body, "match_seq_num")
         self.next_seq: int = _int(body, "next_seq")
+
+
+class StreamSealed(ApiError):
+    """The stream is sealed: no append, fence or trim is accepted, whatever
+    the token. Not a lost ownership: nobody can write any more."""
+
+    def __init__(self, status: int, body: Dict[str, Any], *, raw: bytes = b"") -> None:
+        super().__init__(status, body, raw=raw)
+        self.stream: str = _str(body, "stream")
+        self.first_seq: int = _int(body, "first_seq")
+        self.next_seq: int = _int(body, "next_seq")
+        self.highest_token: int = _int(body, "highest_token")
 
 
 class NotFound(ApiError):
@@ -300,6 +313,7 @@ class Forbidden(ApiError):
 _BY_CODE: Dict[str, Type[ApiError]] = {
     "stale_fencing_token": StaleFencingToken,
     "seq_mismatch": SeqMismatch,
+    "stream_sealed": StreamSealed,
     "stream_not_found": NotFound,
     "out_of_range": OutOfRange,
     "too_large": TooLarge,

@@ -59,6 +59,8 @@ class StreamState:
     next_seq: int
     highest_token: int
     last_timestamp_ms: int
+    #: True once the stream is sealed: no append, fence or trim any more.
+    sealed: bool = False
 
 
 @dataclass(frozen=True)
