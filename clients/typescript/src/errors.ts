@@ -262,7 +262,8 @@ export class CursorNotFoundError extends ApiError {
  * own error (e.g. `StaleFencingTokenError`) — and every op's outcome in
  * order: `ops` as sent (an ack or an error body), `outcomes` decoded (an
  * `AppendAck` or `StreamState` for an op that would have been applied, an
- * `ApiError` for one that was refused).
+ * `ApiError` for one that was refused; its `status` is the batch answer's,
+ * as an op's error body carries none of its own).
  */
 export class BatchRefusedError extends ApiError {
   readonly first: ApiError;

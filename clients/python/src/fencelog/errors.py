@@ -269,7 +269,8 @@ class BatchRefused(ApiError):
     op's outcome in order: ``ops`` as sent (an ack, or an error body), and
     ``outcomes`` decoded — an :class:`AppendAck` or :class:`StreamState`
     for an op that would have been applied, an :class:`ApiError` for one
-    that was refused."""
+    that was refused (its ``status`` is the batch answer's: an op's error
+    body carries no status of its own)."""
 
     def __init__(self, status: int, body: Dict[str, Any], *, raw: bytes = b"") -> None:
         super().__init__(status, body, raw=raw)
