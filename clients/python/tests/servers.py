@@ -272,16 +272,19 @@ class AnswerDroppingProxy:
 
     def _drop(self, server: socket.socket, client: socket.socket) -> None:
         try:
-            server.recv(1)  # the answer's first byte: decided; dropped unread
+            # The answer's first byte: decided; dropped unread.
+            answered = server.recv(1) != b""
         except OSError:
-            pass
+            answered = False
+        if answered:
+            # Before the client can see the connection close.
+            self.dropped.set()
         for s in (client, server):
             try:
                 s.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass
             s.close()
-        self.dropped.set()
 
     def close(self) -> None:
         try:
