@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Instructions per awaited append through the whole server (HTTP included),
-# counted by callgrind, for plain appends and appends with a producer id:
+# counted by callgrind, for plain appends and appends with a producer id,
+# raw (headers) and JSON (fields):
 #   benches/ab/server_ab.sh [FENCELOG_BIN...]   (default: target/release/fencelog)
+# AB_MODES="plain" skips the producer appends (for a binary older than issue 11).
 # Each binary serves a fresh data directory on tmpfs under valgrind; the
 # client (server_appends.py) sends 1000 and then 3000 appends to fresh
 # servers, and the difference / 2000 is the per-append cost (start-up and
@@ -30,7 +32,7 @@ count() { # BIN N MODE -> instructions
   sed -n 's/.*Collected : //p' "$log"
 }
 for bin in "${bins[@]}"; do
-  for mode in plain producer; do
+  for mode in ${AB_MODES:-plain producer plain-json producer-json}; do
     small=$(count "$bin" 1000 $mode); large=$(count "$bin" 3000 $mode)
     echo "$bin $mode: $(( (large - small) / 2000 )) instructions per append"
   done
