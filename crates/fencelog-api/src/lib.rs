@@ -13,6 +13,7 @@ pub mod append;
 pub mod batch;
 pub mod chunks;
 pub mod error;
+pub mod fixed_json;
 pub mod header;
 pub mod read;
 pub mod record;

@@ -5,7 +5,7 @@ use crate::append_body::{body_kind, AppendBody, BodyKind};
 use crate::auth::Caller;
 use crate::body::{read_capped, Upload};
 use crate::chunked::{self, Framed};
-use crate::error::{read_error, write_error, ApiError};
+use crate::error::{json_response, read_error, write_error, ApiError};
 use crate::params::{
     refuse_raw_headers, seq_from_header, stream_name, token_from_header, QueryParams, ReadParams,
 };
@@ -14,13 +14,12 @@ use crate::state::AppState;
 use crate::{json_append, sse};
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, Request, State};
-use axum::http::{header, HeaderMap};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::Response;
 use axum::Extension;
-use axum::Json;
 use bytes::Bytes;
 use fencelog_api::read::param;
-use fencelog_api::{batch, header as wire, next_start_seq, AppendAck, Field};
+use fencelog_api::{batch, fixed_json, header as wire, next_start_seq, AppendAck, Field};
 use fencelog_engine::{
     validate_headers, Header, HeaderError, ReadError, RecordIn, WriteError, HEADERS_PER_RECORD_MAX,
     HEADER_BYTES_PER_RECORD_MAX,
@@ -39,7 +38,7 @@ pub async fn append(
     caller: Option<Extension<Caller>>,
     path: Result<Path<String>, PathRejection>,
     request: Request,
-) -> Result<Json<AppendAck>, ApiError> {
+) -> Result<Response, Response> {
     let caller = caller.map(|Extension(c)| c).unwrap_or_default();
     let stream = stream_name(path)?;
     // Held until the engine has answered: the records are slices of it.
@@ -71,7 +70,10 @@ pub async fn append(
     match result {
         Ok(ack) => {
             state.written(&caller, &stream, "append", before, ack.fencing_token);
-            Ok(Json(AppendAck::new(stream, ack)))
+            let ack = AppendAck::new(stream, ack);
+            let mut body = Vec::with_capacity(fixed_json::append_ack_bytes(ack.stream.len()));
+            fixed_json::write_append_ack(&mut body, &ack);
+            Ok(json_response(StatusCode::OK, body))
         }
         Err(e) => Err(state.write_refused(&caller, &stream, e)),
     }
