@@ -14,6 +14,22 @@ def frame(kind, last, group, first_seq, token, ts, name, bodies):
                        group, first_seq, token, ts, len(bodies), 0) + name + recs
     return struct.pack("<II", 0x46524D31, zlib.crc32(rest)) + rest
 
+def frame_with_headers(last, group, first_seq, token, ts, name, records):
+    """Kind 1 with flag HEADERS (4): per record u16 header_count, per header
+    u16 name_len, name, u32 value_len, value; then u32 body_len, body."""
+    name = name.encode()
+    recs = b""
+    for headers, body in records:
+        recs += struct.pack("<H", len(headers))
+        for n, v in headers:
+            recs += struct.pack("<H", len(n)) + n + struct.pack("<I", len(v)) + v
+        recs += struct.pack("<I", len(body)) + body
+    length = 56 + len(name) + len(recs)
+    flags = 4 | (1 if last else 0)
+    rest = struct.pack("<IBBHQQQQII", length, 1, flags, len(name),
+                       group, first_seq, token, ts, len(records), 0) + name + recs
+    return struct.pack("<II", 0x46524D31, zlib.crc32(rest)) + rest
+
 def header(index, first_group):
     b = b"FENCELOG" + struct.pack("<IIQQI", 1, 0, index, first_group, 0)
     return b + struct.pack("<I", zlib.crc32(b))
@@ -23,6 +39,10 @@ seeds = {
     "records_many": frame(1, False, 9, 17, 42, 1, "a.b:c_d-e", [b"", b"\xff\x00", b"x" * 300]),
     "fence": frame(2, True, 3, 5, 2**62, 2, "s", []),
     "segment_header": header(7, 99),
+    "records_headers": frame_with_headers(True, 4, 3, 43, 5, "traced", [
+        ([(b"trace-id", b"abc"), (b"trace-id", b""), (b"bin\xff", b"\x00\xfe")], b"one"),
+        ([], b"two"),
+    ]),
 }
 seeds["two_frames"] = seeds["records_one"] + seeds["fence"]
 seeds["truncated"] = seeds["records_many"][:70]
@@ -43,6 +63,7 @@ write("frame_decoder", seeds)
 # recovery: the first byte picks the layout (see fuzz_targets::recovery).
 g1 = frame(1, False, 1, 0, 41, 10, "orders", [b"a", b"b"]) + frame(2, True, 1, 0, 7, 10, "locks", [])
 g2 = frame(1, True, 2, 2, 42, 11, "orders", [b"c"])
+g3 = frame_with_headers(True, 3, 3, 42, 12, "orders", [([(b"k", b"v")], b"h")])
 torn = frame(1, True, 3, 3, 42, 12, "orders", [b"d" * 40])[:50]
 write("recovery", {
     "whole_segment": b"\x00" + header(0, 1) + g1 + g2,
@@ -52,6 +73,7 @@ write("recovery", {
     "two_segments": b"\x02" + g1 + header(1, 2) + g2,
     "mid_log_flip": b"\x01" + g1[:20] + bytes([g1[20] ^ 1]) + g1[21:] + g2,
     "empty": b"\x00",
+    "with_headers": b"\x01" + g1 + g2 + g3,
 })
 
 write("http_append_body", {
@@ -70,4 +92,6 @@ write("ops_model", {
     "append_fence_crash": bytes([0, 1, 2, 16, 3, 1, 2, 5, 0, 0, 0, 1, 3, 0, 2, 0, 2, 4]),
     "stale_after_fence": bytes([2, 7, 0, 0, 1, 0, 0, 7, 3, 3, 1, 1]),
     "random_crashes": bytes([0, 1, 9, 3, 2, 2, 1, 1, 0, 19, 200, 5, 0, 3, 3]),
+    # y >= 128: the append's records carry headers.
+    "headers_crash": bytes([0, 1, 130, 1, 1, 129, 3, 0, 1, 16, 2, 200, 3, 1, 2]),
 })

@@ -643,8 +643,9 @@ fn open_and_serve(settings: &Settings, p: Prepared, log: &ServerLog) -> ExitCode
             return ExitCode::FAILURE;
         }
     };
-    let Some(engine) = open_engine(&settings.data_dir, p.config) else {
-        return ExitCode::FAILURE;
+    let engine = match open_engine(&settings.data_dir, p.config) {
+        Ok(e) => e,
+        Err(code) => return ExitCode::from(code),
     };
     let state = AppState::new(engine)
         .with_limits(p.state_limits)
@@ -661,13 +662,31 @@ fn open_and_serve(settings: &Settings, p: Prepared, log: &ServerLog) -> ExitCode
     code
 }
 
-/// Opens (recovers) the log and says what recovery found.
-fn open_engine(data_dir: &std::path::Path, config: Config) -> Option<Engine> {
+/// `fencelog serve` refused a data directory that is damaged or
+/// incomplete (a checksum, a missing segment, a foreign file): distinct
+/// from 1 so a service manager can stop restarting it
+/// (`RestartPreventExitStatus=5`) — a restart cannot fix it, an operator
+/// must look.
+pub const EXIT_DATA_REFUSED: u8 = 5;
+
+/// Opens (recovers) the log and says what recovery found; `Err` is the
+/// exit code when it cannot.
+fn open_engine(data_dir: &std::path::Path, config: Config) -> Result<Engine, u8> {
     let engine = match Engine::open_with(data_dir, config) {
         Ok(e) => e,
+        Err(fencelog_engine::OpenError::Corrupt(c)) => {
+            tracing::error!(
+                data_dir = %data_dir.display(),
+                file = %c.file,
+                offset = c.offset,
+                reason = %c.reason,
+                "refusing to open the log: {c} (see docs/operations.md, \"A data directory refused at start\")"
+            );
+            return Err(EXIT_DATA_REFUSED);
+        }
         Err(e) => {
             tracing::error!(data_dir = %data_dir.display(), error = %e, "cannot open the log");
-            return None;
+            return Err(super::common::EXIT_FAILURE);
         }
     };
     let report = engine.recovery_report();
@@ -690,7 +709,10 @@ fn open_engine(data_dir: &std::path::Path, config: Config) -> Option<Engine> {
     if let Some(name) = &report.removed_segment {
         tracing::warn!(file = %name, "removed a segment whose creation never became durable");
     }
-    Some(engine)
+    if let Some(name) = &report.adopted_roll {
+        tracing::info!(file = %name, "listed a new empty segment in the MANIFEST (a roll cut short by a stop)");
+    }
+    Ok(engine)
 }
 
 /// Announces the bound address once the startup lines are in the log, and

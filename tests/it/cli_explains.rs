@@ -434,10 +434,12 @@ fn ctrl_c_during_append_from_stdin_prints_what_was_acknowledged() {
     drop(stdin);
 }
 
-/// `--header` reaches the server, which refuses headers until the format's
-/// HEADERS flag is written: exit 4 with its exact answer, nothing appended.
+/// `--header` (repeated, in order) is stored with every record the append
+/// sends; `read` and `tail` show the headers as a fourth column and in
+/// `--json` as the API's `headers`; a header over the limits is a usage
+/// error, nothing sent.
 #[test]
-fn headers_are_refused_until_the_format_stores_them() {
+fn headers_are_stored_and_shown_by_read_and_tail() {
     let (_tmp, _server, cli) = start();
     let o = cli.run(&[
         "append",
@@ -446,19 +448,39 @@ fn headers_are_refused_until_the_format_stores_them() {
         "1",
         "--header",
         "trace-id=abc",
-        "--json",
+        "--header",
+        "trace-id=",
         "x",
     ]);
-    assert_eq!(code(&o), 4, "{o:?}");
+    assert_eq!(code(&o), 0, "{o:?}");
+    assert_eq!(code(&cli.run(&["append", "s", "--token", "1", "y"])), 0);
+    let o = cli.run(&["read", "s"]);
+    assert_eq!(stdout(&o), "0\t1\tx\ttrace-id=abc, trace-id=\n1\t1\ty\n");
+    let o = cli.run(&["read", "s", "--count", "1", "--json"]);
+    let line: Value = serde_json::from_str(stdout(&o).trim()).unwrap();
     assert_eq!(
-        json_err(&o),
-        json!({"error": "headers_unsupported",
-               "message": "record headers are not stored by this build yet",
-               "stream": "s"})
+        line["headers"],
+        json!([["trace-id", "abc"], ["trace-id", ""]])
     );
-    assert_eq!(
-        code(&cli.run(&["status", "s"])),
-        4,
-        "the stream was created"
+    let mut child = ChildGuard::spawn(
+        cli.cmd(&["tail", "s", "--json"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null()),
     );
+    let mut out = BufReader::new(child.child_mut().stdout.take().unwrap());
+    let first: Value = serde_json::from_str(&next_line(&mut out, "tail")).unwrap();
+    assert_eq!(first, line);
+    let second: Value = serde_json::from_str(&next_line(&mut out, "tail")).unwrap();
+    assert!(second.get("headers").is_none(), "{second}");
+    child.signal(Signal::Int);
+    assert_eq!(child.wait().code(), Some(0));
+    let long = format!("{}=v", "n".repeat(256));
+    let o = cli.run(&["append", "s", "--token", "1", "--header", &long, "z"]);
+    assert_eq!(code(&o), 2, "{o:?}");
+    assert!(
+        stderr(&o).contains("header 0 has a 256-byte name, the limit is 255"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(stdout(&cli.run(&["read", "s", "--from", "2"])), "");
 }

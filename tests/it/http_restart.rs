@@ -122,3 +122,78 @@ async fn sigterm_drains_and_exits_zero() {
     let srv = serve().data_dir(&data).start();
     assert_eq!(api_of(&srv).bodies("s").await, ["one", "two"]);
 }
+
+/// Issue 12: the last segment file deleted while the server was stopped.
+/// The MANIFEST lists it, so `fencelog serve` refuses to start — exit 5,
+/// the file named in the log, nothing served — instead of coming up
+/// without the acknowledged records (and accepting a token below one it
+/// already accepted). With the file put back it starts healthy with every
+/// record and token.
+#[tokio::test]
+async fn a_last_segment_deleted_while_stopped_is_refused_at_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let srv = serve()
+        .data_dir(&data)
+        .args(["--segment-bytes", "4096"])
+        .start();
+    let api = api_of(&srv);
+    let body = "x".repeat(300);
+    for i in 0..30 {
+        let rec = format!("{i}{body}");
+        assert_eq!(api.append("orders", 1 + i / 10, &[&rec]).await.0, 200);
+    }
+    let (status, state) = api.state("orders").await;
+    assert_eq!(status, 200);
+    srv.sigterm();
+    assert_eq!(srv.wait().code(), Some(0));
+
+    let mut segs: Vec<String> = std::fs::read_dir(&data)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".seg"))
+        .collect();
+    segs.sort();
+    assert!(segs.len() >= 3, "{segs:?}");
+    let last = segs.last().unwrap().clone();
+    let aside = tmp.path().join("aside.seg");
+    std::fs::rename(data.join(&last), &aside).unwrap();
+
+    let o = std::process::Command::new(crate::support::BIN)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--segment-bytes",
+            "4096",
+        ])
+        .arg("--data-dir")
+        .arg(&data)
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(5), "{log}");
+    assert!(
+        log.contains(&format!(
+            "refusing to open the log: corrupt log: {last} at offset 0: segment listed in the MANIFEST is missing"
+        )),
+        "{log}"
+    );
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("listening on"));
+    assert!(!data.join(&last).exists());
+
+    std::fs::rename(&aside, data.join(&last)).unwrap();
+    let srv = serve()
+        .data_dir(&data)
+        .args(["--segment-bytes", "4096"])
+        .start();
+    let api = api_of(&srv);
+    api.assert_healthy().await;
+    assert_eq!(api.state("orders").await, (200, state));
+    let bodies = api.bodies("orders").await;
+    assert_eq!(bodies.len(), 30);
+    assert_eq!(bodies[29], format!("29{body}"));
+    assert_eq!(api.append("orders", 2, &["stale"]).await.0, 409);
+    srv.kill9();
+}

@@ -345,11 +345,20 @@ async fn a_full_writer_queue_is_503_overloaded_and_nothing_is_half_applied() {
 /// `fencelog serve` under a hard descriptor limit, through `prlimit`
 /// (util-linux), via a wrapper script the harness starts as the binary.
 fn limited_server(dir: &std::path::Path, nofile: u32, extra: &[&str]) -> ServerProcess {
+    limited_server_soft(dir, (nofile, nofile), extra)
+}
+
+/// [`limited_server`] with a soft limit below the hard one.
+fn limited_server_soft(
+    dir: &std::path::Path,
+    (soft, hard): (u32, u32),
+    extra: &[&str],
+) -> ServerProcess {
     let wrapper = dir.join("fencelog-limited");
     std::fs::write(
         &wrapper,
         format!(
-            "#!/bin/sh\nexec prlimit --nofile={nofile}:{nofile} {} \"$@\"\n",
+            "#!/bin/sh\nexec prlimit --nofile={soft}:{hard} {} \"$@\"\n",
             crate::support::BIN
         ),
     )
@@ -419,6 +428,29 @@ async fn idle_connections_past_the_descriptor_limit_never_break_a_roll() {
     acked.extend(more);
     drop(idle);
     assert_eq!(bodies(&c, "fd").await, acked);
+    healthy(&c, &srv).await;
+    srv.sigterm_and_wait();
+}
+
+/// Issue 12: the soft descriptor limit is raised to the hard one at start,
+/// and the default connection cap comes from the raised limit (half of it
+/// after a reserve for segments), as the startup line says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_soft_descriptor_limit_is_raised_to_the_hard_one_at_start() {
+    if fencelog_testkit::deps::find_program("prlimit").is_none() {
+        fencelog_testkit::deps::missing("raise_nofile", "prlimit (util-linux) is not installed");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let srv = limited_server_soft(tmp.path(), (256, 4096), &[]);
+    let log = srv.log_text();
+    assert!(
+        log.contains("nofile_was=256 nofile=4096 connections_max=2016"),
+        "{log}"
+    );
+    let c = Client::new(srv.url().to_string()).unwrap();
+    let (acked, failure) = append_until_refused(&c, 2).await;
+    assert!(failure.is_none() && acked.len() == 2, "{failure:?}");
     healthy(&c, &srv).await;
     srv.sigterm_and_wait();
 }

@@ -129,3 +129,45 @@ def test_list_streams_pages_in_name_order(client: fencelog.Client, stream: str) 
     assert first.next_start_after == sorted(names)[2]
     last = client.list_page(prefix=f"{stream}:", start_after=sorted(names)[4], limit=3)
     assert ([s.stream for s in last.streams], last.next_start_after) == (sorted(names)[5:], None)
+
+
+def test_headers_round_trip_in_a_mixed_batch(client: fencelog.Client, stream: str) -> None:
+    # Text and binary names and values, a repeated name, an empty value, and
+    # records without headers in the same batch.
+    records = [
+        fencelog.RecordIn("traced", headers=(("trace-id", "abc"), ("trace-id", ""))),
+        "plain",
+        fencelog.RecordIn(b"\xff", headers=((b"bin\xfe", b"\x00\x01"),)),
+    ]
+    ack = client.append(stream, 1, records)
+    assert (ack.first_seq, ack.last_seq) == (0, 2)
+    page = client.read(stream)
+    got = [(r.body, r.headers) for r in page.records]
+    assert got == [
+        (b"traced", ((b"trace-id", b"abc"), (b"trace-id", b""))),
+        (b"plain", ()),
+        (b"\xff", ((b"bin\xfe", b"\x00\x01"),)),
+    ]
+    # A tail gives them too.
+    with client.tail(stream, 0, idle_timeout=10, retry_for=10) as tail:
+        tailed = [next(tail) for _ in range(3)]
+    assert [(r.body, r.headers) for r in tailed] == got
+
+
+def test_over_the_header_limits_is_refused_and_writes_nothing(client: fencelog.Client, stream: str) -> None:
+    many = fencelog.RecordIn("b", headers=tuple(("n", "v") for _ in range(65)))
+    try:
+        client.append(stream, 1, [many])
+        raise AssertionError("65 headers were accepted")
+    except fencelog.TooLarge as e:
+        assert "65 headers, the limit is 64 per record" in str(e)
+    try:
+        client.append(stream, 1, [fencelog.RecordIn("b", headers=(("", "v"),))])
+        raise AssertionError("an empty header name was accepted")
+    except fencelog.BadRequest as e:
+        assert "header 0 has an empty name" in str(e)
+    try:
+        client.read(stream)
+        raise AssertionError("a refused append created the stream")
+    except fencelog.NotFound:
+        pass

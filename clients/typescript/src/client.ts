@@ -8,9 +8,11 @@ import {
 import {
   type AppendAck,
   BATCH_CONTENT_TYPE,
+  BATCH_V2_CONTENT_TYPE,
   CaughtUp,
   decodeJson,
   encodeBatch,
+  encodeBatchV2,
   errorFor,
   LogRecord,
   pageIsLast,
@@ -20,7 +22,7 @@ import {
   parseStreamPage,
   type ReadPage,
   type RecordInput,
-  recordBytes,
+  recordParts,
   seqText,
   type StreamPage,
   type StreamState,
@@ -152,8 +154,9 @@ export class Client {
   }
 
   /**
-   * Appends `records` (a string or Uint8Array, or an array of them)
-   * atomically with fencing token `token`; resolves once durable.
+   * Appends `records` (a string or Uint8Array, or `{body, headers}` for a
+   * record with headers, or an array of them) atomically with fencing
+   * token `token`; resolves once durable.
    *
    * Rejects with `StaleFencingTokenError` when a higher token was accepted
    * (stop: you lost ownership). Never retried: a lost answer is
@@ -161,7 +164,8 @@ export class Client {
    *
    * Sent as the binary batch body: bytes go exactly as given, with 4 bytes
    * of framing each — no base64, no JSON escaping that could push a batch
-   * the engine accepts over the server's body limit.
+   * the engine accepts over the server's body limit. Records with headers
+   * go as the batch's version 2.
    */
   async append(
     stream: string,
@@ -169,13 +173,15 @@ export class Client {
     records: RecordInput | Iterable<RecordInput>,
     options: AppendOptions = {},
   ): Promise<AppendAck> {
+    const parts = recordParts(records);
+    const withHeaders = parts.some((r) => r.headers.length > 0);
     const headers: { [name: string]: string } = {
-      "content-type": BATCH_CONTENT_TYPE,
+      "content-type": withHeaders ? BATCH_V2_CONTENT_TYPE : BATCH_CONTENT_TYPE,
       "fencing-token": tokenText(token),
     };
     const match = seqText("matchSeqNum", options.matchSeqNum);
     if (match !== undefined) headers["match-seq-num"] = match;
-    const body = encodeBatch(recordBytes(records));
+    const body = withHeaders ? encodeBatchV2(parts) : encodeBatch(parts.map((r) => r.body));
     const path = streamPath(stream, "/records");
     let text: string;
     let status: number;

@@ -27,5 +27,5 @@ export {
 } from "./errors.js";
 export type { ErrorBody } from "./errors.js";
 export { parseJson } from "./json.js";
-export { CaughtUp, LogRecord, SseParser, TailState, encodeBatch } from "./wire.js";
-export type { AppendAck, ReadPage, RecordInput, SseEvent, StreamPage, StreamState, Token } from "./wire.js";
+export { CaughtUp, LogRecord, SseParser, TailState, encodeBatch, encodeBatchV2 } from "./wire.js";
+export type { AppendAck, Bytes, ReadPage, RecordInput, RecordParts, SseEvent, StreamPage, StreamState, Token } from "./wire.js";

@@ -9,8 +9,19 @@ import { parseJson } from "./json.js";
 /** A fencing token: bigint, because tokens go up to 2^64-1. */
 export type Token = bigint | number;
 
-/** A record as appended: text (sent as UTF-8) or bytes. */
-export type RecordInput = string | Uint8Array;
+/** Text (sent as UTF-8) or bytes. */
+export type Bytes = string | Uint8Array;
+
+/**
+ * A record as appended: text (sent as UTF-8) or bytes, or a body with
+ * headers — (name, value) pairs kept in order, names may repeat; at most
+ * 64 per record and 8 KiB of names and values, names 1-255 bytes (the
+ * server refuses more with TooLargeError / BadRequestError).
+ */
+export type RecordInput = Bytes | { readonly body: Bytes; readonly headers?: ReadonlyArray<readonly [Bytes, Bytes]> };
+
+/** A record's body and headers as bytes. */
+export type RecordParts = { body: Uint8Array; headers: Array<readonly [Uint8Array, Uint8Array]> };
 
 const utf8 = new TextEncoder();
 
@@ -22,7 +33,7 @@ export class LogRecord {
     readonly fencingToken: bigint,
     readonly timestampMs: number,
     readonly body: Uint8Array,
-    /** (name, value) pairs, for servers that store record headers; else empty. */
+    /** (name, value) pairs in the order appended; empty for a record without headers. */
     readonly headers: ReadonlyArray<readonly [Uint8Array, Uint8Array]> = [],
   ) {}
 
@@ -75,6 +86,8 @@ export interface StreamPage {
 }
 
 export const BATCH_CONTENT_TYPE = "application/vnd.fencelog.batch";
+/** The binary batch with record headers. */
+export const BATCH_V2_CONTENT_TYPE = "application/vnd.fencelog.batch; version=2";
 
 export function tokenText(token: Token): string {
   if (typeof token === "bigint") return token.toString();
@@ -88,14 +101,29 @@ export function seqText(name: string, v: number | undefined): string | undefined
   return String(v);
 }
 
-/** Records as bytes: strings become UTF-8, a lone string or Uint8Array is one record. */
-export function recordBytes(records: RecordInput | Iterable<RecordInput>): Uint8Array[] {
-  const list: Iterable<RecordInput> = typeof records === "string" || records instanceof Uint8Array ? [records] : records;
-  const out: Uint8Array[] = [];
+function asBytes(v: unknown, what: string): Uint8Array {
+  if (typeof v === "string") return utf8.encode(v);
+  if (v instanceof Uint8Array) return v;
+  throw new TypeError(`a ${what} is a string or a Uint8Array, got ${typeof v}`);
+}
+
+/**
+ * Records as bytes with their headers: strings become UTF-8; a lone
+ * string, Uint8Array or `{body, headers}` is one record.
+ */
+export function recordParts(records: RecordInput | Iterable<RecordInput>): RecordParts[] {
+  const single = typeof records === "string" || records instanceof Uint8Array || !(Symbol.iterator in Object(records));
+  const list = (single ? [records] : records) as Iterable<RecordInput>;
+  const out: RecordParts[] = [];
   for (const r of list) {
-    if (typeof r === "string") out.push(utf8.encode(r));
-    else if (r instanceof Uint8Array) out.push(r);
-    else throw new TypeError(`a record is a string or a Uint8Array, got ${typeof r}`);
+    if (typeof r === "string" || r instanceof Uint8Array) {
+      out.push({ body: asBytes(r, "record"), headers: [] });
+    } else if (typeof r === "object" && r !== null && "body" in r) {
+      const headers = (r.headers ?? []).map(([n, v]) => [asBytes(n, "header name"), asBytes(v, "header value")] as const);
+      out.push({ body: asBytes(r.body, "record"), headers });
+    } else {
+      throw new TypeError(`a record is a string, a Uint8Array or {body, headers}, got ${typeof r}`);
+    }
   }
   return out;
 }
@@ -114,6 +142,43 @@ export function encodeBatch(records: Uint8Array[]): Uint8Array<ArrayBuffer> {
     view.setUint32(at, r.length, true);
     out.set(r, at + 4);
     at += 4 + r.length;
+  }
+  return out;
+}
+
+/**
+ * The binary batch body version 2, records with headers: per record a u16
+ * header count, per header u16 name length, name, u32 value length,
+ * value, then u32 body length, body (little-endian). The server checks
+ * the header limits.
+ */
+export function encodeBatchV2(records: RecordParts[]): Uint8Array<ArrayBuffer> {
+  let size = 0;
+  for (const r of records) {
+    if (r.headers.length > 0xffff) throw new RangeError("over 65535 headers on a record cannot be framed");
+    size += 2 + 4 + r.body.length;
+    for (const [n, v] of r.headers) {
+      if (n.length > 0xffff) throw new RangeError("a header name over 64 KiB cannot be framed");
+      size += 2 + n.length + 4 + v.length;
+    }
+  }
+  const out = new Uint8Array(size);
+  const view = new DataView(out.buffer);
+  let at = 0;
+  const put = (b: Uint8Array, lenBytes: 2 | 4) => {
+    if (lenBytes === 2) view.setUint16(at, b.length, true);
+    else view.setUint32(at, b.length, true);
+    out.set(b, at + lenBytes);
+    at += lenBytes + b.length;
+  };
+  for (const r of records) {
+    view.setUint16(at, r.headers.length, true);
+    at += 2;
+    for (const [n, v] of r.headers) {
+      put(n, 2);
+      put(v, 4);
+    }
+    put(r.body, 4);
   }
   return out;
 }

@@ -115,3 +115,35 @@ test("listStreams() pages in name order", async () => {
   const last = await c.listPage({ prefix: `${p}:`, startAfter: sorted[4], limit: 3 });
   assert.deepEqual([last.streams.map((s) => s.stream), last.nextStartAfter], [sorted.slice(5), null]);
 });
+
+test("headers round-trip in a mixed batch, through reads and tails", async () => {
+  const s = streamName("headers");
+  const inputs = [
+    { body: "traced", headers: [["trace-id", "abc"], ["trace-id", ""]] },
+    "plain",
+    { body: new Uint8Array([0xff]), headers: [[new Uint8Array([0x62, 0xfe]), new Uint8Array([0, 1])]] },
+  ];
+  const ack = await c.append(s, 1, inputs);
+  assert.deepEqual([ack.firstSeq, ack.lastSeq], [0, 2]);
+  const want = [
+    [bytes("traced"), [[bytes("trace-id"), bytes("abc")], [bytes("trace-id"), bytes("")]]],
+    [bytes("plain"), []],
+    [new Uint8Array([0xff]), [[new Uint8Array([0x62, 0xfe]), new Uint8Array([0, 1])]]],
+  ];
+  const page = await c.read(s);
+  assert.deepEqual(page.records.map((r) => [r.body, r.headers]), want);
+  const tailed = [];
+  for await (const r of c.tail(s, { startSeq: 0 })) {
+    tailed.push([r.body, r.headers]);
+    if (tailed.length === 3) break;
+  }
+  assert.deepEqual(tailed, want);
+});
+
+test("over the header limits is refused and writes nothing", async () => {
+  const s = streamName("header-limits");
+  const many = { body: "b", headers: Array.from({ length: 65 }, () => ["n", "v"]) };
+  await assert.rejects(() => c.append(s, 1, [many]), (e) => e instanceof f.TooLargeError && /65 headers, the limit is 64 per record/.test(e.message));
+  await assert.rejects(() => c.append(s, 1, { body: "b", headers: [["", "v"]] }), (e) => e instanceof f.BadRequestError && /header 0 has an empty name/.test(e.message));
+  await assert.rejects(() => c.read(s), f.NotFoundError);
+});

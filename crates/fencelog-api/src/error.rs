@@ -17,9 +17,6 @@ pub enum ErrorCode {
     /// 403: the access token's scopes or stream prefix do not cover the
     /// operation; the body names the missing `scope`.
     Forbidden,
-    /// 400: records with headers, which this build does not store yet.
-    /// Nothing changed; the same records without headers are accepted.
-    HeadersUnsupported,
     /// 404 from a handler: the stream does not exist.
     StreamNotFound,
     /// 404 from the router: no such route.
@@ -61,11 +58,10 @@ pub enum ErrorCode {
 
 impl ErrorCode {
     /// Every code, for lookups by name and for tests.
-    pub const ALL: [ErrorCode; 20] = [
+    pub const ALL: [ErrorCode; 19] = [
         ErrorCode::BadRequest,
         ErrorCode::Unauthenticated,
         ErrorCode::Forbidden,
-        ErrorCode::HeadersUnsupported,
         ErrorCode::StreamNotFound,
         ErrorCode::NotFound,
         ErrorCode::MethodNotAllowed,
@@ -90,7 +86,6 @@ impl ErrorCode {
             ErrorCode::BadRequest => "bad_request",
             ErrorCode::Unauthenticated => "unauthenticated",
             ErrorCode::Forbidden => "forbidden",
-            ErrorCode::HeadersUnsupported => "headers_unsupported",
             ErrorCode::StreamNotFound => "stream_not_found",
             ErrorCode::NotFound => "not_found",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
@@ -113,7 +108,7 @@ impl ErrorCode {
     /// The HTTP status every answer with this code has.
     pub const fn status(self) -> u16 {
         match self {
-            ErrorCode::BadRequest | ErrorCode::HeadersUnsupported => 400,
+            ErrorCode::BadRequest => 400,
             ErrorCode::Unauthenticated => 401,
             ErrorCode::Forbidden => 403,
             ErrorCode::StreamNotFound | ErrorCode::NotFound => 404,

@@ -195,9 +195,6 @@ pub enum WriteError {
         /// What is wrong with its headers.
         error: HeaderError,
     },
-    /// This build cannot store record headers yet (the format's HEADERS
-    /// flag is not written). Nothing was attempted.
-    HeadersUnsupported,
 }
 
 impl fmt::Display for WriteError {
@@ -249,10 +246,6 @@ impl fmt::Display for WriteError {
             ),
             WriteError::ShuttingDown => write!(f, "the engine is shutting down"),
             WriteError::BadHeaders { record, error } => write!(f, "record {record}: {error}"),
-            WriteError::HeadersUnsupported => write!(
-                f,
-                "record headers are not stored by this build yet"
-            ),
         }
     }
 }

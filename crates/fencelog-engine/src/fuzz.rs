@@ -5,16 +5,21 @@
 //! Each function takes arbitrary bytes and panics only when it finds a bug.
 
 use crate::codec::{
-    decode_frame, decode_segment_header, encode_frame, encode_segment_header, FrameKind, FrameSpec,
+    decode_frame, decode_segment_header, encode_frame, encode_frame_with, encode_segment_header,
+    FrameKind, FrameSpec, Payload, PayloadSpec, RecordSpec, FLAG_HEADERS, FLAG_PRODUCER,
 };
 use crate::sim::{Resolution, SimStorage};
-use crate::{Config, Engine, WriteError};
-use bytes::Bytes;
+use crate::{Config, Engine, RecordIn, WriteError};
 use std::collections::HashMap;
 use std::sync::Arc;
 
+/// A record's headers as the decoder borrows them: (name, value) pairs.
+type Headers<'a> = Vec<(&'a [u8], &'a [u8])>;
+
 /// The frame decoder never panics, and whatever decodes re-encodes to the
-/// very same bytes (so decoding loses nothing and accepts no slack).
+/// very same bytes (so decoding loses nothing and accepts no slack), for
+/// every kind and flag: headers, producer trailers, configs, cursors and
+/// Applied markers included.
 pub fn frame_decoder(data: &[u8]) {
     if let Ok(h) = decode_segment_header(data) {
         assert_eq!(encode_segment_header(&h)[..], data[..40]);
@@ -22,23 +27,56 @@ pub fn frame_decoder(data: &[u8]) {
     let Ok(frame) = decode_frame(data, crate::codec::FORMAT_VERSION) else {
         return;
     };
-    let bodies: Vec<&[u8]> = frame.bodies().collect();
-    assert_eq!(bodies.len(), frame.header.record_count as usize);
-    assert_eq!(frame.header.kind == FrameKind::Fence, bodies.is_empty());
+    let records: Vec<(Headers<'_>, &[u8])> = frame
+        .records()
+        .map(|r| (r.headers().collect(), r.body))
+        .collect();
+    assert_eq!(records.len(), frame.header.record_count as usize);
+    assert_eq!(frame.header.kind == FrameKind::Fence, records.is_empty());
+    let spec = FrameSpec {
+        kind: frame.header.kind,
+        flags: frame.header.flags,
+        group_id: frame.header.group_id,
+        first_seq: frame.header.first_seq,
+        fencing_token: frame.header.fencing_token,
+        timestamp_ms: frame.header.timestamp_ms,
+        name: frame.name,
+    };
     let mut out = Vec::new();
-    encode_frame(
-        &mut out,
-        &FrameSpec {
-            kind: frame.header.kind,
-            flags: frame.header.flags,
-            group_id: frame.header.group_id,
-            first_seq: frame.header.first_seq,
-            fencing_token: frame.header.fencing_token,
-            timestamp_ms: frame.header.timestamp_ms,
-            name: frame.name,
-        },
-        &bodies,
-    );
+    let extra = FLAG_HEADERS | FLAG_PRODUCER;
+    match frame.payload {
+        Payload::Records {
+            producer,
+            records: area,
+        } if producer.is_some() || area.has_headers() => {
+            let specs: Vec<RecordSpec<'_>> = records
+                .iter()
+                .map(|(headers, body)| RecordSpec { headers, body })
+                .collect();
+            let payload = PayloadSpec::Records {
+                producer,
+                records: &specs,
+            };
+            let plain = FrameSpec {
+                flags: spec.flags & !extra,
+                ..spec
+            };
+            encode_frame_with(&mut out, &plain, &payload);
+        }
+        Payload::Records { .. } | Payload::Empty => {
+            let bodies: Vec<&[u8]> = records.iter().map(|r| r.1).collect();
+            encode_frame(&mut out, &spec, &bodies);
+        }
+        Payload::Config(c) => {
+            encode_frame_with(&mut out, &spec, &PayloadSpec::Config(c));
+        }
+        Payload::Cursor(n) => {
+            encode_frame_with(&mut out, &spec, &PayloadSpec::Cursor(n));
+        }
+        Payload::Applied(a) => {
+            encode_frame_with(&mut out, &spec, &PayloadSpec::Applied(a));
+        }
+    }
     assert_eq!(out[..], data[..frame.frame_len], "re-encoding differs");
 }
 
@@ -119,7 +157,7 @@ fn check_recovered(recovered: &crate::recovery::Recovered) {
 
 /// Per stream: acknowledged bodies by seq (None where the seq holds a
 /// record nobody saw acknowledged), and the highest acknowledged token.
-type Model = HashMap<&'static str, (Vec<Option<Vec<u8>>>, u64)>;
+type Model = HashMap<&'static str, (Vec<Option<RecordIn>>, u64)>;
 
 /// Operation sequences against an in-memory reference model, with crashes
 /// (simulated power loss) in between: whatever was acknowledged survives,
@@ -185,8 +223,9 @@ fn open_model_engine(sim: &SimStorage) -> Engine {
     .expect("a log written by the engine and crashed must reopen")
 }
 
-/// Operation `n`: appends 1..=3 records (sized by `y`) and records what
-/// was acknowledged.
+/// Operation `n`: appends 1..=3 records (sized by `y`; with `y >= 128`
+/// the first record carries two headers) and records what was
+/// acknowledged.
 async fn model_append(
     engine: &Engine,
     acked: &mut Model,
@@ -196,11 +235,22 @@ async fn model_append(
     y: u8,
 ) {
     let count = 1 + (y % 3) as usize;
-    let bodies: Vec<Bytes> = (0..count)
-        .map(|k| Bytes::from(format!("{n}:{k}:{}", "x".repeat(y as usize))))
+    let records: Vec<RecordIn> = (0..count)
+        .map(|k| {
+            let r = RecordIn::new(format!("{n}:{k}:{}", "x".repeat(y as usize % 128)));
+            match (k, y >= 128) {
+                (0, true) => r
+                    .with_header("n", format!("{n}"))
+                    .with_header(&b"\xff"[..], vec![y; y as usize % 7]),
+                _ => r,
+            }
+        })
         .collect();
     let highest = acked.get(stream).map(|a| a.1).unwrap_or(0);
-    match engine.append(stream, token, bodies.clone(), None).await {
+    match engine
+        .append_records(stream, token, records.clone(), None)
+        .await
+    {
         Ok(ack) => {
             assert!(
                 token >= highest,
@@ -211,8 +261,8 @@ async fn model_append(
             if seqs.len() < ack.next_seq as usize {
                 seqs.resize(ack.next_seq as usize, None);
             }
-            for (k, b) in bodies.iter().enumerate() {
-                seqs[ack.first_seq as usize + k] = Some(b.to_vec());
+            for (k, r) in records.into_iter().enumerate() {
+                seqs[ack.first_seq as usize + k] = Some(r);
             }
             entry.1 = entry.1.max(token);
         }
@@ -242,9 +292,11 @@ fn check_model(engine: &Engine, acked: &Model) {
             state.next_seq,
             "seqs not dense in {stream}"
         );
-        for (seq, body) in seqs.iter().enumerate() {
-            if let Some(body) = body {
-                assert_eq!(&read.records[seq].body[..], &body[..], "{stream} seq {seq}");
+        for (seq, record) in seqs.iter().enumerate() {
+            if let Some(r) = record {
+                let got = &read.records[seq];
+                assert_eq!(got.body, r.body, "{stream} seq {seq}");
+                assert_eq!(got.headers, r.headers, "{stream} seq {seq} headers");
             }
         }
     }

@@ -97,6 +97,16 @@ mod imp {
         /// highest token, trim point and seal live only in segments that
         /// reclamation then deletes ("a fence outlives its segments" broken).
         CheckpointOmitsStreams,
+        /// The writer encodes an append with headers as a plain batch: the
+        /// flag HEADERS and every header are lost, the bodies kept.
+        HeadersDropped,
+        /// Readers return each record's headers in reverse order.
+        HeadersReversed,
+        /// Recovery skips the check that the last segment the MANIFEST
+        /// lists exists, so one deleted while the server was stopped is
+        /// taken for the end of the log (issue 12). First and middle ones
+        /// keep their check.
+        IgnoreMissingLastSegment,
     }
 
     thread_local! {

@@ -11,12 +11,12 @@
 //! pairs a new offset with an old file or an offset with a segment that is
 //! gone. The segment handles it keeps stay valid after a deletion.
 
-use crate::codec::{decode_frame, frame_bodies, peek_frame_len, Frame, FrameKind};
+use crate::codec::{decode_frame, frame_slice, peek_frame_len, Frame, FrameKind};
 use crate::error::{Corruption, ReadError};
 use crate::index::FrameLoc;
 use crate::locks;
 use crate::name::validate_stream_name;
-use crate::record::Record;
+use crate::record::{header_bytes, Header, Record};
 use crate::segment::{Segment, Segments};
 use crate::shared::Shared;
 use crate::stream::StreamShared;
@@ -62,25 +62,24 @@ pub(crate) fn read(
             if frame.header.timestamp_ms >= until {
                 return true;
             }
-            for (k, body) in frame_bodies(buf, frame, start).into_iter().enumerate() {
+            for (k, (headers, body)) in frame_records(buf, frame, start).enumerate() {
                 let seq = loc.first_seq + k as u64;
                 if seq < start_seq {
                     continue;
                 }
+                let len = body.len() + header_bytes(&headers);
                 if seq >= next_seq
                     || records.len() >= max_records
-                    || (!records.is_empty() && bytes + body.len() > max_bytes)
+                    || (!records.is_empty() && bytes + len > max_bytes)
                 {
                     return true;
                 }
-                bytes += body.len();
+                bytes += len;
                 records.push(Record {
                     seq,
                     fencing_token: frame.header.fencing_token,
                     timestamp_ms: frame.header.timestamp_ms,
-                    // Not stored yet: appends with headers are refused
-                    // (`WriteError::HeadersUnsupported`).
-                    headers: Vec::new(),
+                    headers,
                     body,
                 });
             }
@@ -94,6 +93,29 @@ pub(crate) fn read(
         records,
         next_seq,
         sealed,
+    })
+}
+
+/// The records of `frame` (held by `buf` at `start`) as (headers, body),
+/// every name, value and body a zero-copy slice of `buf`; no headers (and
+/// no allocation for them) in a frame without flag HEADERS.
+fn frame_records<'a>(
+    buf: &'a Bytes,
+    frame: &'a Frame<'_>,
+    start: usize,
+) -> impl Iterator<Item = (Vec<Header>, Bytes)> + 'a {
+    frame.records().map(move |r| {
+        let mut headers: Vec<Header> = r
+            .headers()
+            .map(|(name, value)| Header {
+                name: frame_slice(buf, frame, start, name),
+                value: frame_slice(buf, frame, start, value),
+            })
+            .collect();
+        if mutated!(HeadersReversed) {
+            headers.reverse();
+        }
+        (headers, frame_slice(buf, frame, start, r.body))
     })
 }
 

@@ -15,13 +15,11 @@ use crate::writer::Ack;
 use bytes::Bytes;
 use std::fmt;
 
-/// Most headers one record carries.
-pub const HEADERS_PER_RECORD_MAX: usize = 64;
-/// Most header bytes (names plus values) one record carries (8 KiB).
-pub const HEADER_BYTES_PER_RECORD_MAX: usize = 8 << 10;
-/// Longest header name in bytes (the format's `u16` allows more; the limit
-/// keeps names names).
-pub const HEADER_NAME_BYTES_MAX: usize = 255;
+/// The limits are the format's (`codec::payload`), so a record the engine
+/// accepts is always one the decoder believes.
+pub use crate::codec::{
+    HEADERS_PER_RECORD_MAX, HEADER_BYTES_PER_RECORD_MAX, HEADER_NAME_BYTES_MAX,
+};
 
 /// One header of a record.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -171,11 +169,19 @@ pub fn validate_headers(headers: &[Header]) -> Result<(), HeaderError> {
     Ok(())
 }
 
+/// Bytes of header names and values in `headers`: what the batch byte
+/// limit and the read byte budgets count besides the bodies.
+pub(crate) fn header_bytes(headers: &[Header]) -> usize {
+    headers.iter().map(|h| h.name.len() + h.value.len()).sum()
+}
+
 impl Engine {
     /// Appends records that may carry headers, atomically, like
     /// [`Engine::append`] (which is this without headers, and what this
-    /// does when no record has any). Every record's headers are checked
-    /// against the limits before anything reaches the writer.
+    /// does when no record has any, so such a batch is byte for byte a
+    /// plain append). Every record's headers are checked against the
+    /// limits, and their bytes count against the batch byte limit, before
+    /// anything reaches the writer.
     pub async fn append_records(
         &self,
         stream: &str,
@@ -194,7 +200,10 @@ impl Engine {
             validate_headers(&r.headers)
                 .map_err(|error| WriteError::BadHeaders { record, error })?;
         }
-        Err(WriteError::HeadersUnsupported)
+        let (bodies, headers): (Vec<Bytes>, Vec<Vec<Header>>) =
+            records.into_iter().map(|r| (r.body, r.headers)).unzip();
+        self.append_checked(stream, fencing_token, bodies, headers, match_seq_num)
+            .await
     }
 }
 

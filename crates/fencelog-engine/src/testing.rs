@@ -4,6 +4,7 @@
 //! segment file names. Only with the `sim` feature; not part of the API an
 //! embedder uses, and free to change with the format.
 
+pub use crate::codec::manifest::Manifest;
 pub use crate::codec::{
     decode_frame, decode_segment_header, encode_frame, encode_frame_with, encode_segment_header,
     frame_len, AppliedMark, DecodeError, Frame, FrameHeader, FrameKind, FrameSpec, Payload,

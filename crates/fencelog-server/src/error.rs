@@ -178,7 +178,6 @@ fn write_answer(stream: &str, err: WriteError) -> ApiError {
         WriteError::ShuttingDown => ApiError::new(ErrorCode::Unavailable, message),
         WriteError::BadHeaders { error, .. } if error.is_limit() => ApiError::too_large(message),
         WriteError::BadHeaders { .. } => ApiError::bad_request(message),
-        WriteError::HeadersUnsupported => ApiError::new(ErrorCode::HeadersUnsupported, message),
     }
 }
 

@@ -102,10 +102,9 @@ pub const ROUTES: &[Route] = &[
         responses: &[
             Answer::Ok(200, "appended and durable", "AppendAck"),
             BAD,
-            Answer::Error(ErrorCode::HeadersUnsupported, "records with headers: this build does not store them yet; nothing changed"),
             STALE,
             Answer::Error(ErrorCode::SeqMismatch, "match_seq_num is not the stream's next_seq"),
-            Answer::Error(ErrorCode::TooLarge, "over the batch or body limits"),
+            Answer::Error(ErrorCode::TooLarge, "over the batch or body limits, or a record's header count or header bytes; nothing changed"),
             UNAVAILABLE,
             Answer::Error(ErrorCode::InsufficientStorage, "disk full, or the data directory is at its --data-bytes-max budget (then nothing was written and outcome_unknown is false)"),
         ],
@@ -480,7 +479,11 @@ fn components() -> Value {
                 "description": "a record's headers in order, as [name, value] pairs; names \
                                 may repeat. `headers` when every name and value is UTF-8, \
                                 `headers_base64` (both parts base64) otherwise; absent when \
-                                the record has none",
+                                the record has none. Stored with the record and returned by \
+                                reads and live tails exactly as appended. At most 64 per \
+                                record and 8 KiB of names and values (413 too_large over \
+                                either), names 1-255 bytes (400 bad_request); header bytes \
+                                count against the batch byte limit and a read's bytes",
                 "items": {
                     "type": "array", "minItems": 2, "maxItems": 2,
                     "items": { "type": "string" },

@@ -32,7 +32,7 @@ from .errors import (
     Unauthenticated,
     Unavailable,
 )
-from .types import AppendAck, CaughtUp, ReadPage, Record, StreamPage, StreamState
+from .types import AppendAck, CaughtUp, ReadPage, Record, RecordIn, StreamPage, StreamState
 
 __version__ = "0.1.0"
 
@@ -55,6 +55,7 @@ __all__ = [
     "ProtocolError",
     "ReadPage",
     "Record",
+    "RecordIn",
     "SeqMismatch",
     "StaleFencingToken",
     "StreamPage",

@@ -61,16 +61,23 @@ def append_request(
     binary records) and no JSON escaping, which for text full of control
     characters can grow a body six-fold and push a batch the engine would
     accept over the server's body limit. The token and match_seq_num ride
-    in headers, which the server checks before it reads the body.
+    in headers, which the server checks before it reads the body. Records
+    with headers go as the batch's version 2; a batch without any as
+    version 1.
     """
+    parts = _wire.record_parts(records)
+    with_headers = any(h for _, h in parts)
     headers = {
-        "Content-Type": _wire.BATCH_CONTENT_TYPE,
+        "Content-Type": _wire.BATCH_V2_CONTENT_TYPE if with_headers else _wire.BATCH_CONTENT_TYPE,
         "Fencing-Token": _wire.check_token(token),
     }
     m = _wire.check_seq("match_seq_num", match_seq_num)
     if m is not None:
         headers["Match-Seq-Num"] = m
-    body = _wire.encode_batch(_wire.record_bytes(records))
+    if with_headers:
+        body = _wire.encode_batch_v2(parts)
+    else:
+        body = _wire.encode_batch([b for b, _ in parts])
     return _wire.stream_path(stream, "/records"), headers, body
 
 

@@ -19,12 +19,14 @@ from .errors import (
     Unavailable,
     error_from_body,
 )
-from .types import AppendAck, CaughtUp, ReadPage, Record, StreamPage, StreamState
+from .types import AppendAck, CaughtUp, ReadPage, Record, RecordIn, StreamPage, StreamState
 
-RecordInput = Union[str, bytes, bytearray, memoryview]
+RecordInput = Union[str, bytes, bytearray, memoryview, RecordIn]
 Records = Union[RecordInput, Iterable[RecordInput]]
 
 BATCH_CONTENT_TYPE = "application/vnd.fencelog.batch"
+BATCH_V2_CONTENT_TYPE = "application/vnd.fencelog.batch; version=2"
+_U16_MAX = 0xFFFF
 _U32_MAX = 0xFFFFFFFF
 _U64_MAX = (1 << 64) - 1
 
@@ -45,19 +47,29 @@ def check_seq(name: str, seq: Optional[int]) -> Optional[str]:
     return str(seq)
 
 
-def record_bytes(records: Records) -> List[bytes]:
-    """Records as bytes: text is UTF-8, bytes-like objects are copied as is.
-    A single str or bytes is one record, not a sequence of characters."""
-    if isinstance(records, (str, bytes, bytearray, memoryview)):
+def _as_bytes(v: Any, what: str) -> bytes:
+    if isinstance(v, str):
+        return v.encode("utf-8")
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return bytes(v)
+    raise TypeError(f"a {what} is str or bytes, got {type(v).__name__}")
+
+
+def record_parts(records: Records) -> List[Tuple[bytes, Tuple[Tuple[bytes, bytes], ...]]]:
+    """Records as (body, headers) bytes: text is UTF-8, bytes-like objects
+    are copied as is, a :class:`RecordIn` brings its headers. A single str,
+    bytes or RecordIn is one record, not a sequence of characters."""
+    if isinstance(records, (str, bytes, bytearray, memoryview, RecordIn)):
         records = [records]
-    out: List[bytes] = []
+    out: List[Tuple[bytes, Tuple[Tuple[bytes, bytes], ...]]] = []
     for r in records:
-        if isinstance(r, str):
-            out.append(r.encode("utf-8"))
-        elif isinstance(r, (bytes, bytearray, memoryview)):
-            out.append(bytes(r))
+        if isinstance(r, RecordIn):
+            headers = tuple(
+                (_as_bytes(n, "header name"), _as_bytes(v, "header value")) for n, v in r.headers
+            )
+            out.append((_as_bytes(r.body, "record"), headers))
         else:
-            raise TypeError(f"a record is str or bytes, got {type(r).__name__}")
+            out.append((_as_bytes(r, "record"), ()))
     return out
 
 
@@ -70,6 +82,30 @@ def encode_batch(records: List[bytes]) -> bytes:
             raise ValueError("a record over 4 GiB cannot be framed")
         parts.append(struct.pack("<I", len(r)))
         parts.append(r)
+    return b"".join(parts)
+
+
+def encode_batch_v2(records: List[Tuple[bytes, Tuple[Tuple[bytes, bytes], ...]]]) -> bytes:
+    """The binary batch body version 2, records with headers: per record a
+    u16 header count, per header u16 name length, name, u32 value length,
+    value, then u32 body length, body (little-endian). The server checks
+    the header limits."""
+    parts = []
+    for body, headers in records:
+        if len(headers) > _U16_MAX:
+            raise ValueError("over 65535 headers on a record cannot be framed")
+        parts.append(struct.pack("<H", len(headers)))
+        for name, value in headers:
+            if len(name) > _U16_MAX or len(value) > _U32_MAX:
+                raise ValueError("a header name over 64 KiB or value over 4 GiB cannot be framed")
+            parts.append(struct.pack("<H", len(name)))
+            parts.append(name)
+            parts.append(struct.pack("<I", len(value)))
+            parts.append(value)
+        if len(body) > _U32_MAX:
+            raise ValueError("a record over 4 GiB cannot be framed")
+        parts.append(struct.pack("<I", len(body)))
+        parts.append(body)
     return b"".join(parts)
 
 
@@ -147,7 +183,7 @@ def _b64(text: Any, what: str, raw: bytes) -> bytes:
 
 
 def _headers(obj: Dict[str, Any], raw: bytes) -> Tuple[Tuple[bytes, bytes], ...]:
-    """Record headers, for servers that have them. The pair form
+    """Record headers as reads and tails return them. The pair form
     ``[name, value]`` holds text; binary names or values come base64 in
     ``headers_base64`` pairs, or as ``{"name"|"name_base64",
     "value"|"value_base64"}`` objects. All forms are accepted until the

@@ -68,7 +68,8 @@ class Client:
         records: _wire.Records,
         match_seq_num: Optional[int] = None,
     ) -> AppendAck:
-        """Appends ``records`` (a str or bytes, or a list of them) to
+        """Appends ``records`` (a str, bytes or :class:`RecordIn` with
+        headers, or a list of them) to
         ``stream`` atomically with fencing token ``token``; returns once they
         are durable. With ``match_seq_num`` the append happens only if the
         stream's ``next_seq`` equals it.

@@ -15,14 +15,25 @@ class Record:
     fencing_token: int
     timestamp_ms: int
     body: bytes
-    #: (name, value) pairs, for servers that store record headers; empty
-    #: otherwise. Bytes, because header values need not be text.
+    #: (name, value) pairs in the order appended; empty for a record
+    #: without headers. Bytes, because header values need not be text.
     headers: Tuple[Tuple[bytes, bytes], ...] = field(default=())
 
     @property
     def text(self) -> str:
         """The body as text; raises UnicodeDecodeError for binary bodies."""
         return self.body.decode("utf-8")
+
+
+@dataclass(frozen=True)
+class RecordIn:
+    """A record to append with headers: ``body`` (str is UTF-8) and
+    (name, value) pairs, str or bytes, kept in order (names may repeat).
+    At most 64 headers and 8 KiB of names and values per record, names
+    1-255 bytes; the server refuses more (TooLarge, BadRequest)."""
+
+    body: "str | bytes"
+    headers: Tuple[Tuple["str | bytes", "str | bytes"], ...] = field(default=())
 
 
 @dataclass(frozen=True)

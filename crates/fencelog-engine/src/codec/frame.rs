@@ -177,9 +177,8 @@ impl<'a> Frame<'a> {
     }
 
     /// The producer trailer, if the frame has one.
-    // Encoded by the writers of issues 11 (producers, cursors), 14
-    // (applied markers) and 16 (headers); until they land, the codec's
-    // tests and the fuzz targets are its users.
+    // Encoded by the writer of issue 11 (producers); until it lands, the
+    // codec's tests and the fuzz targets are its users.
     #[cfg_attr(not(feature = "sim"), allow(dead_code))]
     pub fn producer(&self) -> Option<ProducerTrailer<'a>> {
         match self.payload {
@@ -210,9 +209,9 @@ pub struct FrameSpec<'a> {
 }
 
 /// A payload to encode with [`encode_frame_with`]. The writer encodes
-/// configs; the other payloads belong to the writers of issues 11, 14 and
-/// 16, and until those land the codec's tests and the fuzz targets encode
-/// them.
+/// configs and records with headers; the other payloads belong to the
+/// writers of issues 11 and 14, and until those land the codec's tests and
+/// the fuzz targets encode them.
 #[derive(Debug, Clone, Copy)]
 #[cfg_attr(not(feature = "sim"), allow(dead_code))]
 pub enum PayloadSpec<'a> {
@@ -516,18 +515,27 @@ fn decode_payload<'a>(h: &FrameHeader, payload: &'a [u8]) -> Result<Payload<'a>,
 }
 
 /// The record bodies of `frame`, as zero-copy slices of `buf`, which holds
-/// the same frame bytes at `frame_start`.
+/// the same frame bytes at `frame_start` (the codec's tests; readers use
+/// [`frame_slice`] for bodies and headers alike).
+#[cfg(test)]
 pub fn frame_bodies(buf: &Bytes, frame: &Frame<'_>, frame_start: usize) -> Vec<Bytes> {
-    assert!(frame_start + frame.frame_len <= buf.len());
-    // Where each body sits inside the frame: the name starts at a fixed
+    frame
+        .bodies()
+        .map(|body| frame_slice(buf, frame, frame_start, body))
+        .collect()
+}
+
+/// `part` (a body, header name or value borrowed from `frame`) as a
+/// zero-copy slice of `buf`, which holds the same frame bytes at
+/// `frame_start`.
+pub fn frame_slice(buf: &Bytes, frame: &Frame<'_>, frame_start: usize, part: &[u8]) -> Bytes {
+    debug_assert!(frame_start + frame.frame_len <= buf.len());
+    // Where the part sits inside the frame: the name starts at a fixed
     // offset, so its address gives the frame's.
     let frame_base = frame.name.as_ptr() as usize - FRAME_HEADER_BYTES;
-    let mut out = Vec::with_capacity(frame.header.record_count as usize);
-    for body in frame.bodies() {
-        let at = frame_start + (body.as_ptr() as usize - frame_base);
-        out.push(buf.slice(at..at + body.len()));
-    }
-    out
+    let at = part.as_ptr() as usize - frame_base;
+    debug_assert!(at + part.len() <= frame.frame_len);
+    buf.slice(frame_start + at..frame_start + at + part.len())
 }
 
 #[cfg(test)]

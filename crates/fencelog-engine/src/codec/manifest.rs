@@ -30,6 +30,8 @@ pub struct Manifest {
     pub checkpoint_generation: u64,
     /// Every group up to this one is in the checkpoint; 0 with no checkpoint.
     pub checkpoint_covered_group: u64,
+    /// How far a replicated engine's log is known durable; `None` in local
+    /// mode.
     pub flushed: Option<Flushed>,
     /// The segments that must exist: inclusive (first, last) index ranges,
     /// ascending, neither overlapping nor touching.
@@ -63,11 +65,13 @@ impl Manifest {
         self.ranges.last().map(|r| r.1)
     }
 
+    /// Whether segment `index` is listed.
     pub fn contains(&self, index: u64) -> bool {
         let i = self.ranges.partition_point(|r| r.1 < index);
         self.ranges.get(i).is_some_and(|r| r.0 <= index)
     }
 
+    /// The file's bytes (see the table in `docs/design.md`).
     pub fn encode(&self) -> Vec<u8> {
         assert!(self.ranges.len() <= MANIFEST_RANGES_MAX);
         assert!(check_ranges(&self.ranges).is_ok());

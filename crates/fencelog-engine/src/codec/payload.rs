@@ -345,10 +345,6 @@ pub struct RecordRef<'a> {
 
 impl<'a> RecordRef<'a> {
     /// The record's (name, value) headers, in order.
-    // Encoded by the writers of issues 11 (producers, cursors), 14
-    // (applied markers) and 16 (headers); until they land, the codec's
-    // tests and the fuzz targets are its users.
-    #[cfg_attr(not(feature = "sim"), allow(dead_code))]
     pub fn headers(&self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> {
         let mut r = BytesIn::new(self.headers);
         (0..self.header_count).map(move |_| {
@@ -359,9 +355,8 @@ impl<'a> RecordRef<'a> {
         })
     }
 
-    // Read by the writers of issues 11 (producers, cursors), 14
-    // and 16 (headers); until they land, the codec's
-    // tests and the fuzz targets are its users.
+    // The codec's tests and the fuzz targets read it; the reader walks
+    // `headers` instead.
     #[cfg_attr(not(feature = "sim"), allow(dead_code))]
     pub fn header_count(&self) -> usize {
         self.header_count as usize
@@ -385,9 +380,8 @@ impl<'a> RecordsArea<'a> {
     }
 
     /// Whether the batch carries headers (flag HEADERS).
-    // Encoded by the writers of issues 11 (producers, cursors), 14
-    // (applied markers) and 16 (headers); until they land, the codec's
-    // tests and the fuzz targets are its users.
+    // The codec's tests and the fuzz targets read it; the reader walks
+    // each record's headers instead.
     #[cfg_attr(not(feature = "sim"), allow(dead_code))]
     pub fn has_headers(&self) -> bool {
         self.headers

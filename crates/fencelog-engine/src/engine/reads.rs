@@ -59,8 +59,9 @@ impl Engine {
     }
 
     /// Reads durable records from `start_seq`: at most `max_records`, and at
-    /// most `max_bytes` of bodies except that the first record is always
-    /// returned whole so a reader can make progress. Below the stream's
+    /// most `max_bytes` of bodies and header names and values, except that
+    /// the first record is always returned whole so a reader can make
+    /// progress. Below the stream's
     /// `first_seq` (trimmed) or past its `next_seq` is
     /// [`ReadError::OutOfRange`]; a tombstone is [`ReadError::NotFound`].
     pub fn read(

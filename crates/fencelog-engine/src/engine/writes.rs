@@ -8,6 +8,7 @@ use crate::codec::StreamConfig;
 use crate::error::WriteError;
 use crate::locks;
 use crate::name::validate_stream_name;
+use crate::record::{header_bytes, Header};
 use crate::stream::StreamState;
 use crate::writer::{Ack, Msg, Op, Reply, Request};
 use bytes::Bytes;
@@ -51,7 +52,9 @@ impl Engine {
         Ok(())
     }
 
-    fn check_batch(&self, records: &[Bytes]) -> Result<(), WriteError> {
+    /// The batch against the record and byte limits; `header_bytes` are
+    /// the names and values of its headers, which count like body bytes.
+    fn check_batch(&self, records: &[Bytes], header_bytes: usize) -> Result<(), WriteError> {
         let c = &self.shared().config;
         if records.is_empty() {
             return Err(WriteError::EmptyBatch);
@@ -63,7 +66,7 @@ impl Engine {
                 actual: records.len() as u64,
             });
         }
-        let bytes: usize = records.iter().map(|r| r.len()).sum();
+        let bytes: usize = records.iter().map(|r| r.len()).sum::<usize>() + header_bytes;
         if bytes > c.batch_bytes_max {
             return Err(WriteError::TooLarge {
                 what: "bytes in the batch",
@@ -118,10 +121,28 @@ impl Engine {
         match_seq_num: Option<u64>,
     ) -> Result<Ack, WriteError> {
         self.precheck(stream, Some(fencing_token))?;
-        self.check_batch(&records)?;
+        self.append_checked(stream, fencing_token, records, Vec::new(), match_seq_num)
+            .await
+    }
+
+    /// An append whose name, token and headers passed their checks:
+    /// `headers` is empty (a plain append) or one list per record, at least
+    /// one of them not empty.
+    pub(crate) async fn append_checked(
+        &self,
+        stream: &str,
+        fencing_token: u64,
+        records: Vec<Bytes>,
+        headers: Vec<Vec<Header>>,
+        match_seq_num: Option<u64>,
+    ) -> Result<Ack, WriteError> {
+        debug_assert!(headers.is_empty() || headers.len() == records.len());
+        let header_bytes = headers.iter().map(|h| header_bytes(h)).sum();
+        self.check_batch(&records, header_bytes)?;
         self.request(stream, |reply| Op::Append {
             token: fencing_token,
             records,
+            headers,
             match_seq_num,
             reply,
         })

@@ -41,7 +41,7 @@ mod state;
 mod tail;
 
 use crate::codec::checkpoint::AppliedState;
-use crate::codec::{decode_segment_header, FORMAT_VERSION};
+use crate::codec::{decode_segment_header, FORMAT_VERSION, SEGMENT_HEADER_BYTES};
 use crate::config::Config;
 use crate::error::{Corruption, OpenError};
 use crate::segment::{segment_name, Segment, Segments};
@@ -72,6 +72,12 @@ pub struct RecoveryReport {
     pub truncated: Option<Truncation>,
     /// A last segment whose header never became durable and was removed.
     pub removed_segment: Option<String>,
+    /// A last segment the MANIFEST did not list yet: a roll cut between
+    /// the new segment becoming durable and the MANIFEST naming it. Nothing
+    /// was ever written to it after its header (its first group waits for
+    /// the MANIFEST), so it is adopted as the active segment and the
+    /// MANIFEST rewritten to list it.
+    pub adopted_roll: Option<String>,
     /// Leftovers of interrupted steps that were removed: temp files,
     /// checkpoints no MANIFEST names, segments whose deletion did not finish.
     pub removed_files: Vec<String>,
@@ -173,16 +179,8 @@ pub fn recover(storage: &dyn Storage, config: &Config) -> Result<Recovered, Open
         else {
             break;
         };
-        if layout.manifest.is_none()
-            && kept.segment.version == FORMAT_VERSION
-            && (!is_last || scan.frames > frames_before)
-        {
-            return Err(corrupt(
-                &kept.segment.name,
-                0,
-                "a version-2 segment with frames and no MANIFEST: the MANIFEST was lost",
-            ));
-        }
+        let has_frames = scan.frames > frames_before;
+        check_listed(&layout, &kept.segment, is_last, has_frames, &mut report)?;
         active_len = kept.len;
         last_group_start = Some(scan.last_closed_start);
         segments.list.push(kept.segment);
@@ -210,6 +208,38 @@ pub fn recover(storage: &dyn Storage, config: &Config) -> Result<Recovered, Open
         },
         report,
     )
+}
+
+/// What the MANIFEST (or its absence) says about a kept segment: a
+/// version-2 segment with frames needs a MANIFEST, and a roll the MANIFEST
+/// does not list yet must be empty (it is then adopted).
+fn check_listed(
+    layout: &layout::Layout,
+    segment: &Segment,
+    is_last: bool,
+    has_frames: bool,
+    report: &mut RecoveryReport,
+) -> Result<(), OpenError> {
+    if layout.manifest.is_none() && segment.version == FORMAT_VERSION && (!is_last || has_frames) {
+        return Err(corrupt(
+            &segment.name,
+            0,
+            "a version-2 segment with frames and no MANIFEST: the MANIFEST was lost",
+        ));
+    }
+    if is_last && layout.pending_roll {
+        if has_frames {
+            // Its first group is written only once the MANIFEST lists it:
+            // frames here mean the MANIFEST is older than the log.
+            return Err(corrupt(
+                &segment.name,
+                SEGMENT_HEADER_BYTES as u64,
+                "segment holds frames but is not in the MANIFEST (is the MANIFEST an old copy?)",
+            ));
+        }
+        report.adopted_roll = Some(segment.name.clone());
+    }
+    Ok(())
 }
 
 /// A segment recovery keeps, and its data length.

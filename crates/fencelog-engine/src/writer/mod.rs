@@ -344,6 +344,7 @@ mod tests {
             op: Op::Append {
                 token: 1,
                 records: vec![Bytes::from(vec![b'x'; body])],
+                headers: Vec::new(),
                 match_seq_num: None,
                 reply,
             },

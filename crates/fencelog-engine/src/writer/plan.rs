@@ -11,14 +11,17 @@
 //! compaction asked for is dead on arrival if a trim or delete planned
 //! before it in the group (or published before the group) killed it.
 
-use super::protocol::{refusal_error, Ack, Answer, Op, Relocated, Relocation, Request};
+use super::protocol::{
+    records_frame_len, refusal_error, Ack, Answer, Op, Relocated, Relocation, Request,
+};
 use crate::codec::checkpoint::{FenceBy, FenceEvent};
 use crate::codec::{
     encode_frame, encode_frame_with, encode_relocated, set_last_in_group, FrameKind, FrameSpec,
-    PayloadSpec, StreamConfig, FLAG_RETENTION,
+    PayloadSpec, RecordSpec, StreamConfig, FLAG_RETENTION,
 };
 use crate::error::WriteError;
 use crate::fence::{self, Change, Effect, FenceState, Refusal};
+use crate::record::Header;
 use crate::stream::StreamState;
 use bytes::Bytes;
 use std::collections::{HashMap, VecDeque};
@@ -304,12 +307,19 @@ fn plan_one<H>(out: &mut Out<'_>, p: &mut Pending<H>, stream: &str, op: Op) -> A
         Op::Append {
             token,
             records,
+            headers,
             match_seq_num,
             reply,
-        } => Answer::Append(
-            reply,
-            plan_append(out, p, stream, token, match_seq_num, &records),
-        ),
+        } => {
+            let batch = Batch {
+                bodies: &records,
+                headers: &headers,
+            };
+            Answer::Append(
+                reply,
+                plan_append(out, p, stream, token, match_seq_num, batch),
+            )
+        }
         Op::Fence { token, reply } => {
             let r = fence::check_fence(p.fence, token)
                 .map(|e| state_frame(out, p, stream, e, token, FenceBy::Fence));
@@ -353,19 +363,55 @@ fn plan_one<H>(out: &mut Out<'_>, p: &mut Pending<H>, stream: &str, op: Op) -> A
     }
 }
 
+/// An append's records: bodies, and either no headers at all or one list
+/// per record.
+#[derive(Clone, Copy)]
+struct Batch<'a> {
+    bodies: &'a [Bytes],
+    headers: &'a [Vec<Header>],
+}
+
+impl Batch<'_> {
+    /// Encodes the batch's records frame into `buf` and returns its offset:
+    /// a plain frame (exactly version 1's bytes) without headers, else one
+    /// with flag HEADERS.
+    fn encode(&self, buf: &mut Vec<u8>, spec: &FrameSpec<'_>) -> usize {
+        if self.headers.is_empty() || mutated!(HeadersDropped) {
+            return encode_frame(buf, spec, self.bodies);
+        }
+        debug_assert_eq!(self.headers.len(), self.bodies.len());
+        let pairs: Vec<Vec<(&[u8], &[u8])>> = self
+            .headers
+            .iter()
+            .map(|h| h.iter().map(|h| (&h.name[..], &h.value[..])).collect())
+            .collect();
+        let records: Vec<RecordSpec<'_>> = self
+            .bodies
+            .iter()
+            .zip(&pairs)
+            .map(|(body, headers)| RecordSpec { headers, body })
+            .collect();
+        let payload = PayloadSpec::Records {
+            producer: None,
+            records: &records,
+        };
+        encode_frame_with(buf, spec, &payload)
+    }
+}
+
 fn plan_append<H>(
     out: &mut Out<'_>,
     p: &mut Pending<H>,
     stream: &str,
     token: u64,
     match_seq_num: Option<u64>,
-    records: &[Bytes],
+    batch: Batch<'_>,
 ) -> Result<Ack, WriteError> {
     if let Err(r) = fence::check_append(p.fence, token, match_seq_num, None, None) {
         out.count_refusal(&r);
         return Err(refusal_error(r, &p.state(stream, &out.ctx.defaults)));
     }
-    let len = crate::codec::frame_len(stream, records) as u64;
+    let len = records_frame_len(stream, batch.bodies, batch.headers) as u64;
     if let Some(b) = out.ctx.budget.as_mut() {
         if len > b.room {
             out.counts.over_budget += 1;
@@ -378,7 +424,7 @@ fn plan_append<H>(
     }
     let timestamp_ms = out.ctx.now_ms.max(p.last_timestamp_ms);
     let first_seq = p.fence.next_seq;
-    let count = records.len() as u32;
+    let count = batch.bodies.len() as u32;
     let spec = out.spec(
         FrameKind::Records,
         0,
@@ -387,7 +433,10 @@ fn plan_append<H>(
         token,
         timestamp_ms,
     );
-    let offset_in_buf = encode_frame(out.buf, &spec, records);
+    let offset_in_buf = batch.encode(out.buf, &spec);
+    // What the index and the live-byte counters account is the frame as
+    // written (a deliberate bug may have written less than planned).
+    let len = (out.buf.len() - offset_in_buf) as u64;
     p.apply(
         Change::Append { count },
         token,

@@ -15,6 +15,7 @@ fn append(stream: &str, token: u64, n: usize, m: Option<u64>) -> (Request, Appen
     let op = Op::Append {
         token,
         records,
+        headers: Vec::new(),
         match_seq_num: m,
         reply,
     };

@@ -4,6 +4,7 @@
 use crate::codec::{frame_len, StreamConfig, FRAME_HEADER_BYTES};
 use crate::error::WriteError;
 use crate::fence::Refusal;
+use crate::record::Header;
 use crate::stream::StreamState;
 use bytes::Bytes;
 use tokio::sync::oneshot;
@@ -45,6 +46,10 @@ pub(crate) enum Op {
     Append {
         token: u64,
         records: Vec<Bytes>,
+        /// Empty for a plain append (no allocation, today's bytes); else
+        /// one list per record, checked against the limits, at least one
+        /// not empty.
+        headers: Vec<Vec<Header>>,
         match_seq_num: Option<u64>,
         reply: Reply<Ack>,
     },
@@ -107,7 +112,9 @@ impl Request {
     /// Bytes its frames will take in the group.
     pub(super) fn encoded_len(&self) -> usize {
         match &self.op {
-            Op::Append { records, .. } => frame_len(&self.stream, records),
+            Op::Append {
+                records, headers, ..
+            } => records_frame_len(&self.stream, records, headers),
             Op::Relocate { frames, .. } => frames.iter().map(|f| f.bytes.len()).sum(),
             Op::Config { .. } => FRAME_HEADER_BYTES + self.stream.len() + 24,
             _ => FRAME_HEADER_BYTES + self.stream.len(),
@@ -128,6 +135,22 @@ impl Request {
             Op::Relocate { reply, .. } => drop(reply.send(Err(err))),
         }
     }
+}
+
+/// Bytes of the records frame of an append: [`frame_len`] without
+/// headers; with them, each record's header count and (length, bytes) per
+/// name and value on top (`docs/design.md`, "Payloads").
+pub(super) fn records_frame_len(stream: &str, records: &[Bytes], headers: &[Vec<Header>]) -> usize {
+    let extra: usize = headers
+        .iter()
+        .map(|h| {
+            2 + h
+                .iter()
+                .map(|h| 6 + h.name.len() + h.value.len())
+                .sum::<usize>()
+        })
+        .sum();
+    frame_len(stream, records) + extra
 }
 
 /// A request's answer, held until the group is durable.

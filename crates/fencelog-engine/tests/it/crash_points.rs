@@ -28,6 +28,15 @@ fn run_suite(seed: u64, steps: usize, segment_bytes: u64, lifecycle: bool) {
                 "seed {seed}: {} of {} crash points, {} resolutions, {} recoveries, max {} unsynced ops, dry run {} acks from {} groups, {:.1?}",
                 s.points, s.ops, s.resolutions, s.recoveries, s.max_unsynced, s.dry_acks, s.dry_groups, started.elapsed()
             );
+            println!(
+                "  rolls cut part way: {} adopted (segment durable, not yet in the MANIFEST), {} removed (header never durable)",
+                s.adopted_rolls, s.removed_half_rolls
+            );
+            // Every script rolls segments: a crash between a new segment
+            // becoming durable and the MANIFEST naming it must have been
+            // recovered (not refused as "missing") at least once, and so must
+            // one before its header was durable.
+            assert!(s.adopted_rolls > 0 && s.removed_half_rolls > 0, "{s:?}");
             if lifecycle {
                 println!(
                     "  dry run reclamation: {} passes, {} checkpoints, {} segments deleted, {} frames compacted",

@@ -30,7 +30,7 @@ fn ops_model_corpus() {
 #[test]
 fn documented_layout_matches_the_decoder() {
     use fencelog_engine::testing::{
-        decode_frame, decode_segment_header, FrameKind, FORMAT_VERSION,
+        decode_frame, decode_segment_header, FrameKind, FLAG_HEADERS, FORMAT_VERSION,
     };
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/frame_decoder");
     let one = std::fs::read(dir.join("records_one")).unwrap();
@@ -58,6 +58,21 @@ fn documented_layout_matches_the_decoder() {
         FORMAT_VERSION
     )
     .is_err());
+    // Flag HEADERS, from the documented records layout.
+    let traced = std::fs::read(dir.join("records_headers")).unwrap();
+    let f = decode_frame(&traced, FORMAT_VERSION).unwrap();
+    assert_eq!(f.header.flags & FLAG_HEADERS, FLAG_HEADERS);
+    type Headers<'a> = Vec<(&'a [u8], &'a [u8])>;
+    let records: Vec<(Headers<'_>, &[u8])> = f
+        .records()
+        .map(|r| (r.headers().collect(), r.body))
+        .collect();
+    let trace: Headers<'_> = vec![
+        (b"trace-id", b"abc"),
+        (b"trace-id", b""),
+        (b"bin\xff", b"\x00\xfe"),
+    ];
+    assert_eq!(records, vec![(trace, &b"one"[..]), (vec![], &b"two"[..])]);
 }
 
 /// The recovery seeds reach real frames: the whole-segment seed rebuilds

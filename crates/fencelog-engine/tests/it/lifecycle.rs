@@ -265,12 +265,7 @@ async fn a_segment_missing_from_the_manifest_refuses_to_open_naming_it() {
         }
         e.shutdown().await;
     }
-    let mut segs: Vec<String> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".seg"))
-        .collect();
-    segs.sort();
+    let segs = crate::support::segment_files(dir.path());
     assert!(segs.len() >= 3, "{segs:?}");
     assert!(dir.path().join("MANIFEST").exists());
     let last = segs.last().unwrap();
@@ -291,16 +286,6 @@ fn small(segment_bytes: u64) -> Config {
         reclaim_interval_ms: 0,
         ..Config::default()
     }
-}
-
-fn seg_files(dir: &std::path::Path) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".seg"))
-        .collect();
-    v.sort();
-    v
 }
 
 /// Segments that hold only trimmed records, a tombstone's records, and the
@@ -324,7 +309,7 @@ async fn reclaimed_segments_take_no_fence_with_them() {
                 .await
                 .unwrap();
         }
-        let before = seg_files(dir.path());
+        let before = crate::support::segment_files(dir.path());
         let disk_before = e.disk_bytes();
         // Nothing is trimmed yet, but the early segments hold live records
         // of "sealed" and "bulk": nothing goes.
@@ -336,7 +321,7 @@ async fn reclaimed_segments_take_no_fence_with_them() {
         let r = e.reclaim().await.unwrap();
         assert!(r.checkpoint.is_some());
         assert!(r.deleted.len() >= 3, "{r:?} of {before:?}");
-        let after = seg_files(dir.path());
+        let after = crate::support::segment_files(dir.path());
         assert!(after.len() < before.len());
         assert!(e.disk_bytes() < disk_before);
         assert_eq!(state(&e, "bulk").first_seq, 55);
@@ -396,12 +381,12 @@ async fn compaction_carries_a_slow_streams_record_forward() {
                 .unwrap();
         }
         e.trim("fast", 1, 58).await.unwrap();
-        let before = seg_files(dir.path());
+        let before = crate::support::segment_files(dir.path());
         let r = e.reclaim().await.unwrap();
         assert!(r.compacted >= 1 && r.frames_copied >= 1, "{r:?}");
         assert_eq!(r.dead_on_arrival, 0);
         assert_eq!(r.corrupt_frames, 0);
-        let after = seg_files(dir.path());
+        let after = crate::support::segment_files(dir.path());
         assert!(after.len() + 2 < before.len(), "{before:?} -> {after:?}");
         assert!(
             !after.contains(&before[0]),
@@ -526,4 +511,16 @@ async fn retention_by_age_trims_only_expired_records() {
         recs(&["new"])
     );
     e.shutdown().await;
+}
+
+/// Compaction never copies a frame that died before the writer got to it
+/// (trimmed between the reclaimer's read and its copy: dead on arrival,
+/// nothing written), nor one damaged at rest (the CRC is verified on the
+/// way: the segment stays, reads and the next open report the damage).
+#[test]
+fn compaction_copies_neither_dead_nor_damaged_frames() {
+    match crate::support::compaction::compaction_checks() {
+        Ok(s) => assert_eq!((s.dead_on_arrival, s.corrupt_frames), (1, 1), "{s:?}"),
+        Err(e) => panic!("{e}"),
+    }
 }

@@ -15,6 +15,7 @@ mod faults_io;
 mod faults_restart_after_eio;
 mod fuzz_corpus;
 mod groups;
+mod headers;
 mod lifecycle;
 mod long_run;
 #[cfg(feature = "mutations")]

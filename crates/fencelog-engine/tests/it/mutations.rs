@@ -4,6 +4,7 @@
 //! run in parallel with every other test without disturbing them.
 
 use crate::protocol_sim::{run_seed, runtime};
+use crate::support::compaction::compaction_checks;
 use crate::support::corruption::{corruption, CorruptionSuite};
 use crate::support::crash::{crash_points, CrashSuite};
 use crate::support::faults::{fault_points, FaultSuite};
@@ -87,6 +88,7 @@ fn the_suites_pass_without_a_mutation() {
         crash_points(&lifecycle_crash_suite()).unwrap();
         fault_points(&fault_suite()).unwrap();
         corruption(&corruption_suite()).unwrap();
+        compaction_checks().unwrap();
     });
 }
 
@@ -171,6 +173,30 @@ fn a_checkpoint_that_forgets_tombstones_is_caught() {
     );
 }
 
+/// Issue 12: a last segment deleted while the server was stopped must be
+/// refused, not taken for the end of the log.
+#[test]
+fn ignoring_a_missing_last_segment_is_caught() {
+    let m = Mutation::IgnoreMissingLastSegment;
+    assert_caught(m, with_mutation(m, || corruption(&corruption_suite())));
+}
+
+/// A copy of a frame trimmed after the reclaimer read it is dead on
+/// arrival: writing it anyway is caught.
+#[test]
+fn copying_a_frame_dead_on_arrival_is_caught() {
+    let m = Mutation::RelocateDeadOnArrival;
+    assert_caught(m, with_mutation(m, compaction_checks));
+}
+
+/// A frame damaged at rest copied forward with a fresh CRC would launder
+/// the damage: caught.
+#[test]
+fn compacting_without_verifying_the_crc_is_caught() {
+    let m = Mutation::CompactWithoutCrc;
+    assert_caught(m, with_mutation(m, compaction_checks));
+}
+
 /// Tests of the test: with a deliberate durability bug switched on, some
 /// seed among the first few dozen must produce a violation.
 fn assert_sim_catches(m: Mutation) {
@@ -209,4 +235,25 @@ fn sim_catches_ignoring_an_fsync_error() {
 #[test]
 fn sim_catches_a_checkpoint_that_omits_streams() {
     assert_sim_catches(Mutation::CheckpointOmitsStreams);
+}
+
+/// A writer that loses the flag HEADERS (and the headers with it) while
+/// keeping every body: the checker compares each record's headers with
+/// what was appended.
+#[test]
+fn a_writer_that_drops_headers_is_caught() {
+    let m = Mutation::HeadersDropped;
+    assert_caught(m, with_mutation(m, || crash_points(&crash_suite())));
+}
+
+/// Headers served in the wrong order are wrong headers.
+#[test]
+fn a_reader_that_reorders_headers_is_caught() {
+    let m = Mutation::HeadersReversed;
+    assert_caught(m, with_mutation(m, || crash_points(&crash_suite())));
+}
+
+#[test]
+fn sim_catches_a_writer_that_drops_headers() {
+    assert_sim_catches(Mutation::HeadersDropped);
 }

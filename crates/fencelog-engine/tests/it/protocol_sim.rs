@@ -23,7 +23,9 @@
 //! and `FENCELOG_SIM_SEED` (run one seed) size the run.
 
 use crate::support::verify::StreamDump;
-use crate::support::{env_or, verify, Attempt, Kind, Mode, Model, Outcome};
+use crate::support::{
+    append_with, env_or, headers_for, verify, Attempt, Kind, Mode, Model, Outcome,
+};
 use bytes::Bytes;
 use fencelog_engine::sim::{Fault, FaultKind, Resolution, Rng, SimStorage};
 use fencelog_engine::{Config, Engine, ReadBatch, ReadError, WriteError};
@@ -472,18 +474,19 @@ impl Sim {
                 let bodies: Vec<Bytes> = (0..*records)
                     .map(|k| body(name, id, k, *size, &mut self.rng))
                     .collect();
-                self.model.attempts.push(Attempt {
-                    stream: name.to_string(),
-                    kind: Kind::Append,
+                let headers = headers_for(name, id, bodies.len());
+                self.model.attempts.push(Attempt::append(
+                    name,
+                    Kind::Append,
                     token,
-                    bodies: bodies.clone(),
-                    outcome: Outcome::Pending,
-                });
+                    bodies.clone(),
+                    headers.clone(),
+                ));
                 let m = *match_seq;
                 (
                     Some(id),
                     Box::pin(async move {
-                        match engine.append(name, token, bodies, m).await {
+                        match append_with(&engine, name, token, bodies, headers, m).await {
                             Ok(a) => Res::Acked(a),
                             Err(e) => classify_write(e),
                         }
@@ -492,13 +495,9 @@ impl Sim {
             }
             ReqKind::Fence => {
                 let id = self.model.attempts.len();
-                self.model.attempts.push(Attempt {
-                    stream: name.to_string(),
-                    kind: Kind::Fence,
-                    token,
-                    bodies: Vec::new(),
-                    outcome: Outcome::Pending,
-                });
+                self.model
+                    .attempts
+                    .push(Attempt::op(name, Kind::Fence, token));
                 (
                     Some(id),
                     Box::pin(async move {
@@ -516,13 +515,7 @@ impl Sim {
                     _ => (Kind::Delete, None),
                 };
                 let id = self.model.attempts.len();
-                self.model.attempts.push(Attempt {
-                    stream: name.to_string(),
-                    kind,
-                    token,
-                    bodies: Vec::new(),
-                    outcome: Outcome::Pending,
-                });
+                self.model.attempts.push(Attempt::op(name, kind, token));
                 (
                     Some(id),
                     Box::pin(async move {
@@ -1009,8 +1002,8 @@ impl Sim {
                         }
                         let want = d.at(start + k as u64);
                         if r.seq != start + k as u64
-                            || want.map(|(_, t, body)| (*t, body))
-                                != Some((r.fencing_token, &r.body))
+                            || want.map(|w| (w.fencing_token, &w.headers, &w.body))
+                                != Some((r.fencing_token, &r.headers, &r.body))
                         {
                             return fail(format!(
                                 "read record {k} (seq {}) is not the final log's record at {}",

@@ -7,7 +7,7 @@ mod binary_batch;
 mod console_assets;
 mod fencing;
 mod fuzz_corpus;
-mod headers_refused;
+mod headers;
 mod http_metrics;
 mod lifecycle;
 mod openapi_routes;

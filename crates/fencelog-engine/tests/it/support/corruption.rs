@@ -6,7 +6,10 @@
 
 use super::*;
 use fencelog_engine::sim::Resolution;
-use fencelog_engine::testing::{decode_frame, FORMAT_VERSION, SEGMENT_HEADER_BYTES};
+use fencelog_engine::testing::{
+    decode_frame, decode_segment_header, encode_segment_header, Manifest, FORMAT_VERSION,
+    SEGMENT_HEADER_BYTES,
+};
 use std::collections::BTreeMap;
 
 #[derive(Debug, Clone)]
@@ -314,6 +317,7 @@ pub fn corruption(suite: &CorruptionSuite) -> Result<CorruptionStats, String> {
     d.delete(&mid);
     ck.case(&d, "middle segment missing", Expect::Refuse(mid.clone()))
         .map_err(&fail)?;
+    missing_ends(&mut ck, &base, &segs).map_err(&fail)?;
 
     // Zero-length and foreign files.
     ck.case(
@@ -343,6 +347,73 @@ pub fn corruption(suite: &CorruptionSuite) -> Result<CorruptionStats, String> {
     ck.case(&with("LOCK", b""), "lock file", Expect::Intact)
         .map_err(&fail)?;
     Ok(ck.stats)
+}
+
+/// Issue 12: the first or the LAST segment deleted while the server was
+/// stopped, or the MANIFEST that lists them, is refused naming the file —
+/// never taken for a shorter log. A roll cut between its new segment
+/// becoming durable and the MANIFEST naming it is adopted (nothing can be
+/// in it yet); the same segment holding frames means the MANIFEST is
+/// older than the log, and is refused.
+fn missing_ends(ck: &mut Checker<'_>, base: &SimStorage, segs: &[String]) -> Result<(), String> {
+    let (first, last) = (&segs[0], segs.last().unwrap());
+    for (gone, what) in [(first, "first"), (last, "last")] {
+        let d = base.fork();
+        d.delete(gone);
+        ck.case(
+            &d,
+            &format!("{what} segment missing"),
+            Expect::Refuse(gone.clone()),
+        )?;
+    }
+    let d = base.fork();
+    d.delete("MANIFEST");
+    ck.case(&d, "MANIFEST missing", Expect::Refuse(first.clone()))?;
+    let d = base.fork();
+    d.delete("MANIFEST");
+    d.delete(last);
+    ck.case(
+        &d,
+        "MANIFEST and last segment missing",
+        Expect::Refuse(first.clone()),
+    )?;
+
+    let manifest = Manifest::decode(&base.contents("MANIFEST").unwrap()).unwrap();
+    let listed: Vec<u64> = manifest.indices().collect();
+    let behind = Manifest {
+        ranges: Manifest::ranges_of(listed[..listed.len() - 1].iter().copied()),
+        ..manifest.clone()
+    };
+    let d = base.fork();
+    d.set_contents("MANIFEST", &behind.encode());
+    ck.case(
+        &d,
+        "MANIFEST one roll behind a segment with frames",
+        Expect::Refuse(last.clone()),
+    )?;
+
+    // A whole, durable header of the next segment and nothing else: the
+    // roll's MANIFEST rewrite never happened.
+    let next = next_segment_name(last);
+    let mut header = decode_segment_header(&base.contents(last).unwrap()).unwrap();
+    header.segment_index += 1;
+    header.first_group_id = frames(&base.contents(last).unwrap())
+        .last()
+        .map_or(header.first_group_id, |f| f.group_id + 1);
+    let d = base.fork();
+    d.set_contents(&next, &encode_segment_header(&header));
+    match ck.case(&d, "roll not yet in the MANIFEST", Expect::Intact)? {
+        Opened::Yes(r) if r.adopted_roll.as_deref() == Some(next.as_str()) => {}
+        _ => return Err(format!("{next}: an unlisted new segment was not adopted")),
+    }
+    // The adoption rewrote the MANIFEST durably: after a power cut the
+    // next open finds the segment listed.
+    d.crash(Resolution::DropAll);
+    let again = open(&d, &ck.cfg).map_err(|e| format!("reopen after adoption: {e}"))?;
+    if again.recovery_report().adopted_roll.is_some() {
+        return Err("the MANIFEST was not rewritten to list the adopted roll".into());
+    }
+    Ok(())
 }
 
 pub fn next_segment_name(last: &str) -> String {
@@ -452,7 +523,8 @@ pub fn lifecycle_corruption(suite: &CorruptionSuite) -> Result<LifecycleCorrupti
         let last_group = fs.last().map(|(f, _)| f.group_id);
         for _ in 0..suite.flips {
             let (f, _) = fs[rng.below(fs.len() as u64) as usize];
-            let at = rng.range(f.offset as u64, f.end as u64) as usize;
+            // `range` is inclusive and `end` is where the next frame starts.
+            let at = rng.range(f.offset as u64, f.end as u64 - 1) as usize;
             let mut b = bytes.clone();
             b[at] ^= 1 << rng.below(8);
             let what = format!("byte {at} of compacted {seg} flipped");

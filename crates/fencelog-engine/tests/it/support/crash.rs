@@ -39,6 +39,12 @@ pub struct CrashStats {
     pub dry_checkpoints: u64,
     pub dry_deleted_segments: u64,
     pub dry_compacted_frames: u64,
+    /// Recoveries that found a roll cut between the new segment becoming
+    /// durable and the MANIFEST listing it (adopted, never "missing"), and
+    /// ones that found a new segment whose header never became durable
+    /// (removed).
+    pub adopted_rolls: u64,
+    pub removed_half_rolls: u64,
 }
 
 pub fn crash_points(suite: &CrashSuite) -> Result<CrashStats, String> {
@@ -149,6 +155,9 @@ pub fn recover_twice(
     let base = disk.op_count();
     let engine = open(disk, cfg).map_err(|e| format!("recovery refused: {e}"))?;
     let recovery_ops = disk.op_count() - base;
+    let report = engine.recovery_report();
+    stats.adopted_rolls += report.adopted_roll.is_some() as u64;
+    stats.removed_half_rolls += report.removed_segment.is_some() as u64;
     let once = verify(&engine, model, Mode::Recovered)?;
     rt.block_on(append_after_recovery(&engine))?;
     drop(engine);

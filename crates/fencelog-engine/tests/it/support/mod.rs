@@ -7,6 +7,7 @@
 //! mutation tests can run it with a deliberate bug switched on and assert
 //! that it complains.
 
+pub mod compaction;
 pub mod corruption;
 pub mod crash;
 pub mod faults;
@@ -20,7 +21,9 @@ pub use verify::{dump_records, verify, Mode};
 use bytes::Bytes;
 pub use fencelog_engine::sim::Rng;
 use fencelog_engine::sim::SimStorage;
-use fencelog_engine::{Config, Engine, OpenError, Retention, StreamConfig, WriteError};
+use fencelog_engine::{
+    Config, Engine, Header, OpenError, RecordIn, Retention, StreamConfig, WriteError,
+};
 use std::sync::Arc;
 
 pub const STREAMS: [&str; 4] = ["alpha", "beta", "g.1:x-y", "doomed"];
@@ -41,6 +44,17 @@ pub fn config(segment_bytes: u64) -> Config {
         reclaim_interval_ms: 0,
         ..Config::default()
     }
+}
+
+/// The segment files of a real data directory, in log order.
+pub fn segment_files(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".seg"))
+        .collect();
+    v.sort();
+    v
 }
 
 pub fn runtime() -> tokio::runtime::Runtime {
@@ -150,10 +164,40 @@ pub struct Attempt {
     pub token: u64,
     /// Empty but for appends.
     pub bodies: Vec<Bytes>,
+    /// Empty for an append without headers; else one list per body.
+    pub headers: Vec<Vec<Header>>,
     pub outcome: Outcome,
 }
 
 impl Attempt {
+    /// An attempt without records (not an append).
+    pub fn op(stream: &str, kind: Kind, token: u64) -> Attempt {
+        Attempt::append(stream, kind, token, Vec::new(), Vec::new())
+    }
+
+    /// An attempt with these records, not answered yet.
+    pub fn append(
+        stream: &str,
+        kind: Kind,
+        token: u64,
+        bodies: Vec<Bytes>,
+        headers: Vec<Vec<Header>>,
+    ) -> Attempt {
+        Attempt {
+            stream: stream.to_string(),
+            kind,
+            token,
+            bodies,
+            headers,
+            outcome: Outcome::Pending,
+        }
+    }
+
+    /// The headers record `k` of the batch was appended with.
+    pub fn headers_of(&self, k: usize) -> &[Header] {
+        self.headers.get(k).map_or(&[], |h| &h[..])
+    }
+
     /// A write that may have happened: acknowledged or unknown.
     pub fn maybe(&self) -> bool {
         !matches!(self.outcome, Outcome::Rejected | Outcome::Pending)
@@ -193,6 +237,50 @@ fn body(stream: &str, id: usize, k: usize, size: usize) -> Bytes {
         b.push(b'a' + ((x >> 40) % 26) as u8);
     }
     Bytes::from(b)
+}
+
+/// The headers of attempt `id`'s records: every third append carries
+/// some, on its even records only (so one frame mixes records with and
+/// without headers), with a repeated name, an empty value and a value that
+/// is not UTF-8, all derived from (stream, id, k) so a header served for
+/// the wrong record, lost or reordered never passes.
+pub fn headers_for(stream: &str, id: usize, records: usize) -> Vec<Vec<Header>> {
+    if id % 3 != 1 {
+        return Vec::new();
+    }
+    (0..records)
+        .map(|k| {
+            let count = if k % 2 == 0 { 1 + (id + k) % 3 } else { 0 };
+            (0..count)
+                .map(|j| match j {
+                    0 => Header::new("trace-id", format!("{stream}/{id}/{k}")),
+                    1 => Header::new(&b"bin\xff"[..], vec![0xfe, id as u8, k as u8]),
+                    _ => Header::new("trace-id", ""),
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Appends `bodies` with `headers` (see [`Attempt::headers`]): a plain
+/// append when there are none, so most frames keep version 1's bytes.
+pub async fn append_with(
+    e: &Engine,
+    stream: &str,
+    token: u64,
+    bodies: Vec<Bytes>,
+    headers: Vec<Vec<Header>>,
+    m: Option<u64>,
+) -> Result<fencelog_engine::Ack, WriteError> {
+    if headers.is_empty() {
+        return e.append(stream, token, bodies, m).await;
+    }
+    let records = bodies
+        .into_iter()
+        .zip(headers)
+        .map(|(body, headers)| RecordIn { body, headers })
+        .collect();
+    e.append_records(stream, token, records, m).await
 }
 
 pub(crate) fn parse_body(b: &[u8]) -> Option<(String, usize, usize)> {
@@ -235,14 +323,15 @@ fn invoke(engine: &Engine, model: &mut Model, step: &Step) -> Pending {
     let id = model.attempts.len();
     let e = engine.clone();
     let mut attempt = |stream: usize, kind: Kind, token: u64, bodies: Vec<Bytes>| {
-        model.attempts.push(Attempt {
-            stream: STREAMS[stream].to_string(),
+        let headers = headers_for(STREAMS[stream], id, bodies.len());
+        model.attempts.push(Attempt::append(
+            STREAMS[stream],
             kind,
             token,
             bodies,
-            outcome: Outcome::Pending,
-        });
-        STREAMS[stream]
+            headers.clone(),
+        ));
+        (STREAMS[stream], headers)
     };
     let done = |s: fencelog_engine::StreamState| Outcome::Done {
         first_seq: s.first_seq,
@@ -265,9 +354,9 @@ fn invoke(engine: &Engine, model: &mut Model, step: &Step) -> Pending {
                 MatchSeq::Right => Some(next),
                 MatchSeq::Wrong => Some(next + 1),
             };
-            let name = attempt(stream, Kind::Append, token, bodies.clone());
+            let (name, headers) = attempt(stream, Kind::Append, token, bodies.clone());
             Box::pin(async move {
-                e.append(name, token, bodies, m)
+                append_with(&e, name, token, bodies, headers, m)
                     .await
                     .map(|a| Outcome::Acked {
                         first_seq: a.first_seq,
@@ -275,7 +364,7 @@ fn invoke(engine: &Engine, model: &mut Model, step: &Step) -> Pending {
             })
         }
         Step::Fence { stream, token } => {
-            let name = attempt(stream, Kind::Fence, token, Vec::new());
+            let (name, _) = attempt(stream, Kind::Fence, token, Vec::new());
             Box::pin(async move { e.fence(name, token).await.map(|_| Outcome::FenceAcked) })
         }
         Step::Trim { stream, token, to } => {
@@ -286,22 +375,22 @@ fn invoke(engine: &Engine, model: &mut Model, step: &Step) -> Pending {
                 TrimTo::Inside(p) => first + (next - first) * p as u64 / 100,
                 TrimTo::Past => next + 5,
             };
-            let name = attempt(stream, Kind::Trim, token, Vec::new());
+            let (name, _) = attempt(stream, Kind::Trim, token, Vec::new());
             Box::pin(async move { e.trim(name, token, trim_seq).await.map(done) })
         }
         Step::Seal { stream, token } => {
-            let name = attempt(stream, Kind::Seal, token, Vec::new());
+            let (name, _) = attempt(stream, Kind::Seal, token, Vec::new());
             Box::pin(async move { e.seal(name, token).await.map(done) })
         }
         Step::Delete { stream, token } => {
-            let name = attempt(stream, Kind::Delete, token, Vec::new());
+            let (name, _) = attempt(stream, Kind::Delete, token, Vec::new());
             Box::pin(async move { e.delete(name, token).await.map(done) })
         }
         Step::Config {
             stream,
             retention_bytes,
         } => {
-            let name = attempt(stream, Kind::Config, 0, Vec::new());
+            let (name, _) = attempt(stream, Kind::Config, 0, Vec::new());
             let config = StreamConfig {
                 retention_bytes: retention_bytes.map_or(Retention::Default, Retention::Limit),
                 ..StreamConfig::default()

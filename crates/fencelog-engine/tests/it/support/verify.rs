@@ -6,8 +6,7 @@
 //! non-refused append sent, in whole batches, in order.
 
 use super::{parse_body, Attempt, Kind, Model, Outcome};
-use bytes::Bytes;
-use fencelog_engine::{Engine, ReadError, StreamState};
+use fencelog_engine::{Engine, ReadError, Record, StreamState};
 use std::collections::{BTreeMap, HashMap};
 
 /// How strictly [`verify`] compares.
@@ -34,13 +33,13 @@ pub struct StreamDump {
     pub highest_token: u64,
     pub sealed: bool,
     pub deleted: bool,
-    /// (seq, token, body) from `first_seq` on.
-    pub records: Vec<(u64, u64, Bytes)>,
+    /// Every record from `first_seq` on, headers included.
+    pub records: Vec<Record>,
 }
 
 impl StreamDump {
     /// The record at `seq`, if readable.
-    pub fn at(&self, seq: u64) -> Option<&(u64, u64, Bytes)> {
+    pub fn at(&self, seq: u64) -> Option<&Record> {
         self.records.get(seq.checked_sub(self.first_seq)? as usize)
     }
 }
@@ -291,10 +290,7 @@ fn check_live(
         highest_token: s.highest_token,
         sealed: s.sealed,
         deleted: false,
-        records: records
-            .into_iter()
-            .map(|r| (r.seq, r.fencing_token, r.body))
-            .collect(),
+        records,
     }))
 }
 
@@ -395,6 +391,14 @@ fn check_records(
             return Err(format!(
                 "{name} seq {}: wrong bytes served: {:?}",
                 r.seq, r.body
+            ));
+        }
+        if a.headers_of(k) != &r.headers[..] {
+            return Err(format!(
+                "{name} seq {}: wrong headers served: {:?}, appended {:?}",
+                r.seq,
+                r.headers,
+                a.headers_of(k)
             ));
         }
         match (&a.outcome, mode) {
