@@ -29,13 +29,15 @@ pub const EXIT_INTERRUPTED: u8 = 130;
 /// Shown by `fencelog --help`.
 pub const EXIT_CODES_HELP: &str = "\
 Exit codes of the client commands (append, read, tail, fence, status, trim,
-seal, delete, config):
+seal, delete, config, producer, fences, cursor):
   0    success
   1    failure: server unreachable or unavailable, or a write's outcome is unknown
   2    usage error (bad arguments, checked before anything is sent)
-  3    stale fencing token: a newer owner took over the stream; stop writing
+  3    stale fencing token (or producer fenced): a newer owner took over the
+       stream; stop writing
   4    other rejection: stream sealed, seq mismatch, stream not found, no such
-       route, bad request, too large, out of range
+       route, bad request, too large, out of range, producer seq stale or gap,
+       deadline exceeded, producer or cursor not found
   130  interrupted (Ctrl-C) before the work was done";
 
 #[derive(Debug, Clone, clap::Args)]
@@ -151,8 +153,12 @@ pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
 
 pub fn exit_code(err: &ClientError) -> u8 {
     match err {
-        ClientError::StaleToken { .. } => EXIT_STALE,
-        ClientError::SeqMismatch { .. }
+        ClientError::StaleToken { .. } | ClientError::ProducerFenced { .. } => EXIT_STALE,
+        ClientError::BatchRefused { first, .. } => exit_code(first),
+        ClientError::ProducerSeqStale { .. }
+        | ClientError::ProducerSeqGap { .. }
+        | ClientError::DeadlineExceeded { .. }
+        | ClientError::SeqMismatch { .. }
         | ClientError::StreamSealed { .. }
         | ClientError::StreamNotFound { .. }
         | ClientError::NoSuchRoute { .. }
@@ -177,6 +183,12 @@ pub fn exit_code(err: &ClientError) -> u8 {
 /// shape for failures no server answer names (`outcome_unknown`,
 /// `transport`, `no_such_route`, `invalid_url`, `protocol`).
 pub fn error_json(err: &ClientError) -> Value {
+    if let ClientError::BatchRefused { first, ops } = err {
+        // The first refusal's body, with every op's outcome.
+        let mut v = error_json(first);
+        v[fencelog_api::Field::Ops.as_str()] = json!(ops);
+        return v;
+    }
     if let Some(answer) = err.answer() {
         return answer.to_value();
     }

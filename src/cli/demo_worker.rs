@@ -22,6 +22,10 @@ pub struct Args {
     pub name: String,
     #[arg(long, default_value_t = 2)]
     pub lease_ttl_s: u64,
+    /// Appends carry not_after_ms = the lease's expiry minus this margin
+    /// (ms); without it, no deadline.
+    #[arg(long)]
+    pub deadline_margin_ms: Option<u64>,
 }
 
 pub fn run(args: Args) -> ExitCode {
@@ -35,6 +39,7 @@ pub fn run(args: Args) -> ExitCode {
         stream: args.stream,
         name: args.name,
         lease_ttl_s: args.lease_ttl_s,
+        deadline_margin_ms: args.deadline_margin_ms,
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -48,7 +53,9 @@ pub fn run(args: Args) -> ExitCode {
     ));
     match outcome {
         Ok(WorkerOutcome::Finished { .. }) => ExitCode::from(EXIT_OK),
-        Ok(WorkerOutcome::FencedOut { .. }) => ExitCode::from(EXIT_STALE),
+        Ok(WorkerOutcome::FencedOut { .. } | WorkerOutcome::LeaseExpired { .. }) => {
+            ExitCode::from(EXIT_STALE)
+        }
         Err(e) => {
             eprintln!("demo-worker: {e}");
             ExitCode::from(EXIT_FAILURE)

@@ -13,6 +13,7 @@ pub mod demo_worker;
 pub mod fence;
 pub mod lifecycle;
 pub mod man;
+pub mod producers;
 pub mod read;
 pub mod rlimit;
 pub mod serve;
@@ -54,9 +55,19 @@ pub enum Command {
     /// Print a stream's records and follow new ones until Ctrl-C.
     #[command(after_help = common::EXIT_CODES_HELP)]
     Tail(tail::Args),
-    /// Raise a stream's fencing token without writing a record.
+    /// Raise one or more streams' fencing token without writing a record
+    /// (several streams: all or none, in one batch).
     #[command(after_help = common::EXIT_CODES_HELP)]
     Fence(fence::Args),
+    /// Did my write land? An idempotent producer's last applied append.
+    #[command(after_help = common::EXIT_CODES_HELP)]
+    Producer(producers::ProducerArgs),
+    /// The tokens that took effect on a stream, newest first.
+    #[command(after_help = common::EXIT_CODES_HELP)]
+    Fences(producers::FencesArgs),
+    /// Show a fenced consumer cursor, or commit it with --set SEQ --token T.
+    #[command(after_help = common::EXIT_CODES_HELP)]
+    Cursor(producers::CursorArgs),
     /// Show one stream's state, or list every stream.
     #[command(after_help = common::EXIT_CODES_HELP)]
     Status(status::Args),
@@ -93,6 +104,9 @@ pub fn run() -> ExitCode {
         Command::Read(args) => read::run(args),
         Command::Tail(args) => tail::run(args),
         Command::Fence(args) => fence::run(args),
+        Command::Producer(args) => producers::producer(args),
+        Command::Fences(args) => producers::fences(args),
+        Command::Cursor(args) => producers::cursor(args),
         Command::Status(args) => status::run(args),
         Command::Trim(args) => lifecycle::trim(args),
         Command::Seal(args) => lifecycle::seal(args),

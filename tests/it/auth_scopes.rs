@@ -128,6 +128,14 @@ const MAPPING: &[(&str, Access)] = &[
     ("config", Access::Scope(Scope::Config)),
     ("state", Access::Scope(Scope::Read)),
     ("list", Access::Scope(Scope::Read)),
+    // Issue 11: lookups read; a cursor commit and a batch append (each
+    // batch op is authorized again with its own scope on its stream).
+    ("producer", Access::Scope(Scope::Read)),
+    ("fences", Access::Scope(Scope::Read)),
+    ("put_cursor", Access::Scope(Scope::Append)),
+    ("get_cursor", Access::Scope(Scope::Read)),
+    ("list_cursors", Access::Scope(Scope::Read)),
+    ("batch", Access::Scope(Scope::Append)),
     ("healthz", Access::Open),
     ("metrics", Access::Scope(Scope::Admin)),
     ("console", Access::Open),

@@ -200,7 +200,10 @@ impl Env<'_> {
             printed.push_str(&line);
             printed.push('\n');
         }
-        child.signal(Signal::Int);
+        // SIGTERM, not Ctrl-C's SIGINT: a test run started in the
+        // background (`cmd &` in a non-interactive shell) hands its children
+        // SIGINT ignored, and curl then never exits.
+        child.signal(Signal::Term);
         child.wait();
     }
 }

@@ -194,11 +194,23 @@ struct Worker {
 
 impl Worker {
     fn start(name: &'static str, etcd: &str, server: &str, log_dir: &Path) -> Worker {
+        Worker::start_with(name, etcd, server, log_dir, &[])
+    }
+
+    /// [`Worker::start`] with more `demo-worker` arguments.
+    fn start_with(
+        name: &'static str,
+        etcd: &str,
+        server: &str,
+        log_dir: &Path,
+        extra: &[&str],
+    ) -> Worker {
         let mut child = ChildGuard::spawn(
             Command::new(BIN)
                 .args(["demo-worker", "--etcd", etcd, "--server", server])
                 .args(["--stream", STREAM, "--lock-key", LOCK_KEY, "--name", name])
                 .args(["--lease-ttl-s", &LEASE_TTL_S.to_string()])
+                .args(extra)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .stderr(std::fs::File::create(log_dir.join(format!("{name}.log"))).unwrap()),
@@ -267,6 +279,11 @@ async fn paused_worker_loses_its_lease_and_its_late_write_is_rejected() {
     assert_eq!(
         a.line(),
         format!("fenced out: token={token_a} highest={token_b}")
+    );
+    // "Did my write land?": the producer lookup names A's a-1, nothing later.
+    assert_eq!(
+        a.line(),
+        format!("last landed: producer_seq=0 seq=0..=0 token={token_a}")
     );
     let status = a.child.wait();
     assert_eq!(status.code(), Some(3), "A must exit with the stale code");
@@ -439,6 +456,10 @@ async fn owner_cut_off_from_etcd_writes_until_fenced_then_is_refused() {
         format!("fenced out: token={token_a} highest={token_b}")
     );
     assert_eq!(
+        a.line(),
+        format!("last landed: producer_seq=2 seq=2..=2 token={token_a}")
+    );
+    assert_eq!(
         a.child.wait().code(),
         Some(3),
         "A must exit with the stale code"
@@ -465,4 +486,49 @@ async fn owner_cut_off_from_etcd_writes_until_fenced_then_is_refused() {
         log.contains("lease lost") && log.contains("release failed"),
         "A's log:\n{log}"
     );
+}
+
+/// Issue 11's deadlines in the story: A appends with `not_after_ms` = its
+/// lease's expiry minus a margin. Cut off from etcd, its lease runs out
+/// while nobody has taken over yet — and fencelog already refuses its next
+/// write (`deadline_exceeded`: the writer's time is past A's lease), so the
+/// window before a successor's first fenced write is closed; A stops with
+/// the stale code. The durable contents show nothing of A after a-1, and
+/// the successor continues from there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_past_its_lease_is_refused_by_its_deadline_before_any_successor() {
+    let Some((tmp, etcd_server, store)) = services("etcd_story deadlines").await else {
+        return;
+    };
+    let etcd = Etcd::new(etcd_server.url.clone());
+    let proxy = TcpProxy::start(etcd_server.addr()).await;
+    let margin = ["--deadline-margin-ms", "100"];
+    let mut a = Worker::start_with("A", &proxy.url(), store.url(), tmp.path(), &margin);
+    let token_a = a.acquired();
+    a.send("a-1");
+    assert_eq!(a.line(), format!("appended seq=0 token={token_a}"));
+    proxy.cut();
+    wait_gone(&etcd, LOCK_KEY, "A").await;
+    a.send("a-2");
+    let line = a.line();
+    assert!(
+        line.starts_with(&format!("lease expired: token={token_a} writer_ms=")),
+        "{line}"
+    );
+    assert_eq!(
+        a.child.wait().code(),
+        Some(3),
+        "A stops with the stale code"
+    );
+    let client = Client::new(store.url().to_string()).unwrap();
+    assert_eq!(contents(&client).await, owned(&["a-1"], token_a));
+    let mut b = Worker::start_with("B", &etcd_server.url, store.url(), tmp.path(), &margin);
+    let token_b = b.acquired();
+    b.send("b-1");
+    assert_eq!(b.line(), format!("appended seq=1 token={token_b}"));
+    drop(b.stdin.take());
+    assert_eq!(b.line(), format!("finished token={token_b} appended=1"));
+    assert!(b.child.wait().success());
+    let want = [owned(&["a-1"], token_a), owned(&["b-1"], token_b)].concat();
+    assert_eq!(contents(&client).await, want);
 }

@@ -5,11 +5,13 @@
 mod support;
 
 mod audit_log;
+mod auth_batch;
 mod auth_scopes;
 mod cli_commands;
 mod cli_explains;
 mod cli_lifecycle;
 mod cli_operator_kit;
+mod cli_producers;
 mod cli_serve_config;
 mod client_errors;
 mod client_lifecycle;

@@ -152,7 +152,7 @@ fn a_misspelled_append_field_is_400_not_ignored() {
     refused(
         post(RECORDS, &[JSON], r#"{"fencing_token":10,"match_seq_numb":0,"records":[{"body":"x"}]}"#),
         400,
-        bad("the body has an unknown field \"match_seq_numb\"; the fields are fencing_token, match_seq_num, records"),
+        bad("the body has an unknown field \"match_seq_numb\"; the fields are fencing_token, match_seq_num, not_after_ms, producer_id, producer_seq, records"),
     );
 }
 
@@ -178,7 +178,7 @@ fn an_unknown_fence_field_is_400() {
             r#"{"fencing_token":11,"fencing_tokens":12}"#,
         ),
         400,
-        bad("the body has an unknown field \"fencing_tokens\"; the fields are fencing_token"),
+        bad("the body has an unknown field \"fencing_tokens\"; the fields are fencing_token, not_after_ms"),
     );
 }
 

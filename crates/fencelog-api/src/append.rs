@@ -19,6 +19,14 @@ pub struct AppendRequest<'a> {
     /// Append only if the stream's `next_seq` equals it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub match_seq_num: Option<u64>,
+    /// Deadline: accept only if the writer's timestamp is at most this.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_after_ms: Option<u64>,
+    /// An idempotent producer's id; needs `producer_seq`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub producer_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub producer_seq: Option<u64>,
     pub records: Vec<RecordInJson<'a>>,
 }
 
@@ -68,6 +76,10 @@ pub struct AppendAck {
     pub next_seq: u64,
     pub fencing_token: u64,
     pub timestamp_ms: u64,
+    /// A producer's retry of its last applied append: this is that
+    /// append's original ack, and nothing was written.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub duplicate: bool,
 }
 
 impl AppendAck {
@@ -79,6 +91,7 @@ impl AppendAck {
             next_seq: ack.next_seq,
             fencing_token: ack.fencing_token,
             timestamp_ms: ack.timestamp_ms,
+            duplicate: ack.duplicate,
         }
     }
 }
@@ -92,6 +105,9 @@ mod tests {
         let req = AppendRequest {
             fencing_token: 3,
             match_seq_num: None,
+            not_after_ms: None,
+            producer_id: None,
+            producer_seq: None,
             records: vec![RecordInJson::body(b"hi"), RecordInJson::body(b"\xff")],
         };
         assert_eq!(
@@ -110,6 +126,9 @@ mod tests {
         let req = AppendRequest {
             fencing_token: 1,
             match_seq_num: None,
+            not_after_ms: None,
+            producer_id: None,
+            producer_seq: None,
             records: vec![RecordInJson::new(&with)],
         };
         assert_eq!(

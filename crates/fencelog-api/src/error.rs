@@ -54,11 +54,25 @@ pub enum ErrorCode {
     Overloaded,
     /// 507: storage failed because the disk is full.
     InsufficientStorage,
+    /// 409: an idempotent producer the stream does not know, with a token
+    /// below the stream's producer token floor (it may retry an evicted
+    /// producer's write); a new lease's higher token fixes it.
+    ProducerFenced,
+    /// 409: `producer_seq` below the producer's last applied one.
+    ProducerSeqStale,
+    /// 409: `producer_seq` more than one past the producer's last one.
+    ProducerSeqGap,
+    /// 409: the writer's time is past the request's `not_after_ms`.
+    DeadlineExceeded,
+    /// 404: the stream does not remember this producer.
+    ProducerNotFound,
+    /// 404: the stream has no cursor of this name.
+    CursorNotFound,
 }
 
 impl ErrorCode {
     /// Every code, for lookups by name and for tests.
-    pub const ALL: [ErrorCode; 19] = [
+    pub const ALL: [ErrorCode; 25] = [
         ErrorCode::BadRequest,
         ErrorCode::Unauthenticated,
         ErrorCode::Forbidden,
@@ -78,6 +92,12 @@ impl ErrorCode {
         ErrorCode::Unavailable,
         ErrorCode::Overloaded,
         ErrorCode::InsufficientStorage,
+        ErrorCode::ProducerFenced,
+        ErrorCode::ProducerSeqStale,
+        ErrorCode::ProducerSeqGap,
+        ErrorCode::DeadlineExceeded,
+        ErrorCode::ProducerNotFound,
+        ErrorCode::CursorNotFound,
     ];
 
     /// The code as the `error` field carries it.
@@ -102,6 +122,12 @@ impl ErrorCode {
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Overloaded => "overloaded",
             ErrorCode::InsufficientStorage => "insufficient_storage",
+            ErrorCode::ProducerFenced => "producer_fenced",
+            ErrorCode::ProducerSeqStale => "producer_seq_stale",
+            ErrorCode::ProducerSeqGap => "producer_seq_gap",
+            ErrorCode::DeadlineExceeded => "deadline_exceeded",
+            ErrorCode::ProducerNotFound => "producer_not_found",
+            ErrorCode::CursorNotFound => "cursor_not_found",
         }
     }
 
@@ -111,10 +137,18 @@ impl ErrorCode {
             ErrorCode::BadRequest => 400,
             ErrorCode::Unauthenticated => 401,
             ErrorCode::Forbidden => 403,
-            ErrorCode::StreamNotFound | ErrorCode::NotFound => 404,
+            ErrorCode::StreamNotFound
+            | ErrorCode::NotFound
+            | ErrorCode::ProducerNotFound
+            | ErrorCode::CursorNotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::RequestTimeout => 408,
-            ErrorCode::StaleFencingToken | ErrorCode::StreamSealed => 409,
+            ErrorCode::StaleFencingToken
+            | ErrorCode::StreamSealed
+            | ErrorCode::ProducerFenced
+            | ErrorCode::ProducerSeqStale
+            | ErrorCode::ProducerSeqGap
+            | ErrorCode::DeadlineExceeded => 409,
             ErrorCode::SeqMismatch => 412,
             ErrorCode::TooLarge => 413,
             ErrorCode::UnsupportedMediaType => 415,
@@ -172,6 +206,23 @@ pub enum Field {
     OutcomeUnknown,
     /// Whether a failed storage is out of space (`/healthz` 503).
     NoSpace,
+    /// The producer id a request named (409 producer codes, 404).
+    ProducerId,
+    /// The producer's last applied seq (409 `producer_seq_stale`).
+    LastProducerSeq,
+    /// The seq the stream expects next from the producer (409
+    /// `producer_seq_gap`).
+    ExpectedProducerSeq,
+    /// The stream's producer token floor (409 `producer_fenced`).
+    ProducerTokenFloor,
+    /// The writer's time when it refused (409 `deadline_exceeded`).
+    WriterMs,
+    /// The cursor a request named (404 `cursor_not_found`, cursor 416).
+    Cursor,
+    /// The seq a cursor commit carried (416).
+    Seq,
+    /// A refused multi-stream batch: every operation's outcome, in order.
+    Ops,
     /// The scope a request lacked (403).
     Scope,
     /// The access token's name (403).
@@ -200,6 +251,14 @@ impl Field {
             Field::Actual => "actual",
             Field::OutcomeUnknown => "outcome_unknown",
             Field::NoSpace => "no_space",
+            Field::ProducerId => "producer_id",
+            Field::LastProducerSeq => "last_producer_seq",
+            Field::ExpectedProducerSeq => "expected_producer_seq",
+            Field::ProducerTokenFloor => "producer_token_floor",
+            Field::WriterMs => "writer_ms",
+            Field::Cursor => "cursor",
+            Field::Seq => "seq",
+            Field::Ops => "ops",
             Field::Scope => "scope",
             Field::Principal => "principal",
             Field::RetryAfterS => "retry_after_s",

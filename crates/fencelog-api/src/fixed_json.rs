@@ -51,9 +51,9 @@ pub fn write_stale_body(
 }
 
 /// The longest [`write_append_ack`] writes for a stream name of
-/// `stream_bytes` bytes (escaping excepted).
+/// `stream_bytes` bytes (escaping excepted), a duplicate's flag included.
 pub const fn append_ack_bytes(stream_bytes: usize) -> usize {
-    96 + 5 * 20 + stream_bytes
+    96 + 18 + 5 * 20 + stream_bytes
 }
 
 /// Appends to `out` exactly what `serde_json::to_vec(ack)` writes.
@@ -73,6 +73,10 @@ pub fn write_append_ack(out: &mut Vec<u8>, ack: &AppendAck) {
         out.extend_from_slice(name.as_bytes());
         out.extend_from_slice(b"\":");
         number(out, value);
+    }
+    // Serde skips the flag when false, as the struct's attribute says.
+    if ack.duplicate {
+        out.extend_from_slice(b",\"duplicate\":true");
     }
     out.push(b'}');
 }
@@ -186,6 +190,17 @@ mod tests {
                 next_seq: 1,
                 fencing_token: 7,
                 timestamp_ms: 1_795_955_343_590,
+                duplicate: false,
+            },
+            // A producer's retry answered with its original ack.
+            AppendAck {
+                stream: "orders".into(),
+                first_seq: 3,
+                last_seq: 4,
+                next_seq: 9,
+                fencing_token: 2,
+                timestamp_ms: 0,
+                duplicate: true,
             },
             AppendAck {
                 stream: "q\"\\\n\u{1}".into(),
@@ -194,6 +209,7 @@ mod tests {
                 next_seq: u64::MAX,
                 fencing_token: u64::MAX,
                 timestamp_ms: 10,
+                duplicate: true,
             },
         ];
         for ack in acks {

@@ -15,6 +15,7 @@ pub mod chunks;
 pub mod error;
 pub mod fixed_json;
 pub mod header;
+pub mod producer;
 pub mod read;
 pub mod record;
 pub mod record_headers;
@@ -23,6 +24,10 @@ pub mod stream;
 
 pub use append::{AppendAck, AppendRequest, RecordInJson};
 pub use error::{ErrorBody, ErrorCode, Field};
+pub use producer::{
+    BatchOpRequest, BatchRequest, CursorInfo, CursorList, CursorRequest, FenceJson, FenceList,
+    ProducerInfo,
+};
 pub use read::{next_start_seq, ReadPage, ReadStart};
 pub use record::{BodyError, BodyJson, RecordJson};
 pub use record_headers::HeadersJson;

@@ -431,6 +431,9 @@ mod tests {
         let request = fencelog_api::AppendRequest {
             fencing_token: 7,
             match_seq_num: None,
+            not_after_ms: None,
+            producer_id: None,
+            producer_seq: None,
             records: vec![
                 fencelog_api::RecordInJson::body(b"a.b"),
                 fencelog_api::RecordInJson::body(b"c"),

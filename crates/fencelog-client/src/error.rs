@@ -3,7 +3,7 @@
 //! server answered keeps the whole answer ([`ClientError::answer`]), so
 //! nothing the server said is lost on the way to the caller.
 
-use fencelog_api::{ErrorBody, ErrorCode};
+use fencelog_api::{ErrorBody, ErrorCode, Field};
 use std::fmt;
 
 /// Everything that can go wrong, by what the caller should do about it.
@@ -101,6 +101,28 @@ pub enum ClientError {
     InvalidUrl { url: String, reason: String },
     /// The server answered something this client does not understand.
     Protocol { status: u16, body: String },
+    /// An idempotent producer the stream does not know, with a token below
+    /// its producer token floor (it may retry an evicted producer's write).
+    ProducerFenced { floor: u64, answer: Box<ErrorBody> },
+    /// The producer's seq is below its last applied one.
+    ProducerSeqStale { last: u64, answer: Box<ErrorBody> },
+    /// The producer's seq skips ahead; the stream expects `expected`.
+    ProducerSeqGap {
+        expected: u64,
+        answer: Box<ErrorBody>,
+    },
+    /// The server's time was past the request's `not_after_ms`; nothing
+    /// changed.
+    DeadlineExceeded {
+        writer_ms: u64,
+        answer: Box<ErrorBody>,
+    },
+    /// A multi-stream batch was refused whole: `first` is the first
+    /// refusal, `ops` every op's outcome (an ack or an error body).
+    BatchRefused {
+        first: Box<ClientError>,
+        ops: Vec<serde_json::Value>,
+    },
 }
 
 impl ClientError {
@@ -112,7 +134,12 @@ impl ClientError {
             | ClientError::StreamSealed { answer, .. }
             | ClientError::StreamNotFound { answer, .. }
             | ClientError::OutOfRange { answer, .. }
+            | ClientError::ProducerFenced { answer, .. }
+            | ClientError::ProducerSeqStale { answer, .. }
+            | ClientError::ProducerSeqGap { answer, .. }
+            | ClientError::DeadlineExceeded { answer, .. }
             | ClientError::Rejected { answer } => Some(answer),
+            ClientError::BatchRefused { first, .. } => first.answer(),
             ClientError::TooLarge { answer, .. }
             | ClientError::BadRequest { answer, .. }
             | ClientError::Unauthenticated { answer, .. }
@@ -228,6 +255,22 @@ impl fmt::Display for ClientError {
             ClientError::Protocol { status, body } => {
                 write!(f, "unexpected answer {status}: {body}")
             }
+            ClientError::ProducerFenced { floor, .. } => write!(
+                f,
+                "producer fenced: unknown to the stream and below its producer token floor {floor}"
+            ),
+            ClientError::ProducerSeqStale { last, .. } => {
+                write!(f, "producer_seq below the last applied one, {last}")
+            }
+            ClientError::ProducerSeqGap { expected, .. } => {
+                write!(f, "producer_seq skips ahead: expected {expected}")
+            }
+            ClientError::DeadlineExceeded { writer_ms, .. } => {
+                write!(f, "deadline exceeded: the server's time was {writer_ms} ms")
+            }
+            ClientError::BatchRefused { first, ops } => {
+                write!(f, "batch of {} ops refused, none applied: {first}", ops.len())
+            }
         }
     }
 }
@@ -238,6 +281,14 @@ impl std::error::Error for ClientError {}
 /// stands for, to a request for `url`.
 pub(crate) fn from_answer(status: u16, bytes: &[u8], url: &str) -> ClientError {
     let body = ErrorBody::decode(bytes);
+    if let Some(mut whole) = body.clone().filter(|b| b.code.status() == status) {
+        // A refused multi-stream batch: the first refusal's code and
+        // fields, and every op's outcome under "ops".
+        if let Some(serde_json::Value::Array(ops)) = whole.fields.remove(Field::Ops.as_str()) {
+            let first = Box::new(from_body(status, Box::new(whole), url, bytes));
+            return ClientError::BatchRefused { first, ops };
+        }
+    }
     // The code counts only with the status it is sent with.
     let body = body.filter(|b| b.code.status() == status);
     let protocol = || ClientError::Protocol {
@@ -247,7 +298,16 @@ pub(crate) fn from_answer(status: u16, bytes: &[u8], url: &str) -> ClientError {
     let Some(body) = body else {
         return by_status(status, None, url, bytes).unwrap_or_else(|_| protocol());
     };
-    let answer = Box::new(body);
+    from_body(status, Box::new(body), url, bytes)
+}
+
+/// The error a decoded answer `answer` (its code sent with its status)
+/// stands for.
+fn from_body(status: u16, answer: Box<ErrorBody>, url: &str, bytes: &[u8]) -> ClientError {
+    let protocol = || ClientError::Protocol {
+        status,
+        body: String::from_utf8_lossy(bytes).into_owned(),
+    };
     let fields = |a: &ErrorBody, get: &[fn(&ErrorBody) -> Option<u64>]| -> Option<Vec<u64>> {
         get.iter().map(|g| g(a)).collect()
     };
@@ -296,6 +356,12 @@ pub(crate) fn from_answer(status: u16, bytes: &[u8], url: &str) -> ClientError {
                 _ => protocol(),
             }
         }
+        ErrorCode::ProducerFenced
+        | ErrorCode::ProducerSeqStale
+        | ErrorCode::ProducerSeqGap
+        | ErrorCode::DeadlineExceeded => producer_error(answer).unwrap_or_else(protocol),
+        // Not a route that is missing: the stream does not know the name.
+        ErrorCode::ProducerNotFound | ErrorCode::CursorNotFound => ClientError::Rejected { answer },
         ErrorCode::StreamNotFound => match answer.stream() {
             Some(stream) => ClientError::StreamNotFound {
                 stream: stream.to_string(),
@@ -320,6 +386,31 @@ pub(crate) fn from_answer(status: u16, bytes: &[u8], url: &str) -> ClientError {
             },
         },
     }
+}
+
+/// An idempotent producer's or a deadline's refusal, with the field its
+/// code carries (`None` when the field is missing: never a made-up 0).
+fn producer_error(answer: Box<ErrorBody>) -> Option<ClientError> {
+    let get = |f: Field| answer.get(f).and_then(serde_json::Value::as_u64);
+    Some(match answer.code {
+        ErrorCode::ProducerFenced => ClientError::ProducerFenced {
+            floor: get(Field::ProducerTokenFloor)?,
+            answer,
+        },
+        ErrorCode::ProducerSeqStale => ClientError::ProducerSeqStale {
+            last: get(Field::LastProducerSeq)?,
+            answer,
+        },
+        ErrorCode::ProducerSeqGap => ClientError::ProducerSeqGap {
+            expected: get(Field::ExpectedProducerSeq)?,
+            answer,
+        },
+        ErrorCode::DeadlineExceeded => ClientError::DeadlineExceeded {
+            writer_ms: get(Field::WriterMs)?,
+            answer,
+        },
+        _ => return None,
+    })
 }
 
 /// The classes a status alone decides, so an answer from a proxy (or a

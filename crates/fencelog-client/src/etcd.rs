@@ -25,6 +25,19 @@
 //! authority: the worker presents its token and treats
 //! [`ClientError::StaleToken`] as "you lost ownership, stop".
 //!
+//! # Exactly once and deadlines (issue 11)
+//!
+//! The worker appends through an idempotent [`Producer`] whose id is its
+//! name: a lost answer is retried with the same `producer_seq`, and the
+//! server answers a retry of an applied append with its original ack, so
+//! no line is written twice and no outcome stays unknown. Each append also
+//! carries `not_after_ms`: the lease's expiry as this worker last renewed
+//! it (the time just before the successful keep-alive was sent, plus the
+//! TTL) minus `deadline_margin_ms` for clock skew, so a write that reaches
+//! the server after the lease may have ended is refused (`lease expired`)
+//! even before a successor has fenced. Fenced out, the worker asks "did my
+//! write land?" (the producer lookup) and reports the answer.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), fencelog_client::etcd::WorkerError> {
 //! use fencelog_client::etcd::{run_worker, WorkerConfig, WorkerOutcome};
@@ -35,18 +48,22 @@
 //!     stream: "orders".into(),
 //!     name: "worker-1".into(),
 //!     lease_ttl_s: 5,
+//!     deadline_margin_ms: Some(500),
 //! };
 //! let input = tokio::io::BufReader::new(&b"order #1\norder #2\n"[..]);
 //! match run_worker(&config, input, tokio::io::sink()).await? {
 //!     WorkerOutcome::Finished { appended, .. } => println!("wrote {appended}"),
 //!     WorkerOutcome::FencedOut { highest, .. } => println!("token {highest} took over"),
+//!     WorkerOutcome::LeaseExpired { writer_ms, .. } => println!("lease over at {writer_ms}"),
 //! }
 //! # Ok(()) }
 //! ```
 
-use crate::{Client, ClientError};
+use crate::{Client, ClientError, Producer};
 use base64::Engine as _;
 use serde_json::{json, Value};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -270,9 +287,20 @@ pub struct WorkerConfig {
     /// The etcd key that is the lock; one per protected stream.
     pub lock_key: String,
     pub stream: String,
-    /// A name for logs and the lock key's value.
+    /// A name for logs and the lock key's value; also the idempotent
+    /// producer's id (1-64 of `[A-Za-z0-9._:-]`).
     pub name: String,
     pub lease_ttl_s: u64,
+    /// Appends carry `not_after_ms` = the lease's expiry minus this (the
+    /// clock-skew margin); `None`: no deadline.
+    pub deadline_margin_ms: Option<u64>,
+}
+
+/// Unix ms by this machine's clock.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 /// How a worker ended.
@@ -284,6 +312,13 @@ pub enum WorkerOutcome {
     FencedOut {
         token: u64,
         highest: u64,
+        appended: u64,
+    },
+    /// fencelog's time was past the lease's expiry (the append's
+    /// `not_after_ms`): the lease may be over, so the worker stopped.
+    LeaseExpired {
+        token: u64,
+        writer_ms: u64,
         appended: u64,
     },
 }
@@ -325,7 +360,10 @@ impl From<std::io::Error> for WorkerError {
 ///
 /// - `acquired token=T`
 /// - `appended seq=S token=T`
-/// - `fenced out: token=T highest=H` (then it stops)
+/// - `fenced out: token=T highest=H`, then what the producer lookup says
+///   landed last: `last landed: producer_seq=P seq=F..=L token=T2` or
+///   `last landed: none` (then it stops)
+/// - `lease expired: token=T writer_ms=W` (then it stops)
 /// - `finished token=T appended=N`
 ///
 /// The lease is kept alive in the background for as long as the worker
@@ -342,23 +380,35 @@ where
 {
     let etcd = Etcd::new(config.etcd_url.clone());
     let store = Client::new(config.fencelog_url.clone()).map_err(WorkerError::Fencelog)?;
+    let ttl_ms = config.lease_ttl_s * 1000;
+    let asked = now_ms();
     let lock = etcd
         .lock(&config.lock_key, &config.name, config.lease_ttl_s)
         .await?;
+    // The lease lasts at least TTL from the moment its last renewal was
+    // sent (etcd starts the TTL when it handles it, later).
+    let expiry_ms = Arc::new(AtomicU64::new(asked + ttl_ms));
     let keeper = {
-        let etcd = etcd.clone();
-        let every = Duration::from_millis(config.lease_ttl_s * 1000 / 3).max(ACQUIRE_POLL);
+        let (etcd, expiry_ms) = (etcd.clone(), expiry_ms.clone());
+        let every = Duration::from_millis(ttl_ms / 3).max(ACQUIRE_POLL);
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(every).await;
+                let sent = now_ms();
                 if !matches!(etcd.keep_alive(lock.lease_id).await, Ok(true)) {
                     tracing::warn!(lease = lock.lease_id, "lease lost");
                     return;
                 }
+                expiry_ms.fetch_max(sent + ttl_ms, Ordering::Relaxed);
             }
         })
     };
-    let result = work(config, &store, lock.token, input, &mut out).await;
+    let deadline = || {
+        config
+            .deadline_margin_ms
+            .map(|m| expiry_ms.load(Ordering::Relaxed).saturating_sub(m))
+    };
+    let result = work(config, &store, lock.token, &deadline, input, &mut out).await;
     keeper.abort();
     // Releasing lets the next owner in without waiting out the TTL. It is
     // safe however late it comes (it revokes this worker's own lease, see
@@ -376,6 +426,7 @@ async fn work<R, W>(
     config: &WorkerConfig,
     store: &Client,
     token: u64,
+    deadline: &dyn Fn() -> Option<u64>,
     input: R,
     out: &mut W,
 ) -> Result<WorkerOutcome, WorkerError>
@@ -402,9 +453,13 @@ where
     out.write_all(say(format!("acquired token={token}")).as_bytes())
         .await?;
     out.flush().await?;
+    let mut producer = Producer::start(store.clone(), &config.stream, &config.name, token)
+        .await
+        .map_err(WorkerError::Fencelog)?;
     let mut lines = input.lines();
     while let Some(line) = lines.next_line().await? {
-        match store.append(&config.stream, token, [line]).await {
+        producer.set_deadline(deadline());
+        match producer.append([line]).await {
             Ok(ack) => {
                 appended += 1;
                 out.write_all(
@@ -417,10 +472,22 @@ where
                     say(format!("fenced out: token={token} highest={highest}")).as_bytes(),
                 )
                 .await?;
+                let landed = last_landed(store, config).await?;
+                out.write_all(say(landed).as_bytes()).await?;
                 out.flush().await?;
                 return Ok(WorkerOutcome::FencedOut {
                     token,
                     highest,
+                    appended,
+                });
+            }
+            Err(ClientError::DeadlineExceeded { writer_ms, .. }) => {
+                let line = format!("lease expired: token={token} writer_ms={writer_ms}");
+                out.write_all(say(line).as_bytes()).await?;
+                out.flush().await?;
+                return Ok(WorkerOutcome::LeaseExpired {
+                    token,
+                    writer_ms,
                     appended,
                 });
             }
@@ -432,4 +499,20 @@ where
         .await?;
     out.flush().await?;
     Ok(WorkerOutcome::Finished { token, appended })
+}
+
+/// "Did my write land?": the producer lookup's answer, as the worker
+/// reports it when it is fenced out.
+async fn last_landed(store: &Client, config: &WorkerConfig) -> Result<String, WorkerError> {
+    let last = store
+        .producer(&config.stream, &config.name)
+        .await
+        .map_err(WorkerError::Fencelog)?;
+    Ok(match last {
+        Some(p) => format!(
+            "last landed: producer_seq={} seq={}..={} token={}",
+            p.producer_seq, p.first_seq, p.last_seq, p.fencing_token
+        ),
+        None => "last landed: none".to_string(),
+    })
 }

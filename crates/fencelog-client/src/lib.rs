@@ -18,14 +18,20 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Appends are never retried by the client: if the connection fails after
-//! the request was sent, the append may or may not have happened and the
-//! error is [`ClientError::OutcomeUnknown`]. Reads, state and listing are
+//! Plain appends are never retried by the client: if the connection fails
+//! after the request was sent, the append may or may not have happened and
+//! the error is [`ClientError::OutcomeUnknown`]. A [`Producer`] (an
+//! idempotent producer id) does retry, with the same `producer_seq`, which
+//! the server applies at most once. Reads, state and listing are
 //! idempotent and are retried on transport errors.
 
 mod error;
 #[cfg(feature = "etcd")]
 pub mod etcd;
+mod producer;
+
+pub use fencelog_api::{CursorInfo, CursorList, FenceJson, FenceList, ProducerInfo};
+pub use producer::{BatchOp, Producer, PRODUCER_RETRIES_MAX};
 mod tail;
 
 use bytes::Bytes;
@@ -215,14 +221,14 @@ impl ClientBuilder {
 /// connection pool.
 #[derive(Debug, Clone)]
 pub struct Client {
-    http: reqwest::Client,
-    base: String,
-    timeout: Duration,
+    pub(crate) http: reqwest::Client,
+    pub(crate) base: String,
+    pub(crate) timeout: Duration,
 }
 
 /// Stream names are `[A-Za-z0-9._:-]`, all URL-safe, but a caller may pass
 /// anything: escape so a bad name reaches the server's validation intact.
-fn escape_segment(s: &str) -> String {
+pub(crate) fn escape_segment(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-') {
@@ -260,7 +266,7 @@ impl Client {
         &self.base
     }
 
-    fn stream_url(&self, stream: &str, tail: &str) -> String {
+    pub(crate) fn stream_url(&self, stream: &str, tail: &str) -> String {
         format!(
             "{}/v1/streams/{}{}",
             self.base,
@@ -317,6 +323,9 @@ impl Client {
         let body = AppendRequest {
             fencing_token,
             match_seq_num,
+            not_after_ms: None,
+            producer_id: None,
+            producer_seq: None,
             records: records.iter().map(|r| RecordInJson::body(r)).collect(),
         };
         let req = self
@@ -350,6 +359,9 @@ impl Client {
         let body = AppendRequest {
             fencing_token,
             match_seq_num,
+            not_after_ms: None,
+            producer_id: None,
+            producer_seq: None,
             records: records.iter().map(RecordInJson::new).collect(),
         };
         let req = self
@@ -655,7 +667,7 @@ impl Client {
         self.tail_with(stream, options)
     }
 
-    async fn send_once<T: for<'de> Deserialize<'de>>(
+    pub(crate) async fn send_once<T: for<'de> Deserialize<'de>>(
         &self,
         req: reqwest::RequestBuilder,
     ) -> Result<T, ClientError> {
@@ -674,10 +686,22 @@ impl Client {
         T: for<'de> Deserialize<'de>,
         F: Fn() -> reqwest::RequestBuilder,
     {
+        decode_response(self.send_idempotent_raw(make).await?).await
+    }
+
+    /// An idempotent request, retried on transport errors; the response
+    /// undecoded.
+    pub(crate) async fn send_idempotent_raw<F>(
+        &self,
+        make: F,
+    ) -> Result<reqwest::Response, ClientError>
+    where
+        F: Fn() -> reqwest::RequestBuilder,
+    {
         let mut attempt = 0;
         loop {
             match make().send().await {
-                Ok(resp) => return decode_response(resp).await,
+                Ok(resp) => return Ok(resp),
                 Err(source) if attempt < IDEMPOTENT_RETRIES_MAX && !source.is_builder() => {
                     attempt += 1;
                     tokio::time::sleep(TAIL_BACKOFF_MIN * attempt).await;
@@ -688,7 +712,7 @@ impl Client {
     }
 }
 
-async fn decode_response<T: for<'de> Deserialize<'de>>(
+pub(crate) async fn decode_response<T: for<'de> Deserialize<'de>>(
     resp: reqwest::Response,
 ) -> Result<T, ClientError> {
     let status = resp.status();

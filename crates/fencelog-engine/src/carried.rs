@@ -1,8 +1,9 @@
 //! Per-stream state that format v2 defines for issue 11 — idempotent
-//! producers and fenced cursors — which no request writes yet, but which a
-//! log may hold (a later version, or the hand-encoded frames of the tests).
-//! Recovery validates it with the fence rule, keeps it bounded, and the
-//! checkpoint carries it, so compaction never loses it. Pure.
+//! producers and fenced cursors. The writer plans producer appends and
+//! cursor commits with it, recovery replays their frames with the same
+//! functions (so the state a restart rebuilds, LRU order and evictions
+//! included, is the state the writer had), and the checkpoint carries it,
+//! so compaction never loses it. Pure.
 
 use crate::codec::checkpoint::{CursorEntry, ProducerEntry};
 use crate::fence::{self, FenceState, ProducerCheck, Refusal, Verdict};
@@ -42,7 +43,7 @@ impl Carried {
         self.producer_token_floor == 0 && self.producers.is_empty() && self.cursors.is_empty()
     }
 
-    fn producer(&self, id: &str) -> Option<&ProducerEntry> {
+    pub fn producer(&self, id: &str) -> Option<&ProducerEntry> {
         self.producers.iter().find(|p| p.id == id)
     }
 
@@ -56,26 +57,36 @@ impl Carried {
     }
 
     /// Applies an idempotent append the rule accepted (rules 2 and 5),
-    /// evicting the least recently used producer beyond `max`.
-    pub fn apply_producer(&mut self, w: ProducerWrite<'_>, max: usize) -> Result<(), Refusal> {
+    /// evicting the least recently used producer beyond `max`. Returns how
+    /// many it evicted.
+    pub fn apply_producer(&mut self, w: ProducerWrite<'_>, max: usize) -> Result<u64, Refusal> {
         let check = self.producer_check(w.id, w.seq);
         if fence::check_producer(check, w.token)? == Verdict::Duplicate {
             // The writer answers a duplicate without writing it.
             return Err(Refusal::ProducerSeqStale { last: w.seq });
         }
-        let entry = ProducerEntry {
-            id: w.id.to_string(),
-            producer_seq: w.seq,
-            first_seq: w.first_seq,
-            last_seq: w.first_seq + w.count as u64 - 1,
-            token: w.token,
-            timestamp_ms: w.timestamp_ms,
-            last_used_group: w.group,
-        };
+        let last_seq = w.first_seq + w.count as u64 - 1;
         match self.producers.iter_mut().find(|p| p.id == w.id) {
-            Some(p) => *p = entry,
-            None => self.producers.push(entry),
+            // In place: the id is already there (no allocation per append).
+            Some(p) => {
+                p.producer_seq = w.seq;
+                p.first_seq = w.first_seq;
+                p.last_seq = last_seq;
+                p.token = w.token;
+                p.timestamp_ms = w.timestamp_ms;
+                p.last_used_group = w.group;
+            }
+            None => self.producers.push(ProducerEntry {
+                id: w.id.to_string(),
+                producer_seq: w.seq,
+                first_seq: w.first_seq,
+                last_seq,
+                token: w.token,
+                timestamp_ms: w.timestamp_ms,
+                last_used_group: w.group,
+            }),
         }
+        let mut evicted_count = 0;
         while self.producers.len() > max.max(1) {
             let lru = (0..self.producers.len())
                 .min_by_key(|&i| (self.producers[i].last_used_group, i))
@@ -83,9 +94,15 @@ impl Carried {
             let evicted = self.producers.remove(lru);
             // Every write the evicted producer applied carried a token ≤
             // its last one, so no retry of it can pass the floor.
-            self.producer_token_floor = self.producer_token_floor.max(evicted.token + 1);
+            let floor = if mutated!(EvictWithoutFloor) {
+                0
+            } else {
+                evicted.token + 1
+            };
+            self.producer_token_floor = self.producer_token_floor.max(floor);
+            evicted_count += 1;
         }
-        Ok(())
+        Ok(evicted_count)
     }
 
     /// Applies a cursor commit the cursor rule accepts.
@@ -96,12 +113,13 @@ impl Carried {
         token: u64,
         seq: u64,
         timestamp_ms: u64,
-    ) -> Result<(), Refusal> {
+    ) -> Result<CursorEntry, Refusal> {
         let current = self
             .cursors
             .iter()
             .find(|c| c.name == name)
-            .map(|c| (c.token, c.seq));
+            .map(|c| (c.token, c.seq))
+            .map(|(t, seq)| (t, if mutated!(CursorBackwards) { 0 } else { seq }));
         fence::check_cursor(state, current, token, seq)?;
         let entry = CursorEntry {
             name: name.to_string(),
@@ -111,8 +129,8 @@ impl Carried {
         };
         let full = self.cursors.len() >= CURSORS_PER_STREAM_MAX;
         match self.cursors.iter_mut().find(|c| c.name == name) {
-            Some(c) => *c = entry,
-            None if !full => self.cursors.push(entry),
+            Some(c) => *c = entry.clone(),
+            None if !full => self.cursors.push(entry.clone()),
             None => {
                 return Err(Refusal::CursorOutOfRange {
                     seq,
@@ -120,7 +138,7 @@ impl Carried {
                 })
             }
         }
-        Ok(())
+        Ok(entry)
     }
 
     /// The lowest cursor position, for retention that respects cursors.

@@ -188,6 +188,45 @@ pub enum WriteError {
     },
     /// [`crate::Engine::shutdown`] has begun; nothing was attempted.
     ShuttingDown,
+    /// A producer id or cursor name breaks the short-name rule (1..=64
+    /// bytes of `[A-Za-z0-9._:-]`), or a batch is malformed.
+    BadInput(String),
+    /// An idempotent producer the stream does not know, with a token below
+    /// the stream's producer token floor: it may be a retry of a producer
+    /// the stream has evicted, so it cannot be told apart from a
+    /// duplicate. A new token (a new lease) above the floor fixes it.
+    ProducerFenced {
+        /// The stream's producer token floor.
+        floor: u64,
+    },
+    /// The producer's seq is below its last applied one.
+    ProducerSeqStale {
+        /// The producer's last applied seq.
+        last: u64,
+    },
+    /// The producer's seq skips ahead of its last applied one + 1.
+    ProducerSeqGap {
+        /// The seq the stream expects next from this producer.
+        expected: u64,
+    },
+    /// The writer's timestamp for the write is past its `not_after_ms`;
+    /// nothing changed.
+    DeadlineExceeded {
+        /// The writer's time (Unix ms) when it decided.
+        writer_ms: u64,
+    },
+    /// A cursor commit past the stream's `next_seq` (or a new cursor on a
+    /// stream that has the most cursors it may keep).
+    CursorOutOfRange {
+        /// The seq the commit carried.
+        seq: u64,
+        /// The stream's `next_seq`.
+        next_seq: u64,
+    },
+    /// A multi-stream batch of which at least one operation was refused:
+    /// nothing of it was applied. One outcome per operation, in order:
+    /// what it would have answered, or why it was refused.
+    BatchRefused(Vec<Result<crate::writer::BatchAck, WriteError>>),
     /// A record's headers break [`crate::validate_headers`].
     BadHeaders {
         /// Which record of the batch, from 0.
@@ -245,6 +284,35 @@ impl fmt::Display for WriteError {
                 "the writer's queue is full ({queue_depth_max} requests); nothing was done, retry shortly"
             ),
             WriteError::ShuttingDown => write!(f, "the engine is shutting down"),
+            WriteError::BadInput(m) => write!(f, "{m}"),
+            WriteError::ProducerFenced { floor } => write!(
+                f,
+                "unknown producer with a fencing token below the stream's producer token floor {floor}: it may retry a write of an evicted producer; use a token of at least {floor}"
+            ),
+            WriteError::ProducerSeqStale { last } => write!(
+                f,
+                "producer_seq is below the producer's last applied producer_seq {last}"
+            ),
+            WriteError::ProducerSeqGap { expected } => write!(
+                f,
+                "producer_seq skips ahead: the stream expects producer_seq {expected} from this producer"
+            ),
+            WriteError::DeadlineExceeded { writer_ms } => write!(
+                f,
+                "the writer's time {writer_ms} ms is past the request's not_after_ms; nothing changed"
+            ),
+            WriteError::CursorOutOfRange { seq, next_seq } => write!(
+                f,
+                "cursor seq {seq} is past the stream's next_seq {next_seq}"
+            ),
+            WriteError::BatchRefused(outcomes) => {
+                let refused = outcomes.iter().filter(|o| o.is_err()).count();
+                write!(
+                    f,
+                    "{refused} of the batch's {} operations were refused; none was applied",
+                    outcomes.len()
+                )
+            }
             WriteError::BadHeaders { record, error } => write!(f, "record {record}: {error}"),
         }
     }

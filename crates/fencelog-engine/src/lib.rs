@@ -56,13 +56,15 @@ mod stream;
 pub mod testing;
 mod writer;
 
-pub use codec::checkpoint::{AppliedState, FenceBy, FenceEvent};
+pub use codec::checkpoint::{AppliedState, CursorEntry, FenceBy, FenceEvent, ProducerEntry};
 /// The on-disk format version this build writes (the segment header's
 /// version field), shown by `fencelog --version`.
 pub use codec::FORMAT_VERSION;
 pub use codec::{Retention, StreamConfig};
 pub use config::Config;
 pub use engine::Engine;
+/// Operations one multi-stream batch may carry.
+pub use engine::BATCH_OPS_MAX;
 pub use error::{Corruption, OpenError, ReadError, StorageFailure, WriteError};
 pub use metrics::Metrics;
 #[cfg(feature = "mutations")]
@@ -77,4 +79,4 @@ pub use record::{
 pub use recovery::{RecoveryReport, Truncation};
 pub use storage::{DirStorage, Storage, StorageFile};
 pub use stream::StreamState;
-pub use writer::Ack;
+pub use writer::{Ack, AppendOptions, BatchAck, BatchAction, BatchOp, ProducerSeq};

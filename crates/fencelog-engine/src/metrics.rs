@@ -88,6 +88,21 @@ pub struct Metrics {
     pub checkpoint_seconds: Histogram,
     /// Checkpoints that failed to write and will be retried.
     pub checkpoint_failures: Counter,
+    /// Idempotent appends answered as duplicates (nothing written).
+    pub producer_duplicates: Counter,
+    /// Producers evicted (least recently used beyond
+    /// `producers_per_stream_max`).
+    pub producer_evictions: Counter,
+    /// Appends refused by the producer rules (fenced, stale seq, gap).
+    pub producer_rejections: Counter,
+    /// Writes refused because the writer's time passed their deadline.
+    pub deadline_rejections: Counter,
+    /// Cursor commits made durable.
+    pub cursor_commits: Counter,
+    /// Multi-stream batches applied.
+    pub batches_accepted: Counter,
+    /// Multi-stream batches refused (nothing of them applied).
+    pub batches_refused: Counter,
 }
 
 fn register<M: Metric + Clone>(r: &mut Registry, name: &str, help: &str, m: &M) {
@@ -134,6 +149,13 @@ impl Default for Metrics {
             checkpoints: Counter::default(),
             checkpoint_seconds: latency(),
             checkpoint_failures: Counter::default(),
+            producer_duplicates: Counter::default(),
+            producer_evictions: Counter::default(),
+            producer_rejections: Counter::default(),
+            deadline_rejections: Counter::default(),
+            cursor_commits: Counter::default(),
+            batches_accepted: Counter::default(),
+            batches_refused: Counter::default(),
             healthy: Gauge::default(),
             registry: Registry::default(),
         };
@@ -316,6 +338,45 @@ impl Default for Metrics {
             "Checkpoints that failed to write and will be retried",
             &m.checkpoint_failures,
         );
+        for (name, help, c) in [
+            (
+                "producer_duplicates",
+                "Idempotent appends answered as duplicates",
+                &m.producer_duplicates,
+            ),
+            (
+                "producer_evictions",
+                "Producers evicted beyond producers_per_stream_max",
+                &m.producer_evictions,
+            ),
+            (
+                "producer_rejections",
+                "Appends refused by the producer rules",
+                &m.producer_rejections,
+            ),
+            (
+                "deadline_rejections",
+                "Writes refused past their not_after_ms",
+                &m.deadline_rejections,
+            ),
+            (
+                "cursor_commits",
+                "Cursor commits made durable",
+                &m.cursor_commits,
+            ),
+            (
+                "batches_accepted",
+                "Multi-stream batches applied",
+                &m.batches_accepted,
+            ),
+            (
+                "batches_refused",
+                "Multi-stream batches refused whole",
+                &m.batches_refused,
+            ),
+        ] {
+            register(r, name, help, c);
+        }
         register(
             r,
             "healthy",

@@ -97,6 +97,21 @@ mod imp {
         /// highest token, trim point and seal live only in segments that
         /// reclamation then deletes ("a fence outlives its segments" broken).
         CheckpointOmitsStreams,
+        /// Evicting a producer does not raise the stream's producer token
+        /// floor, so a retry of an evicted producer's write is applied a
+        /// second time (issue 11).
+        EvictWithoutFloor,
+        /// A duplicate producer append is written again instead of being
+        /// answered with its original ack (issue 11).
+        DuplicateWritten,
+        /// The writer does not check `not_after_ms`: a write whose
+        /// timestamp is above its deadline slips in.
+        DeadlineIgnored,
+        /// A multi-stream batch applies the operations before the first
+        /// refusal instead of none.
+        BatchPartial,
+        /// A cursor commit with an equal token may move the cursor back.
+        CursorBackwards,
         /// The writer encodes an append with headers as a plain batch: the
         /// flag HEADERS and every header are lost, the bodies kept.
         HeadersDropped,

@@ -11,7 +11,7 @@
 
 use crate::engine::Engine;
 use crate::error::WriteError;
-use crate::writer::Ack;
+use crate::writer::{Ack, AppendOptions};
 use bytes::Bytes;
 use std::fmt;
 
@@ -189,20 +189,29 @@ impl Engine {
         records: Vec<RecordIn>,
         match_seq_num: Option<u64>,
     ) -> Result<Ack, WriteError> {
-        if records.iter().all(|r| r.headers.is_empty()) {
-            let bodies = records.into_iter().map(|r| r.body).collect();
-            return self
-                .append(stream, fencing_token, bodies, match_seq_num)
-                .await;
-        }
-        self.precheck(stream, Some(fencing_token))?;
-        for (record, r) in records.iter().enumerate() {
-            validate_headers(&r.headers)
-                .map_err(|error| WriteError::BadHeaders { record, error })?;
-        }
+        let options = AppendOptions {
+            match_seq_num,
+            ..Default::default()
+        };
+        self.append_records_with(stream, fencing_token, records, options)
+            .await
+    }
+
+    /// [`Engine::append_records`] with an idempotent producer and a
+    /// deadline, as [`Engine::append_with`].
+    pub async fn append_records_with(
+        &self,
+        stream: &str,
+        fencing_token: u64,
+        records: Vec<RecordIn>,
+        options: AppendOptions,
+    ) -> Result<Ack, WriteError> {
+        let plain = records.iter().all(|r| r.headers.is_empty());
         let (bodies, headers): (Vec<Bytes>, Vec<Vec<Header>>) =
             records.into_iter().map(|r| (r.body, r.headers)).unzip();
-        self.append_checked(stream, fencing_token, bodies, headers, match_seq_num)
+        // A batch without headers keeps today's bytes: no header lists.
+        let headers = if plain { Vec::new() } else { headers };
+        self.append_checked(stream, fencing_token, bodies, headers, options)
             .await
     }
 }

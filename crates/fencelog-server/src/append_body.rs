@@ -8,7 +8,8 @@ use bytes::Bytes;
 use fencelog_api::header as wire;
 use fencelog_engine::{Header, RecordIn};
 
-/// A decoded append: token, records and optional `match_seq_num`.
+/// A decoded append: token, records, and the optional `match_seq_num`,
+/// idempotent producer (id, seq) and deadline.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct AppendBody {
     pub(crate) token: u64,
@@ -17,6 +18,8 @@ pub(crate) struct AppendBody {
     /// `None` keeps the common append free of a per-record list.
     pub(crate) headers: Option<Vec<Vec<Header>>>,
     pub(crate) match_seq_num: Option<u64>,
+    pub(crate) producer: Option<(String, u64)>,
+    pub(crate) not_after_ms: Option<u64>,
 }
 
 impl AppendBody {
@@ -34,6 +37,8 @@ impl AppendBody {
             records,
             headers: any.then_some(headers),
             match_seq_num,
+            producer: None,
+            not_after_ms: None,
         }
     }
 }

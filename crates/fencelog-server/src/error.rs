@@ -176,6 +176,34 @@ fn write_answer(stream: &str, err: WriteError) -> ApiError {
         WriteError::Overloaded { .. } => ApiError::new(ErrorCode::Overloaded, message)
             .with(Field::RetryAfterS, crate::budget::RETRY_AFTER_S),
         WriteError::ShuttingDown => ApiError::new(ErrorCode::Unavailable, message),
+        WriteError::BadInput(_) => ApiError::bad_request(message),
+        WriteError::ProducerFenced { floor } => ApiError::new(ErrorCode::ProducerFenced, message)
+            .with(Field::Stream, stream)
+            .with(Field::ProducerTokenFloor, floor),
+        WriteError::ProducerSeqStale { last } => {
+            ApiError::new(ErrorCode::ProducerSeqStale, message)
+                .with(Field::Stream, stream)
+                .with(Field::LastProducerSeq, last)
+        }
+        WriteError::ProducerSeqGap { expected } => {
+            ApiError::new(ErrorCode::ProducerSeqGap, message)
+                .with(Field::Stream, stream)
+                .with(Field::ExpectedProducerSeq, expected)
+        }
+        WriteError::DeadlineExceeded { writer_ms } => {
+            ApiError::new(ErrorCode::DeadlineExceeded, message)
+                .with(Field::Stream, stream)
+                .with(Field::WriterMs, writer_ms)
+        }
+        WriteError::CursorOutOfRange { seq, next_seq } => {
+            ApiError::new(ErrorCode::OutOfRange, message)
+                .with(Field::Stream, stream)
+                .with(Field::Seq, seq)
+                .with(Field::NextSeq, next_seq)
+        }
+        // A batch's answer is built by its handler, which knows each op's
+        // stream ([`crate::batch`]); this is the fallback without them.
+        WriteError::BatchRefused(_) => ApiError::new(ErrorCode::BadRequest, message),
         WriteError::BadHeaders { error, .. } if error.is_limit() => ApiError::too_large(message),
         WriteError::BadHeaders { .. } => ApiError::bad_request(message),
     }

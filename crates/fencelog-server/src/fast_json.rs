@@ -53,6 +53,9 @@ impl<'de> de::Deserialize<'de> for Text<'de> {
 enum Key {
     Token,
     MatchSeqNum,
+    NotAfterMs,
+    ProducerId,
+    ProducerSeq,
     Records,
     Body,
     BodyBase64,
@@ -71,6 +74,9 @@ impl<'de> de::Deserialize<'de> for Key {
                 Ok(match s {
                     "fencing_token" => Key::Token,
                     "match_seq_num" => Key::MatchSeqNum,
+                    "not_after_ms" => Key::NotAfterMs,
+                    "producer_id" => Key::ProducerId,
+                    "producer_seq" => Key::ProducerSeq,
                     "records" => Key::Records,
                     BODY => Key::Body,
                     BODY_BASE64 => Key::BodyBase64,
@@ -103,6 +109,9 @@ impl<'de> Visitor<'de> for AppendVisitor<'_> {
         let mut token: Option<u64> = None;
         let mut match_seq_num: Option<Option<u64>> = None;
         let mut records: Option<Vec<Bytes>> = None;
+        let mut not_after_ms: Option<Option<u64>> = None;
+        let mut producer_id: Option<Option<Text<'de>>> = None;
+        let mut producer_seq: Option<Option<u64>> = None;
         while let Some(key) = map.next_key::<Key>()? {
             // A repeated or unknown key is a 400 the reference parser
             // explains.
@@ -111,23 +120,39 @@ impl<'de> Visitor<'de> for AppendVisitor<'_> {
                 Key::MatchSeqNum if match_seq_num.is_none() => {
                     match_seq_num = Some(map.next_value()?)
                 }
+                Key::NotAfterMs if not_after_ms.is_none() => not_after_ms = Some(map.next_value()?),
+                Key::ProducerId if producer_id.is_none() => producer_id = Some(map.next_value()?),
+                Key::ProducerSeq if producer_seq.is_none() => {
+                    producer_seq = Some(map.next_value()?)
+                }
                 Key::Records if records.is_none() => {
                     records = Some(map.next_value_seed(RecordsSeed { body: self.body })?)
                 }
                 Key::Token
                 | Key::MatchSeqNum
+                | Key::NotAfterMs
+                | Key::ProducerId
+                | Key::ProducerSeq
                 | Key::Records
                 | Key::Body
                 | Key::BodyBase64
                 | Key::Other => return Err(undecided()),
             }
         }
+        // Both or neither; one alone is the `Value` parser's to explain.
+        let producer = match (producer_id.flatten(), producer_seq.flatten()) {
+            (Some(Text(id)), Some(seq)) => Some((id.into_owned(), seq)),
+            (None, None) => None,
+            _ => return Err(undecided()),
+        };
         match (token, records) {
             (Some(token), Some(records)) if token >= 1 && !records.is_empty() => Ok(AppendBody {
                 token,
                 records,
                 headers: None,
                 match_seq_num: match_seq_num.flatten(),
+                producer,
+                not_after_ms: not_after_ms.flatten(),
             }),
             _ => Err(undecided()),
         }

@@ -16,7 +16,14 @@ use serde_json::Value;
 use std::borrow::Cow;
 
 /// The fields of an append body.
-pub(crate) const FIELDS: [&str; 3] = ["fencing_token", "match_seq_num", "records"];
+pub(crate) const FIELDS: [&str; 6] = [
+    "fencing_token",
+    "match_seq_num",
+    "not_after_ms",
+    "producer_id",
+    "producer_seq",
+    "records",
+];
 
 /// Parses a JSON append body: the fast path when it can decide, the
 /// reference parser (and its error messages) otherwise.
@@ -35,12 +42,34 @@ pub(crate) fn parse_value(bytes: &[u8]) -> Result<AppendBody, ApiError> {
     let obj = strict_json::object(strict_json::document(bytes)?, "the body", &FIELDS)?;
     let token = strict_json::token(&obj, "fencing_token")?;
     let match_seq_num = strict_json::seq(&obj, "match_seq_num")?;
+    let not_after_ms = strict_json::seq(&obj, "not_after_ms")?;
+    let producer = producer(&obj)?;
     let items = records(&obj)?;
     let mut out = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
         out.push(parse_record(i, item)?);
     }
-    Ok(AppendBody::with_headers(token, out, match_seq_num))
+    let mut body = AppendBody::with_headers(token, out, match_seq_num);
+    body.producer = producer;
+    body.not_after_ms = not_after_ms;
+    Ok(body)
+}
+
+/// `producer_id` (a string) and `producer_seq`: both or neither.
+fn producer(obj: &Fields) -> Result<Option<(String, u64)>, ApiError> {
+    let seq = strict_json::seq(obj, "producer_seq")?;
+    let id = match obj.get("producer_id") {
+        None => None,
+        Some(raw) => Some(serde_json::from_str::<String>(raw.get()).map_err(|_| {
+            ApiError::bad_request(format!("producer_id must be a string, got {}", raw.get()))
+        })?),
+    };
+    match (id, seq) {
+        (Some(id), Some(seq)) => Ok(Some((id, seq))),
+        (None, None) => Ok(None),
+        (Some(_), None) => Err(ApiError::bad_request("producer_id needs producer_seq")),
+        (None, Some(_)) => Err(ApiError::bad_request("producer_seq needs producer_id")),
+    }
 }
 
 fn records<'a>(obj: &Fields<'a>) -> Result<Vec<&'a RawValue>, ApiError> {
@@ -62,7 +91,7 @@ fn records<'a>(obj: &Fields<'a>) -> Result<Vec<&'a RawValue>, ApiError> {
 /// string (the api crate's rule, with its messages), at most one of
 /// `headers` and `headers_base64` ([`fencelog_api::record_headers`]), and
 /// no field twice.
-fn parse_record(i: usize, item: &RawValue) -> Result<RecordIn, ApiError> {
+pub(crate) fn parse_record(i: usize, item: &RawValue) -> Result<RecordIn, ApiError> {
     let what = format!("records[{i}]");
     let fields = strict_json::object(item, &what, &[BODY, BODY_BASE64, HEADERS, HEADERS_BASE64])?;
     let header = |field: &str| -> Result<Option<Value>, ApiError> {
@@ -208,7 +237,7 @@ mod tests {
             ),
             (
                 r#"{"fencing_token": 1, "match_seq_numb": 0, "records": [{"body": "x"}]}"#,
-                "the body has an unknown field \"match_seq_numb\"; the fields are fencing_token, match_seq_num, records",
+                "the body has an unknown field \"match_seq_numb\"; the fields are fencing_token, match_seq_num, not_after_ms, producer_id, producer_seq, records",
             ),
             (
                 r#"{"fencing_token": 18446744073709551616, "records": [{"body": "x"}]}"#,

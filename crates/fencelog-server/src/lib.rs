@@ -46,6 +46,7 @@ pub mod lifecycle;
 pub mod openapi;
 pub mod ops;
 pub mod params;
+pub mod producers;
 pub mod records;
 pub mod server;
 pub mod sse;

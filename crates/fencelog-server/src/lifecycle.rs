@@ -6,7 +6,8 @@
 use crate::body::read_capped;
 use crate::error::{write_error, ApiError};
 use crate::params::{
-    required_seq, retention_from_json, stream_name, token_from_header, token_from_json,
+    required_seq, retention_from_json, seq_from_json, stream_name, token_from_header,
+    token_from_json,
 };
 use crate::state::AppState;
 use axum::body::Body;
@@ -52,10 +53,16 @@ pub async fn trim(
     body: Body,
 ) -> Result<Json<StreamInfo>, ApiError> {
     let stream = stream_name(path)?;
-    let obj = json_object(&state, &headers, body, &["fencing_token", "trim_seq"]).await?;
+    let known = ["fencing_token", "trim_seq", "not_after_ms"];
+    let obj = json_object(&state, &headers, body, &known).await?;
     let token = token_from_json(obj.get("fencing_token"))?;
     let trim_seq = required_seq("trim_seq", obj.get("trim_seq"))?;
-    match state.engine.trim(&stream, token, trim_seq).await {
+    let not_after_ms = seq_from_json("not_after_ms", obj.get("not_after_ms"))?;
+    match state
+        .engine
+        .trim_with(&stream, token, trim_seq, not_after_ms)
+        .await
+    {
         Ok(s) => Ok(Json(s.into())),
         Err(e) => Err(write_error(&stream, e)),
     }
@@ -70,9 +77,10 @@ pub async fn seal(
     body: Body,
 ) -> Result<Json<StreamInfo>, ApiError> {
     let stream = stream_name(path)?;
-    let obj = json_object(&state, &headers, body, &["fencing_token"]).await?;
+    let obj = json_object(&state, &headers, body, &["fencing_token", "not_after_ms"]).await?;
     let token = token_from_json(obj.get("fencing_token"))?;
-    match state.engine.seal(&stream, token).await {
+    let not_after_ms = seq_from_json("not_after_ms", obj.get("not_after_ms"))?;
+    match state.engine.seal_with(&stream, token, not_after_ms).await {
         Ok(s) => Ok(Json(s.into())),
         Err(e) => Err(write_error(&stream, e)),
     }

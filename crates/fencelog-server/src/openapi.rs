@@ -5,7 +5,7 @@
 
 use crate::auth::{Access, Scope};
 use crate::state::AppState;
-use crate::{console, lifecycle, ops, records, streams};
+use crate::{console, lifecycle, ops, producers, records, streams};
 use axum::routing::{delete, get, post, put, MethodRouter};
 use axum::Json;
 use fencelog_api::ErrorCode;
@@ -70,6 +70,14 @@ const SEALED: Answer = Answer::Error(
     ErrorCode::StreamSealed,
     "the stream is sealed; carries first_seq, next_seq, highest_token",
 );
+const PRODUCER_FENCED: Answer = Answer::Error(
+    ErrorCode::ProducerFenced,
+    "an unknown producer with a token below the stream's producer_token_floor",
+);
+const DEADLINE: Answer = Answer::Error(
+    ErrorCode::DeadlineExceeded,
+    "the writer's timestamp would be past not_after_ms; carries writer_ms; nothing changed",
+);
 const GONE: Answer = Answer::Error(
     ErrorCode::StreamNotFound,
     "no such stream, or it was deleted",
@@ -97,12 +105,19 @@ pub const ROUTES: &[Route] = &[
         headers: &[
             Param::new("Fencing-Token", "raw and binary-batch appends only: the fencing token", Schema::IntegerFrom(1)),
             Param::new("Match-Seq-Num", "raw and binary-batch appends only: append only if next_seq equals it", Schema::IntegerFrom(0)),
+            Param::new("Producer-Id", "raw and binary-batch appends only: an idempotent producer's id (needs Producer-Seq)", Schema::String),
+            Param::new("Producer-Seq", "raw and binary-batch appends only: the producer's seq for this append", Schema::IntegerFrom(0)),
+            Param::new("Not-After-Ms", "raw and binary-batch appends only: accept only if the writer's timestamp is at most this (Unix ms)", Schema::IntegerFrom(0)),
         ],
         request_body: Some(append_body),
         responses: &[
-            Answer::Ok(200, "appended and durable", "AppendAck"),
+            Answer::Ok(200, "appended and durable; or, for a producer's retry of its last applied append, that append's original ack with duplicate: true (nothing written)", "AppendAck"),
             BAD,
             STALE,
+            PRODUCER_FENCED,
+            Answer::Error(ErrorCode::ProducerSeqStale, "producer_seq is below the producer's last applied one; carries last_producer_seq"),
+            Answer::Error(ErrorCode::ProducerSeqGap, "producer_seq skips ahead; carries expected_producer_seq"),
+            DEADLINE,
             Answer::Error(ErrorCode::SeqMismatch, "match_seq_num is not the stream's next_seq"),
             Answer::Error(ErrorCode::TooLarge, "over the batch or body limits, or a record's header count or header bytes; nothing changed"),
             UNAVAILABLE,
@@ -127,6 +142,7 @@ pub const ROUTES: &[Route] = &[
             Param::new("follow", "true: live tail over Server-Sent Events", Schema::Boolean),
             Param::new("wait_for_stream", "true: a stream that does not exist yet is waited for instead of a 404 (a tail sends pings until it exists; a long-poll waits within wait_ms)", Schema::Boolean),
             Param::new("clamp", "true: below first_seq (trimmed), start at first_seq instead of 416", Schema::Boolean),
+            Param::new("cursor", "start at this cursor's seq (instead of start_seq)", Schema::String),
         ],
         headers: &[Param::new("Last-Event-ID", "SSE resume: the next seq to read", Schema::Integer)],
         request_body: None,
@@ -135,6 +151,7 @@ pub const ROUTES: &[Route] = &[
             BAD,
             GONE,
             Answer::Error(ErrorCode::OutOfRange, "start_seq is past next_seq or below first_seq; carries both"),
+            Answer::Error(ErrorCode::CursorNotFound, "cursor= names no cursor of the stream"),
         ],
     },
     Route {
@@ -152,6 +169,7 @@ pub const ROUTES: &[Route] = &[
             BAD,
             STALE,
             SEALED,
+            DEADLINE,
             UNAVAILABLE,
             FULL,
         ],
@@ -172,6 +190,7 @@ pub const ROUTES: &[Route] = &[
             GONE,
             STALE,
             SEALED,
+            DEADLINE,
             UNAVAILABLE,
             FULL,
         ],
@@ -191,6 +210,7 @@ pub const ROUTES: &[Route] = &[
             BAD,
             GONE,
             STALE,
+            DEADLINE,
             UNAVAILABLE,
             FULL,
         ],
@@ -261,6 +281,104 @@ pub const ROUTES: &[Route] = &[
         headers: &[],
         request_body: None,
         responses: &[Answer::Ok(200, "one page", "StreamList"), BAD],
+    },
+    Route {
+        method: "get",
+        path: "/v1/streams/{stream}/producers/{producer_id}",
+        operation_id: "producer",
+        summary: "Did my write land? An idempotent producer's last applied append on the stream",
+        access: Access::Scope(Scope::Read),
+        handler: || get(producers::producer),
+        query: &[],
+        headers: &[],
+        request_body: None,
+        responses: &[
+            Answer::Ok(200, "its last applied append", "ProducerInfo"),
+            BAD,
+            GONE,
+            Answer::Error(ErrorCode::ProducerNotFound, "the stream never saw this producer, or evicted it"),
+        ],
+    },
+    Route {
+        method: "get",
+        path: "/v1/streams/{stream}/fences",
+        operation_id: "fences",
+        summary: "The tokens that took effect on the stream, newest first (the last 64 are kept)",
+        access: Access::Scope(Scope::Read),
+        handler: || get(producers::fences),
+        query: &[Param::new("limit", "most entries (capped at 64)", Schema::Integer)],
+        headers: &[],
+        request_body: None,
+        responses: &[Answer::Ok(200, "the fence history", "FenceList"), BAD, GONE],
+    },
+    Route {
+        method: "put",
+        path: "/v1/streams/{stream}/cursors/{name}",
+        operation_id: "put_cursor",
+        summary: "Commit a named consumer cursor, fenced by its own token: lower tokens are stale; it moves back only with a strictly higher token",
+        access: Access::Scope(Scope::Append),
+        handler: || put(producers::put_cursor),
+        query: &[],
+        headers: &[],
+        request_body: Some(cursor_body),
+        responses: &[
+            Answer::Ok(200, "committed and durable", "Cursor"),
+            BAD,
+            GONE,
+            Answer::Error(ErrorCode::StaleFencingToken, "a lower token than the cursor's, or backwards with the same token; highest_token and next_seq are the cursor's"),
+            Answer::Error(ErrorCode::OutOfRange, "seq is past the stream's next_seq"),
+            UNAVAILABLE,
+            FULL,
+        ],
+    },
+    Route {
+        method: "get",
+        path: "/v1/streams/{stream}/cursors/{name}",
+        operation_id: "get_cursor",
+        summary: "A named consumer cursor",
+        access: Access::Scope(Scope::Read),
+        handler: || get(producers::get_cursor),
+        query: &[],
+        headers: &[],
+        request_body: None,
+        responses: &[
+            Answer::Ok(200, "the cursor", "Cursor"),
+            BAD,
+            GONE,
+            Answer::Error(ErrorCode::CursorNotFound, ""),
+        ],
+    },
+    Route {
+        method: "get",
+        path: "/v1/streams/{stream}/cursors",
+        operation_id: "list_cursors",
+        summary: "Every cursor of the stream, in name order",
+        access: Access::Scope(Scope::Read),
+        handler: || get(producers::list_cursors),
+        query: &[],
+        headers: &[],
+        request_body: None,
+        responses: &[Answer::Ok(200, "the cursors", "CursorList"), BAD, GONE],
+    },
+    Route {
+        method: "post",
+        path: "/v1/batch",
+        operation_id: "batch",
+        summary: "Appends and fences on up to 64 streams, all or nothing, durable as one unit",
+        access: Access::Scope(Scope::Append),
+        handler: || post(producers::batch),
+        query: &[],
+        headers: &[],
+        request_body: Some(batch_body),
+        responses: &[
+            Answer::Ok(200, "every op applied and durable; ops holds each op's ack (an append's AppendAck or a fence's StreamState)", "BatchResult"),
+            BAD,
+            Answer::Error(ErrorCode::StaleFencingToken, "an op was refused (the first refusal's code); nothing was applied; ops holds every op's outcome: an ack, or an error body"),
+            Answer::Error(ErrorCode::SeqMismatch, "as for 409: nothing applied, every op's outcome in ops"),
+            Answer::Error(ErrorCode::TooLarge, "over the batch limits"),
+            UNAVAILABLE,
+            FULL,
+        ],
     },
     Route {
         method: "get",
@@ -362,6 +480,20 @@ fn parameters(route: &Route) -> Vec<Value> {
             "schema": { "type": "string" },
         }));
     }
+    for (name, description) in [
+        (
+            "producer_id",
+            "An idempotent producer's id: 1-64 of [A-Za-z0-9._:-]",
+        ),
+        ("name", "A cursor's name: 1-64 of [A-Za-z0-9._:-]"),
+    ] {
+        if route.path.contains(&format!("{{{name}}}")) {
+            out.push(json!({
+                "name": name, "in": "path", "required": true,
+                "description": description, "schema": { "type": "string" },
+            }));
+        }
+    }
     out.extend(route.query.iter().map(|p| param(p, "query")));
     out.extend(route.headers.iter().map(|p| param(p, "header")));
     out
@@ -420,6 +552,14 @@ fn config_body() -> Value {
     json_body("ConfigRequest", true)
 }
 
+fn cursor_body() -> Value {
+    json_body("CursorRequest", true)
+}
+
+fn batch_body() -> Value {
+    json_body("BatchRequest", true)
+}
+
 fn answer(a: &Answer) -> (u16, Value) {
     let (status, description, schema) = match *a {
         Answer::Ok(status, description, schema) => (status, description.to_string(), schema),
@@ -470,9 +610,85 @@ fn components() -> Value {
                     "limit": { "type": "integer" },
                     "actual": { "type": "integer" },
                     "outcome_unknown": { "type": "boolean" },
+                    "producer_id": { "type": "string" },
+                    "last_producer_seq": seq,
+                    "expected_producer_seq": seq,
+                    "producer_token_floor": seq,
+                    "writer_ms": { "type": "integer" },
+                    "cursor": { "type": "string" },
+                    "seq": seq,
+                    "ops": { "type": "array", "items": { "type": "object" }, "description": "a refused batch: every op's outcome" },
                     "file": { "type": "string", "description": "corrupt: the segment file" },
                     "offset": { "type": "integer", "description": "corrupt: the frame's offset in it" },
                 },
+            },
+            "ProducerInfo": {
+                "type": "object",
+                "required": ["producer_id", "producer_seq", "first_seq", "last_seq", "fencing_token", "timestamp_ms"],
+                "properties": {
+                    "producer_id": { "type": "string" }, "producer_seq": seq,
+                    "first_seq": seq, "last_seq": seq, "fencing_token": token,
+                    "timestamp_ms": { "type": "integer" },
+                },
+            },
+            "FenceList": {
+                "type": "object",
+                "required": ["stream", "fences"],
+                "properties": {
+                    "stream": { "type": "string" },
+                    "fences": { "type": "array", "items": {
+                        "type": "object",
+                        "required": ["fencing_token", "first_seq", "timestamp_ms", "by"],
+                        "properties": {
+                            "fencing_token": token, "first_seq": seq,
+                            "timestamp_ms": { "type": "integer" },
+                            "by": { "type": "string", "enum": ["append", "fence", "trim", "seal", "delete", "config"] },
+                        },
+                    } },
+                },
+            },
+            "CursorRequest": {
+                "type": "object",
+                "required": ["fencing_token", "seq"],
+                "properties": { "fencing_token": token, "seq": seq },
+            },
+            "Cursor": {
+                "type": "object",
+                "required": ["stream", "name", "fencing_token", "seq", "timestamp_ms"],
+                "properties": {
+                    "stream": { "type": "string" }, "name": { "type": "string" },
+                    "fencing_token": token, "seq": seq, "timestamp_ms": { "type": "integer" },
+                },
+            },
+            "CursorList": {
+                "type": "object",
+                "required": ["stream", "cursors"],
+                "properties": {
+                    "stream": { "type": "string" },
+                    "cursors": { "type": "array", "items": schema_ref("Cursor") },
+                },
+            },
+            "BatchRequest": {
+                "type": "object",
+                "required": ["ops"],
+                "properties": {
+                    "not_after_ms": seq,
+                    "ops": { "type": "array", "minItems": 1, "maxItems": 64, "items": {
+                        "type": "object",
+                        "required": ["stream", "fencing_token"],
+                        "properties": {
+                            "stream": { "type": "string" }, "fencing_token": token,
+                            "records": { "type": "array", "items": { "type": "object" } },
+                            "match_seq_num": seq,
+                            "fence": { "type": "boolean" },
+                        },
+                    } },
+                },
+            },
+            "BatchResult": {
+                "type": "object",
+                "required": ["ops"],
+                "properties": { "ops": { "type": "array", "items": { "type": "object" } } },
             },
             "Headers": {
                 "type": "array",
@@ -496,6 +712,9 @@ fn components() -> Value {
                 "properties": {
                     "fencing_token": token,
                     "match_seq_num": seq,
+                    "not_after_ms": seq,
+                    "producer_id": { "type": "string" },
+                    "producer_seq": seq,
                     "records": {
                         "type": "array", "minItems": 1,
                         "items": {
@@ -513,7 +732,7 @@ fn components() -> Value {
             "FenceRequest": {
                 "type": "object",
                 "required": ["fencing_token"],
-                "properties": { "fencing_token": token },
+                "properties": { "fencing_token": token, "not_after_ms": seq },
             },
             "AppendAck": {
                 "type": "object",
@@ -527,6 +746,7 @@ fn components() -> Value {
                     },
                     "fencing_token": token,
                     "timestamp_ms": { "type": "integer" },
+                    "duplicate": { "type": "boolean", "description": "a producer's retry: the original ack, nothing written" },
                 },
             },
             "StreamState": {
@@ -553,7 +773,7 @@ fn components() -> Value {
             "TrimRequest": {
                 "type": "object",
                 "required": ["fencing_token", "trim_seq"],
-                "properties": { "fencing_token": token, "trim_seq": seq },
+                "properties": { "fencing_token": token, "trim_seq": seq, "not_after_ms": seq },
             },
             "ConfigRequest": {
                 "type": "object",

@@ -112,7 +112,13 @@ fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>,
 /// A JSON append carries its token and `match_seq_num` in the body; the
 /// headers too would be a second reading of the same request.
 pub fn refuse_raw_headers(headers: &HeaderMap) -> Result<(), ApiError> {
-    for name in [header::FENCING_TOKEN, header::MATCH_SEQ_NUM] {
+    for name in [
+        header::FENCING_TOKEN,
+        header::MATCH_SEQ_NUM,
+        header::PRODUCER_ID,
+        header::PRODUCER_SEQ,
+        header::NOT_AFTER_MS,
+    ] {
         if headers.contains_key(name) {
             return Err(ApiError::bad_request(format!(
                 "header {name} is for raw and binary-batch appends; a JSON append carries its fields in the body"

@@ -19,10 +19,12 @@ use axum::response::Response;
 use axum::Extension;
 use bytes::Bytes;
 use fencelog_api::read::param;
-use fencelog_api::{batch, fixed_json, header as wire, next_start_seq, AppendAck, Field};
+use fencelog_api::{
+    batch, fixed_json, header as wire, next_start_seq, AppendAck, Field, ReadStart,
+};
 use fencelog_engine::{
-    validate_headers, Header, HeaderError, ReadError, RecordIn, WriteError, HEADERS_PER_RECORD_MAX,
-    HEADER_BYTES_PER_RECORD_MAX,
+    validate_headers, AppendOptions, Engine, Header, HeaderError, ProducerSeq, ReadError, RecordIn,
+    WriteError, HEADERS_PER_RECORD_MAX, HEADER_BYTES_PER_RECORD_MAX,
 };
 use std::collections::HashMap;
 
@@ -46,11 +48,16 @@ pub async fn append(
         .await
         .map_err(|e| e.on_stream(&stream))?;
     let before = state.token_before(&stream);
+    let options = AppendOptions {
+        match_seq_num: req.match_seq_num,
+        producer: req.producer.map(|(id, seq)| ProducerSeq { id, seq }),
+        not_after_ms: req.not_after_ms,
+    };
     let result = match req.headers {
         None => {
             state
                 .engine
-                .append(&stream, req.token, req.records, req.match_seq_num)
+                .append_with(&stream, req.token, req.records, options)
                 .await
         }
         Some(headers) => {
@@ -62,7 +69,7 @@ pub async fn append(
                 .collect();
             state
                 .engine
-                .append_records(&stream, req.token, records, req.match_seq_num)
+                .append_records_with(&stream, req.token, records, options)
                 .await
         }
     };
@@ -76,6 +83,31 @@ pub async fn append(
             Ok(json_response(StatusCode::OK, body))
         }
         Err(e) => Err(state.write_refused(&caller, &stream, e)),
+    }
+}
+
+/// `Producer-Id` and `Producer-Seq` of a raw or binary append: both or
+/// neither.
+fn producer_from_headers(headers: &HeaderMap) -> Result<Option<(String, u64)>, ApiError> {
+    let seq = seq_from_header(headers, wire::PRODUCER_SEQ)?;
+    let id = match headers.get(wire::PRODUCER_ID) {
+        None => None,
+        Some(v) => Some(
+            v.to_str()
+                .map_err(|_| ApiError::bad_request("header Producer-Id is not ASCII"))?
+                .trim()
+                .to_string(),
+        ),
+    };
+    match (id, seq) {
+        (Some(id), Some(seq)) => Ok(Some((id, seq))),
+        (None, None) => Ok(None),
+        (Some(_), None) => Err(ApiError::bad_request(
+            "header Producer-Id needs Producer-Seq",
+        )),
+        (None, Some(_)) => Err(ApiError::bad_request(
+            "header Producer-Seq needs Producer-Id",
+        )),
     }
 }
 
@@ -101,18 +133,22 @@ async fn decode_append(
         // Header errors first: no point reading a body we will refuse.
         let token = token_from_header(headers)?;
         let match_seq_num = seq_from_header(headers, wire::MATCH_SEQ_NUM)?;
+        let not_after_ms = seq_from_header(headers, wire::NOT_AFTER_MS)?;
+        let producer = producer_from_headers(headers)?;
         let version = match kind {
             BodyKind::Batch => batch_version(headers)?,
             _ => 0,
         };
         upload = read_capped(headers, body, &state.limits, &state.budget).await?;
         let bytes = &upload.bytes;
-        match version {
+        let mut req = match version {
             1 => AppendBody {
                 token,
                 records: batch_records(stream, state, bytes)?,
                 headers: None,
                 match_seq_num,
+                producer: None,
+                not_after_ms: None,
             },
             2 => AppendBody::with_headers(
                 token,
@@ -124,8 +160,13 @@ async fn decode_append(
                 records: vec![bytes.clone()],
                 headers: None,
                 match_seq_num,
+                producer: None,
+                not_after_ms: None,
             },
-        }
+        };
+        req.producer = producer;
+        req.not_after_ms = not_after_ms;
+        req
     };
     if let Some(headers) = &req.headers {
         check_headers(headers)?;
@@ -200,6 +241,31 @@ fn batch_records_v2(
     batch::split_records_v2(body).map_err(|e| ApiError::bad_request(e.to_string()))
 }
 
+/// Where `cursor=NAME` says a read or tail starts; with another start too
+/// it is a 400 (which one?).
+fn cursor_start(
+    engine: &Engine,
+    stream: &str,
+    name: &str,
+    q: &QueryParams,
+) -> Result<ReadStart, ApiError> {
+    let starts = [
+        param::START_SEQ,
+        param::TAIL_OFFSET,
+        param::START_TIMESTAMP_MS,
+    ];
+    if let Some(other) = starts.iter().find(|p| q.str(p).is_some()) {
+        return Err(ApiError::bad_request(format!(
+            "give {other} or cursor, not both"
+        )));
+    }
+    match engine.cursor(stream, name) {
+        Ok(Some(c)) => Ok(ReadStart::Seq(c.seq)),
+        Ok(None) => Err(crate::producers::cursor_not_found(stream, name)),
+        Err(e) => Err(read_error(stream, e)),
+    }
+}
+
 fn wants_event_stream(headers: &HeaderMap) -> bool {
     headers
         .get_all(header::ACCEPT)
@@ -252,7 +318,11 @@ async fn read_stream(
     headers: &HeaderMap,
     query: Result<Query<HashMap<String, String>>, QueryRejection>,
 ) -> Result<Response, ApiError> {
-    let params = ReadParams::parse(&QueryParams::from_extractor(query)?)?;
+    let q = QueryParams::from_extractor(query)?;
+    let mut params = ReadParams::parse(&q)?;
+    if let Some(name) = q.str("cursor") {
+        params.start = cursor_start(&state.engine, stream, name, &q)?;
+    }
     if params.follow || wants_event_stream(headers) {
         if params.until_timestamp_ms.is_some() {
             return Err(ApiError::bad_request(format!(

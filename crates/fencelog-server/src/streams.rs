@@ -92,11 +92,11 @@ pub async fn fence(
 ) -> Result<Json<StreamInfo>, Response> {
     let caller = caller.map(|Extension(c)| c).unwrap_or_default();
     let stream = stream_name(path)?;
-    let token = fence_token(&state, &headers, body)
+    let (token, not_after_ms) = fence_token(&state, &headers, body)
         .await
         .map_err(|e| e.on_stream(&stream))?;
     let before = state.token_before(&stream);
-    match state.engine.fence(&stream, token).await {
+    match state.engine.fence_with(&stream, token, not_after_ms).await {
         Ok(s) => {
             state.written(&caller, &stream, "fence", before, s.highest_token);
             Ok(Json(s.into()))
@@ -107,7 +107,12 @@ pub async fn fence(
 
 /// The token of a fence request's body: JSON, one object with exactly
 /// `fencing_token` (issue 12: one request, one reading).
-async fn fence_token(state: &AppState, headers: &HeaderMap, body: Body) -> Result<u64, ApiError> {
+/// A fence body's `fencing_token` and `not_after_ms` (a deadline, issue 11).
+async fn fence_token(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(u64, Option<u64>), ApiError> {
     if body_kind(headers) != BodyKind::Json {
         return Err(ApiError::new(
             ErrorCode::UnsupportedMediaType,
@@ -118,7 +123,8 @@ async fn fence_token(state: &AppState, headers: &HeaderMap, body: Body) -> Resul
     let obj = strict_json::object(
         strict_json::document(&upload.bytes)?,
         "the body",
-        &["fencing_token"],
+        &["fencing_token", "not_after_ms"],
     )?;
-    strict_json::token(&obj, "fencing_token")
+    let token = strict_json::token(&obj, "fencing_token")?;
+    Ok((token, strict_json::seq(&obj, "not_after_ms")?))
 }

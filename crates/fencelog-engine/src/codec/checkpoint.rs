@@ -91,11 +91,17 @@ pub struct FenceEvent {
 /// A producer's last applied append (issue 11).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProducerEntry {
+    /// The producer's id.
     pub id: String,
+    /// Its last applied producer_seq.
     pub producer_seq: u64,
+    /// That append's first record's seq.
     pub first_seq: u64,
+    /// That append's last record's seq.
     pub last_seq: u64,
+    /// The token that append carried.
     pub token: u64,
+    /// That append's timestamp (Unix ms).
     pub timestamp_ms: u64,
     /// For LRU eviction: the group that last used it.
     pub last_used_group: u64,
@@ -104,9 +110,13 @@ pub struct ProducerEntry {
 /// A named, fenced consumer position (issue 11).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CursorEntry {
+    /// The cursor's name.
     pub name: String,
+    /// The highest token a commit of it carried.
     pub token: u64,
+    /// The seq it points at (the next record to consume).
     pub seq: u64,
+    /// When it was last committed (the writer's clock, Unix ms).
     pub timestamp_ms: u64,
 }
 

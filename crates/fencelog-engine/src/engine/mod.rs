@@ -3,8 +3,12 @@
 //! time, hands writes to the writer ([`writes`]), and serves reads and waits
 //! from published (durable) state ([`reads`]).
 
+mod batch;
+mod cursors;
 mod reads;
 mod writes;
+
+pub use batch::BATCH_OPS_MAX;
 
 use crate::codec::checkpoint::AppliedState;
 use crate::config::Config;

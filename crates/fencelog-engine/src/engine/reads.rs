@@ -2,7 +2,7 @@
 //! the fence history, and waiting for a stream to grow.
 
 use super::{Engine, WaiterGuard};
-use crate::codec::checkpoint::FenceEvent;
+use crate::codec::checkpoint::{FenceEvent, ProducerEntry};
 use crate::error::ReadError;
 use crate::locks;
 use crate::name::validate_stream_name;
@@ -120,6 +120,16 @@ impl Engine {
         let s = self.shared().stream(stream).ok_or(ReadError::NotFound)?;
         let inner = locks::lock(&s.inner);
         Ok(inner.history(s.highest_token()))
+    }
+
+    /// Producer `id`'s last applied append on `stream` ("did my write
+    /// land?"), if the stream remembers the producer: `None` for one it
+    /// never saw or has evicted.
+    pub fn producer(&self, stream: &str, id: &str) -> Result<Option<ProducerEntry>, ReadError> {
+        validate_stream_name(stream).map_err(ReadError::InvalidStreamName)?;
+        let s = self.shared().stream(stream).ok_or(ReadError::NotFound)?;
+        let inner = locks::lock(&s.inner);
+        Ok(inner.carried().and_then(|c| c.producer(id)).cloned())
     }
 
     /// Waits until the stream's durable `next_seq` passes `seq` (a record at

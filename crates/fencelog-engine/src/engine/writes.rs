@@ -8,9 +8,9 @@ use crate::codec::StreamConfig;
 use crate::error::WriteError;
 use crate::locks;
 use crate::name::validate_stream_name;
-use crate::record::{header_bytes, Header};
+use crate::record::{header_bytes, validate_headers, Header};
 use crate::stream::StreamState;
-use crate::writer::{Ack, Msg, Op, Reply, Request};
+use crate::writer::{Ack, AppendOptions, Msg, Op, Reply, Request};
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
 use tokio::sync::oneshot;
@@ -54,7 +54,11 @@ impl Engine {
 
     /// The batch against the record and byte limits; `header_bytes` are
     /// the names and values of its headers, which count like body bytes.
-    fn check_batch(&self, records: &[Bytes], header_bytes: usize) -> Result<(), WriteError> {
+    pub(super) fn check_batch(
+        &self,
+        records: &[Bytes],
+        header_bytes: usize,
+    ) -> Result<(), WriteError> {
         let c = &self.shared().config;
         if records.is_empty() {
             return Err(WriteError::EmptyBatch);
@@ -97,7 +101,7 @@ impl Engine {
 
     /// Sends `op` (made with its reply channel) for `stream` and waits for
     /// the answer.
-    async fn request<T>(
+    pub(super) async fn request<T>(
         &self,
         stream: &str,
         op: impl FnOnce(Reply<T>) -> Op,
@@ -120,30 +124,65 @@ impl Engine {
         records: Vec<Bytes>,
         match_seq_num: Option<u64>,
     ) -> Result<Ack, WriteError> {
-        self.precheck(stream, Some(fencing_token))?;
-        self.append_checked(stream, fencing_token, records, Vec::new(), match_seq_num)
+        let options = AppendOptions {
+            match_seq_num,
+            ..Default::default()
+        };
+        self.append_with(stream, fencing_token, records, options)
             .await
     }
 
-    /// An append whose name, token and headers passed their checks:
-    /// `headers` is empty (a plain append) or one list per record, at least
-    /// one of them not empty.
+    /// An append with an idempotent producer and a deadline (issue 11):
+    /// see [`AppendOptions`]. A producer's retry of its last applied
+    /// append answers that append's ack with `duplicate` set — checked
+    /// before the token, so a writer fenced out since learns its write
+    /// landed — and writes nothing.
+    pub async fn append_with(
+        &self,
+        stream: &str,
+        fencing_token: u64,
+        records: Vec<Bytes>,
+        options: AppendOptions,
+    ) -> Result<Ack, WriteError> {
+        self.append_checked(stream, fencing_token, records, Vec::new(), options)
+            .await
+    }
+
+    /// Every append's way to the writer: the name, token and producer
+    /// checks, then the headers (`headers` is empty for a plain append, or
+    /// one list per record) and the batch limits, before anything is queued.
     pub(crate) async fn append_checked(
         &self,
         stream: &str,
         fencing_token: u64,
         records: Vec<Bytes>,
         headers: Vec<Vec<Header>>,
-        match_seq_num: Option<u64>,
+        options: AppendOptions,
     ) -> Result<Ack, WriteError> {
+        match &options.producer {
+            // A duplicate is answered whatever the token: no fast path.
+            Some(p) => {
+                validate_short_name("producer_id", &p.id)?;
+                if fencing_token == 0 {
+                    return Err(WriteError::ZeroToken);
+                }
+                self.precheck(stream, None)?;
+            }
+            None => self.precheck(stream, Some(fencing_token))?,
+        }
         debug_assert!(headers.is_empty() || headers.len() == records.len());
+        for (record, h) in headers.iter().enumerate() {
+            validate_headers(h).map_err(|error| WriteError::BadHeaders { record, error })?;
+        }
         let header_bytes = headers.iter().map(|h| header_bytes(h)).sum();
         self.check_batch(&records, header_bytes)?;
         self.request(stream, |reply| Op::Append {
             token: fencing_token,
             records,
             headers,
-            match_seq_num,
+            match_seq_num: options.match_seq_num,
+            producer: options.producer,
+            not_after_ms: options.not_after_ms,
             reply,
         })
         .await
@@ -153,9 +192,22 @@ impl Engine {
     /// Creates the stream if it does not exist, or recreates it from its
     /// tombstone with a token above the tombstone's.
     pub async fn fence(&self, stream: &str, fencing_token: u64) -> Result<StreamState, WriteError> {
+        self.fence_with(stream, fencing_token, None).await
+    }
+
+    /// A fence accepted only if the writer's timestamp for it is at most
+    /// `not_after_ms` (else [`WriteError::DeadlineExceeded`], nothing
+    /// changed).
+    pub async fn fence_with(
+        &self,
+        stream: &str,
+        fencing_token: u64,
+        not_after_ms: Option<u64>,
+    ) -> Result<StreamState, WriteError> {
         self.precheck(stream, Some(fencing_token))?;
         self.request(stream, |reply| Op::Fence {
             token: fencing_token,
+            not_after_ms,
             reply,
         })
         .await
@@ -173,10 +225,22 @@ impl Engine {
         fencing_token: u64,
         trim_seq: u64,
     ) -> Result<StreamState, WriteError> {
+        self.trim_with(stream, fencing_token, trim_seq, None).await
+    }
+
+    /// A trim with a deadline, as [`Engine::fence_with`].
+    pub async fn trim_with(
+        &self,
+        stream: &str,
+        fencing_token: u64,
+        trim_seq: u64,
+        not_after_ms: Option<u64>,
+    ) -> Result<StreamState, WriteError> {
         self.precheck(stream, Some(fencing_token))?;
         self.request(stream, |reply| Op::Trim {
             token: fencing_token,
             trim_seq,
+            not_after_ms,
             reply,
         })
         .await
@@ -187,9 +251,20 @@ impl Engine {
     /// keep working. Sealing a sealed stream again with an accepted token
     /// changes nothing.
     pub async fn seal(&self, stream: &str, fencing_token: u64) -> Result<StreamState, WriteError> {
+        self.seal_with(stream, fencing_token, None).await
+    }
+
+    /// A seal with a deadline, as [`Engine::fence_with`].
+    pub async fn seal_with(
+        &self,
+        stream: &str,
+        fencing_token: u64,
+        not_after_ms: Option<u64>,
+    ) -> Result<StreamState, WriteError> {
         self.precheck(stream, Some(fencing_token))?;
         self.request(stream, |reply| Op::Seal {
             token: fencing_token,
+            not_after_ms,
             reply,
         })
         .await
@@ -242,4 +317,10 @@ impl Engine {
         })
         .await
     }
+}
+
+/// Producer ids and cursor names: 1..=64 bytes of `[A-Za-z0-9._:-]`.
+pub(super) fn validate_short_name(what: &str, name: &str) -> Result<(), WriteError> {
+    crate::codec::check_short_name(name.as_bytes(), crate::codec::PRODUCER_ID_BYTES_MAX)
+        .map_err(|e| WriteError::BadInput(format!("{what} {name:?}: {e}")))
 }

@@ -136,6 +136,7 @@ pub(crate) fn apply(
                 h.first_seq,
                 h.timestamp_ms,
             )
+            .map(drop)
             .map_err(|r| Misfit::Carried(format!("cursor {name}: {r:?}")));
     };
     let before = core.fence;
@@ -171,6 +172,7 @@ pub(crate) fn apply(
                 };
                 core.carried
                     .apply_producer(w, producers_max)
+                    .map(drop)
                     .map_err(|r| Misfit::Carried(format!("producer {}: {r:?}", p.id)))?;
             }
         }

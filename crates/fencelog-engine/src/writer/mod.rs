@@ -15,13 +15,14 @@
 //! engine; the thread keeps running and answers every later request with
 //! [`WriteError::Poisoned`] until the engine is dropped.
 
+mod batch;
 mod collect;
 mod persist;
 mod plan;
 mod protocol;
 mod publish;
 
-pub use protocol::Ack;
+pub use protocol::{Ack, AppendOptions, BatchAck, BatchAction, BatchOp, ProducerSeq};
 pub(crate) use protocol::{Msg, Op, Relocation, Reply, Request};
 
 use crate::error::{StorageFailure, WriteError};
@@ -98,6 +99,14 @@ impl Lookup<Arc<StreamShared>> for Published<'_> {
         };
         let inner = locks::lock(&s.inner);
         matches!(inner.index.find(first_seq), Some((_, loc)) if loc.first_seq == first_seq && (loc.segment, loc.offset) == at)
+    }
+
+    fn carried(&mut self, name: &str) -> crate::carried::Carried {
+        let Some(s) = self.0.stream(name) else {
+            return Default::default();
+        };
+        let inner = locks::lock(&s.inner);
+        inner.carried().cloned().unwrap_or_default()
     }
 }
 
@@ -260,6 +269,7 @@ impl Writer {
                 bytes: shared.config.retention_bytes,
             },
             budget: self.budget(),
+            producers_max: shared.config.producers_per_stream_max,
         };
         let Plan {
             streams,
@@ -346,6 +356,8 @@ mod tests {
                 records: vec![Bytes::from(vec![b'x'; body])],
                 headers: Vec::new(),
                 match_seq_num: None,
+                producer: None,
+                not_after_ms: None,
                 reply,
             },
         });

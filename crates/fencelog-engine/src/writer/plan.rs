@@ -12,12 +12,14 @@
 //! before it in the group (or published before the group) killed it.
 
 use super::protocol::{
-    records_frame_len, refusal_error, Ack, Answer, Op, Relocated, Relocation, Request,
+    records_frame_len, refusal_error, trailer_len, Ack, Answer, Op, ProducerSeq, Relocated,
+    Relocation, Request,
 };
-use crate::codec::checkpoint::{FenceBy, FenceEvent};
+use crate::carried::{Carried, ProducerWrite};
+use crate::codec::checkpoint::{CursorEntry, FenceBy, FenceEvent};
 use crate::codec::{
     encode_frame, encode_frame_with, encode_relocated, set_last_in_group, FrameKind, FrameSpec,
-    PayloadSpec, RecordSpec, StreamConfig, FLAG_RETENTION,
+    PayloadSpec, ProducerTrailer, RecordSpec, StreamConfig, FLAG_RETENTION,
 };
 use crate::error::WriteError;
 use crate::fence::{self, Change, Effect, FenceState, Refusal};
@@ -41,6 +43,10 @@ pub(super) trait Lookup<H> {
     /// Whether the stream's durable index points its frame starting at
     /// `first_seq` at (segment, offset).
     fn points_at(&mut self, name: &str, first_seq: u64, at: (u64, u64)) -> bool;
+    /// A copy of the stream's durable producers and cursors (empty for a
+    /// stream that does not exist). Asked only for producer appends and
+    /// cursor commits, so plain appends never copy them.
+    fn carried(&mut self, name: &str) -> Carried;
 }
 
 /// A stream's state inside the group: durable state plus what is planned.
@@ -54,9 +60,69 @@ pub(super) struct Pending<H> {
     /// The retention settings the group sets, if it sets any.
     pub config: StreamConfig,
     pub config_changed: bool,
+    /// The producers and cursors, once a request of the group needed them
+    /// (loaded from durable state); published when changed.
+    pub carried: Option<Carried>,
+    pub carried_changed: bool,
+}
+
+/// A pending stream's state but its handle, to roll a refused batch back.
+pub(super) struct Saved {
+    fence: FenceState,
+    last_timestamp_ms: u64,
+    events: usize,
+    config: StreamConfig,
+    config_changed: bool,
 }
 
 impl<H> Pending<H> {
+    pub(super) fn save(&self) -> Saved {
+        Saved {
+            fence: self.fence,
+            last_timestamp_ms: self.last_timestamp_ms,
+            events: self.events.len(),
+            config: self.config,
+            config_changed: self.config_changed,
+        }
+    }
+
+    /// Back to `saved`. Batches change neither producers nor cursors, so
+    /// those need no saving.
+    pub(super) fn restore(&mut self, saved: Saved) {
+        self.fence = saved.fence;
+        self.last_timestamp_ms = saved.last_timestamp_ms;
+        self.events.truncate(saved.events);
+        self.config = saved.config;
+        self.config_changed = saved.config_changed;
+    }
+
+    fn load_carried(&mut self, lookup: &mut impl Lookup<H>, name: &str) {
+        if self.carried.is_none() {
+            self.carried = Some(if self.handle.is_some() {
+                lookup.carried(name)
+            } else {
+                Carried::default()
+            });
+        }
+    }
+
+    /// The producers and cursors; loaded before any request that needs
+    /// them is planned.
+    fn carried(&self) -> &Carried {
+        self.carried.as_ref().expect("loaded by plan()")
+    }
+
+    fn carried_mut(&mut self) -> &mut Carried {
+        self.carried_changed = true;
+        self.carried.as_mut().expect("loaded by plan()")
+    }
+
+    /// The timestamp a frame planned now gets: the clock, but never below
+    /// the stream's last one.
+    fn timestamp(&self, now_ms: u64) -> u64 {
+        now_ms.max(self.last_timestamp_ms)
+    }
+
     fn start(durable: Option<Durable<H>>) -> Self {
         let (fence, last_timestamp_ms, handle) = match durable {
             Some(d) => (d.fence, d.last_timestamp_ms, Some(d.handle)),
@@ -69,6 +135,8 @@ impl<H> Pending<H> {
             events: Vec::new(),
             config: StreamConfig::default(),
             config_changed: false,
+            carried: None,
+            carried_changed: false,
         }
     }
 
@@ -142,7 +210,7 @@ pub(super) struct PlannedFrame {
 }
 
 /// What the group did, for the metrics.
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(super) struct Counts {
     pub stale: u64,
     pub mismatched: u64,
@@ -159,6 +227,13 @@ pub(super) struct Counts {
     pub relocated_bytes: u64,
     pub dead_on_arrival: u64,
     pub records: u64,
+    pub duplicates: u64,
+    pub evictions: u64,
+    pub producer_refusals: u64,
+    pub deadline_refusals: u64,
+    pub cursors: u64,
+    pub batches: u64,
+    pub batches_refused: u64,
 }
 
 /// A planned group. Its frames are in the buffer passed to [`plan`], the
@@ -179,6 +254,8 @@ pub(super) struct Context {
     pub defaults: Defaults,
     /// The disk budget, if there is one.
     pub budget: Option<Budget>,
+    /// `Config::producers_per_stream_max`.
+    pub producers_max: usize,
 }
 
 /// The disk budget as the group starts.
@@ -192,11 +269,11 @@ pub(super) struct Budget {
 }
 
 /// Where frames go while planning.
-struct Out<'a> {
-    buf: &'a mut Vec<u8>,
-    frames: &'a mut Vec<PlannedFrame>,
-    counts: &'a mut Counts,
-    ctx: Context,
+pub(super) struct Out<'a> {
+    pub buf: &'a mut Vec<u8>,
+    pub frames: &'a mut Vec<PlannedFrame>,
+    pub counts: &'a mut Counts,
+    pub ctx: Context,
 }
 
 impl Out<'_> {
@@ -233,6 +310,10 @@ impl Out<'_> {
             Refusal::Stale { .. } => self.counts.stale += 1,
             Refusal::SeqMismatch { .. } => self.counts.mismatched += 1,
             Refusal::Sealed => self.counts.sealed += 1,
+            Refusal::ProducerFenced { .. }
+            | Refusal::ProducerSeqStale { .. }
+            | Refusal::ProducerSeqGap { .. } => self.counts.producer_refusals += 1,
+            Refusal::DeadlineExceeded { .. } => self.counts.deadline_refusals += 1,
             _ => {}
         }
     }
@@ -266,8 +347,27 @@ pub(super) fn plan<H>(
                 reply,
                 Ok(plan_relocate(&mut out, &mut streams, lookup, frames)),
             ),
+            Op::Batch {
+                ops,
+                not_after_ms,
+                reply,
+            } => Answer::Batch(
+                reply,
+                super::batch::plan_batch(&mut out, &mut streams, lookup, ops, not_after_ms),
+            ),
             op => {
                 let p = pending(&mut streams, lookup, &req.stream);
+                let needs_carried = matches!(
+                    op,
+                    Op::Cursor { .. }
+                        | Op::Append {
+                            producer: Some(_),
+                            ..
+                        }
+                );
+                if needs_carried {
+                    p.load_carried(lookup, &req.stream);
+                }
                 plan_one(&mut out, p, &req.stream, op)
             }
         };
@@ -283,7 +383,7 @@ pub(super) fn plan<H>(
     }
 }
 
-fn pending<'s, H>(
+pub(super) fn pending<'s, H>(
     streams: &'s mut HashMap<Box<str>, Pending<H>>,
     lookup: &mut impl Lookup<H>,
     name: &str,
@@ -295,54 +395,71 @@ fn pending<'s, H>(
     streams.get_mut(name).expect("inserted above")
 }
 
+/// The arguments of one append.
+pub(super) struct AppendArgs<'a> {
+    pub token: u64,
+    pub records: &'a [Bytes],
+    /// Empty (a plain batch) or one list per record.
+    pub headers: &'a [Vec<Header>],
+    pub match_seq_num: Option<u64>,
+    pub producer: Option<&'a ProducerSeq>,
+    pub not_after_ms: Option<u64>,
+}
+
 /// One request for one stream.
 fn plan_one<H>(out: &mut Out<'_>, p: &mut Pending<H>, stream: &str, op: Op) -> Answer {
-    let state_answer = |out: &mut Out<'_>, p: &Pending<H>, r: Result<(), Refusal>| {
-        r.map(|()| p.state(stream, &out.ctx.defaults)).map_err(|r| {
-            out.count_refusal(&r);
-            refusal_error(r, &p.state(stream, &out.ctx.defaults))
-        })
-    };
     match op {
         Op::Append {
             token,
             records,
             headers,
             match_seq_num,
+            producer,
+            not_after_ms,
             reply,
         } => {
-            let batch = Batch {
-                bodies: &records,
+            let args = AppendArgs {
+                token,
+                records: &records,
                 headers: &headers,
+                match_seq_num,
+                producer: producer.as_ref(),
+                not_after_ms,
             };
-            Answer::Append(
-                reply,
-                plan_append(out, p, stream, token, match_seq_num, batch),
-            )
+            Answer::Append(reply, plan_append(out, p, stream, args))
         }
-        Op::Fence { token, reply } => {
-            let r = fence::check_fence(p.fence, token)
-                .map(|e| state_frame(out, p, stream, e, token, FenceBy::Fence));
-            Answer::State(reply, state_answer(out, p, r))
+        Op::Fence {
+            token,
+            not_after_ms,
+            reply,
+        } => {
+            let r = fence::check_fence(p.fence, token);
+            let by = (token, FenceBy::Fence, not_after_ms);
+            Answer::State(reply, plan_state(out, p, stream, r, by))
         }
         Op::Trim {
             token,
             trim_seq,
+            not_after_ms,
             reply,
         } => {
-            let r = fence::check_trim(p.fence, token, trim_seq)
-                .map(|e| state_frame(out, p, stream, e, token, FenceBy::Trim));
-            Answer::State(reply, state_answer(out, p, r))
+            let r = fence::check_trim(p.fence, token, trim_seq);
+            let by = (token, FenceBy::Trim, not_after_ms);
+            Answer::State(reply, plan_state(out, p, stream, r, by))
         }
-        Op::Seal { token, reply } => {
-            let r = fence::check_seal(p.fence, token)
-                .map(|e| state_frame(out, p, stream, e, token, FenceBy::Seal));
-            Answer::State(reply, state_answer(out, p, r))
+        Op::Seal {
+            token,
+            not_after_ms,
+            reply,
+        } => {
+            let r = fence::check_seal(p.fence, token);
+            let by = (token, FenceBy::Seal, not_after_ms);
+            Answer::State(reply, plan_state(out, p, stream, r, by))
         }
         Op::Delete { token, reply } => {
-            let r = fence::check_delete(p.fence, token)
-                .map(|e| state_frame(out, p, stream, e, token, FenceBy::Delete));
-            Answer::State(reply, state_answer(out, p, r))
+            let r = fence::check_delete(p.fence, token);
+            let by = (token, FenceBy::Delete, None);
+            Answer::State(reply, plan_state(out, p, stream, r, by))
         }
         Op::Config {
             token,
@@ -351,67 +468,88 @@ fn plan_one<H>(out: &mut Out<'_>, p: &mut Pending<H>, stream: &str, op: Op) -> A
         } => {
             let r =
                 fence::check_config(p.fence, token).map(|t| plan_config(out, p, stream, t, config));
-            Answer::State(reply, state_answer(out, p, r))
+            let r = r.map(|()| p.state(stream, &out.ctx.defaults));
+            Answer::State(reply, r.map_err(|r| refused(out, p, stream, r)))
         }
+        Op::Cursor {
+            name,
+            token,
+            seq,
+            reply,
+        } => Answer::Cursor(reply, plan_cursor(out, p, stream, &name, token, seq)),
         Op::Retain { first_seq, reply } => {
             let e = fence::check_retention(p.fence, first_seq);
             let token = p.fence.highest_token;
             state_frame(out, p, stream, e, token, FenceBy::Trim);
             Answer::Unit(reply, Ok(()))
         }
-        Op::Relocate { .. } => unreachable!("planned by plan_relocate"),
+        Op::Relocate { .. } | Op::Batch { .. } => unreachable!("planned by plan()"),
     }
 }
 
-/// An append's records: bodies, and either no headers at all or one list
-/// per record.
-#[derive(Clone, Copy)]
-struct Batch<'a> {
-    bodies: &'a [Bytes],
-    headers: &'a [Vec<Header>],
+/// Counts refusal `r` and makes it the error answered.
+fn refused<H>(out: &mut Out<'_>, p: &Pending<H>, stream: &str, r: Refusal) -> WriteError {
+    out.count_refusal(&r);
+    refusal_error(r, &p.state(stream, &out.ctx.defaults))
 }
 
-impl Batch<'_> {
-    /// Encodes the batch's records frame into `buf` and returns its offset:
-    /// a plain frame (exactly version 1's bytes) without headers, else one
-    /// with flag HEADERS.
-    fn encode(&self, buf: &mut Vec<u8>, spec: &FrameSpec<'_>) -> usize {
-        if self.headers.is_empty() || mutated!(HeadersDropped) {
-            return encode_frame(buf, spec, self.bodies);
-        }
-        debug_assert_eq!(self.headers.len(), self.bodies.len());
-        let pairs: Vec<Vec<(&[u8], &[u8])>> = self
-            .headers
-            .iter()
-            .map(|h| h.iter().map(|h| (&h.name[..], &h.value[..])).collect())
-            .collect();
-        let records: Vec<RecordSpec<'_>> = self
-            .bodies
-            .iter()
-            .zip(&pairs)
-            .map(|(body, headers)| RecordSpec { headers, body })
-            .collect();
-        let payload = PayloadSpec::Records {
-            producer: None,
-            records: &records,
-        };
-        encode_frame_with(buf, spec, &payload)
+/// Rule 7 for a write whose frame would be planned now.
+fn check_deadline<H>(
+    out: &Out<'_>,
+    p: &Pending<H>,
+    not_after_ms: Option<u64>,
+) -> Result<(), Refusal> {
+    if mutated!(DeadlineIgnored) {
+        return Ok(());
     }
+    fence::check_deadline(not_after_ms, p.timestamp(out.ctx.now_ms))
 }
 
-fn plan_append<H>(
+/// A fence, trim, seal or delete the rule answered `checked`: the deadline
+/// (rule 7, also for a write that changes nothing: its answer is given at
+/// the writer's time), then its frame. `(token, by, not_after_ms)`.
+pub(super) fn plan_state<H>(
     out: &mut Out<'_>,
     p: &mut Pending<H>,
     stream: &str,
-    token: u64,
-    match_seq_num: Option<u64>,
-    batch: Batch<'_>,
-) -> Result<Ack, WriteError> {
-    if let Err(r) = fence::check_append(p.fence, token, match_seq_num, None, None) {
-        out.count_refusal(&r);
-        return Err(refusal_error(r, &p.state(stream, &out.ctx.defaults)));
+    checked: Result<Effect, Refusal>,
+    (token, by, not_after_ms): (u64, FenceBy, Option<u64>),
+) -> Result<StreamState, WriteError> {
+    let r = checked.and_then(|e| check_deadline(out, p, not_after_ms).map(|()| e));
+    match r {
+        Ok(e) => {
+            state_frame(out, p, stream, e, token, by);
+            Ok(p.state(stream, &out.ctx.defaults))
+        }
+        Err(r) => Err(refused(out, p, stream, r)),
     }
-    let len = records_frame_len(stream, batch.bodies, batch.headers) as u64;
+}
+
+pub(super) fn plan_append<H>(
+    out: &mut Out<'_>,
+    p: &mut Pending<H>,
+    stream: &str,
+    a: AppendArgs<'_>,
+) -> Result<Ack, WriteError> {
+    let timestamp_ms = p.timestamp(out.ctx.now_ms);
+    let check = a
+        .producer
+        .map(|pr| p.carried().producer_check(&pr.id, pr.seq));
+    let deadline = a
+        .not_after_ms
+        .filter(|_| !mutated!(DeadlineIgnored))
+        .map(|d| (d, timestamp_ms));
+    match fence::check_append(p.fence, a.token, a.match_seq_num, check, deadline) {
+        Err(r) => return Err(refused(out, p, stream, r)),
+        Ok(fence::Verdict::Duplicate) if !mutated!(DuplicateWritten) => {
+            out.counts.duplicates += 1;
+            let pr = a.producer.expect("only producers have duplicates");
+            return Ok(duplicate_ack(p.carried(), &pr.id));
+        }
+        Ok(_) => {}
+    }
+    let len = (records_frame_len(stream, a.records, a.headers) + a.producer.map_or(0, trailer_len))
+        as u64;
     if let Some(b) = out.ctx.budget.as_mut() {
         if len > b.room {
             out.counts.over_budget += 1;
@@ -422,24 +560,32 @@ fn plan_append<H>(
         }
         b.room -= len;
     }
-    let timestamp_ms = out.ctx.now_ms.max(p.last_timestamp_ms);
     let first_seq = p.fence.next_seq;
-    let count = batch.bodies.len() as u32;
-    let spec = out.spec(
-        FrameKind::Records,
-        0,
-        stream,
-        first_seq,
-        token,
-        timestamp_ms,
-    );
-    let offset_in_buf = batch.encode(out.buf, &spec);
+    let count = a.records.len() as u32;
+    let offset_in_buf = encode_records(out, stream, &a, first_seq, timestamp_ms);
     // What the index and the live-byte counters account is the frame as
     // written (a deliberate bug may have written less than planned).
     let len = (out.buf.len() - offset_in_buf) as u64;
+    if let Some(pr) = a.producer {
+        let w = ProducerWrite {
+            id: &pr.id,
+            seq: pr.seq,
+            first_seq,
+            count,
+            token: a.token,
+            timestamp_ms,
+            group: out.ctx.group_id,
+        };
+        let max = out.ctx.producers_max;
+        match p.carried_mut().apply_producer(w, max) {
+            Ok(evicted) => out.counts.evictions += evicted,
+            // Only under the DuplicateWritten mutation.
+            Err(r) => debug_assert!(mutated!(DuplicateWritten), "checked above: {r:?}"),
+        }
+    }
     p.apply(
         Change::Append { count },
-        token,
+        a.token,
         timestamp_ms,
         FenceBy::Append,
     );
@@ -459,9 +605,98 @@ fn plan_append<H>(
         first_seq,
         last_seq: first_seq + count as u64 - 1,
         next_seq: first_seq + count as u64,
-        fencing_token: token,
+        fencing_token: a.token,
         timestamp_ms,
+        duplicate: false,
     })
+}
+
+/// The original ack of producer `id`'s last applied append.
+fn duplicate_ack(carried: &Carried, id: &str) -> Ack {
+    let e = carried
+        .producer(id)
+        .expect("a duplicate's producer is known");
+    Ack {
+        first_seq: e.first_seq,
+        last_seq: e.last_seq,
+        next_seq: e.last_seq + 1,
+        fencing_token: e.token,
+        timestamp_ms: e.timestamp_ms,
+        duplicate: true,
+    }
+}
+
+/// Encodes an accepted append's records frame: a plain one (exactly
+/// version 1's bytes) without a producer or headers, else with the
+/// producer trailer and/or flag HEADERS.
+fn encode_records(
+    out: &mut Out<'_>,
+    stream: &str,
+    a: &AppendArgs<'_>,
+    first_seq: u64,
+    timestamp_ms: u64,
+) -> usize {
+    let spec = out.spec(
+        FrameKind::Records,
+        0,
+        stream,
+        first_seq,
+        a.token,
+        timestamp_ms,
+    );
+    let headers = if mutated!(HeadersDropped) {
+        &[]
+    } else {
+        a.headers
+    };
+    if a.producer.is_none() && headers.is_empty() {
+        return encode_frame(out.buf, &spec, a.records);
+    }
+    debug_assert!(headers.is_empty() || headers.len() == a.records.len());
+    let pairs: Vec<Vec<(&[u8], &[u8])>> = headers
+        .iter()
+        .map(|h| h.iter().map(|h| (&h.name[..], &h.value[..])).collect())
+        .collect();
+    let records: Vec<RecordSpec<'_>> = a
+        .records
+        .iter()
+        .enumerate()
+        .map(|(i, body)| RecordSpec {
+            headers: pairs.get(i).map_or(&[][..], |h| &h[..]),
+            body,
+        })
+        .collect();
+    let payload = PayloadSpec::Records {
+        producer: a.producer.map(|pr| ProducerTrailer {
+            id: &pr.id,
+            seq: pr.seq,
+        }),
+        records: &records,
+    };
+    encode_frame_with(out.buf, &spec, &payload)
+}
+
+/// A cursor commit: the cursor rule against the pending cursor, then a
+/// Cursor frame (first_seq = the cursor's seq).
+fn plan_cursor<H>(
+    out: &mut Out<'_>,
+    p: &mut Pending<H>,
+    stream: &str,
+    name: &str,
+    token: u64,
+    seq: u64,
+) -> Result<CursorEntry, WriteError> {
+    let ts = p.timestamp(out.ctx.now_ms);
+    let fence = p.fence;
+    let entry = match p.carried_mut().apply_cursor(fence, name, token, seq, ts) {
+        Ok(e) => e,
+        Err(r) => return Err(refused(out, p, stream, r)),
+    };
+    let spec = out.spec(FrameKind::Cursor, 0, stream, seq, token, ts);
+    let at = encode_frame_with(out.buf, &spec, &PayloadSpec::Cursor(name));
+    out.push(stream, at, IndexChange::None);
+    out.counts.cursors += 1;
+    Ok(entry)
 }
 
 /// Writes the frame of an accepted fence, trim, seal or delete (none when
@@ -477,7 +712,7 @@ fn state_frame<H>(
     let Effect::Frame(change) = effect else {
         return;
     };
-    let ts = out.ctx.now_ms.max(p.last_timestamp_ms);
+    let ts = p.timestamp(out.ctx.now_ms);
     let (kind, first_seq, flags, index) = match change {
         Change::Fence => (FrameKind::Fence, p.fence.next_seq, 0, IndexChange::None),
         Change::Trim {
@@ -500,9 +735,12 @@ fn state_frame<H>(
     let at = encode_frame::<&[u8]>(out.buf, &spec, &[]);
     p.apply(change, token, ts, by);
     if change == Change::Delete {
-        // A tombstone keeps only the token: no retention override either.
+        // A tombstone keeps only the token: no retention override, no
+        // producers, no cursors (publish clears the published ones).
         p.config = StreamConfig::default();
         p.config_changed = true;
+        p.carried = Some(Carried::default());
+        p.carried_changed = true;
     }
     out.push(stream, at, index);
     let c = &mut out.counts;
@@ -525,7 +763,7 @@ fn plan_config<H>(
     token: u64,
     config: StreamConfig,
 ) {
-    let ts = out.ctx.now_ms.max(p.last_timestamp_ms);
+    let ts = p.timestamp(out.ctx.now_ms);
     let spec = out.spec(FrameKind::Config, 0, stream, p.fence.next_seq, token, ts);
     let at = encode_frame_with(out.buf, &spec, &PayloadSpec::Config(config));
     p.apply(Change::Config, token, ts, FenceBy::Config);

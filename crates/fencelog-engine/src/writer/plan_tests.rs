@@ -17,6 +17,8 @@ fn append(stream: &str, token: u64, n: usize, m: Option<u64>) -> (Request, Appen
         records,
         headers: Vec::new(),
         match_seq_num: m,
+        producer: None,
+        not_after_ms: None,
         reply,
     };
     (
@@ -43,19 +45,28 @@ fn state_op(
 }
 
 fn fence(stream: &str, token: u64) -> (Request, StateRx) {
-    state_op(stream, |reply| Op::Fence { token, reply })
+    state_op(stream, |reply| Op::Fence {
+        token,
+        not_after_ms: None,
+        reply,
+    })
 }
 
 fn trim(stream: &str, token: u64, trim_seq: u64) -> (Request, StateRx) {
     state_op(stream, |reply| Op::Trim {
         token,
         trim_seq,
+        not_after_ms: None,
         reply,
     })
 }
 
 fn seal(stream: &str, token: u64) -> (Request, StateRx) {
-    state_op(stream, |reply| Op::Seal { token, reply })
+    state_op(stream, |reply| Op::Seal {
+        token,
+        not_after_ms: None,
+        reply,
+    })
 }
 
 fn delete(stream: &str, token: u64) -> (Request, StateRx) {
@@ -81,6 +92,9 @@ impl Lookup<()> for Disk {
     fn points_at(&mut self, name: &str, first_seq: u64, at: (u64, u64)) -> bool {
         self.points.contains(&(name, first_seq, at))
     }
+    fn carried(&mut self, _: &str) -> crate::carried::Carried {
+        Default::default()
+    }
 }
 
 fn live(highest_token: u64, next_seq: u64) -> FenceState {
@@ -105,6 +119,7 @@ fn ctx() -> Context {
         now_ms: NOW_MS,
         defaults: Defaults::default(),
         budget: None,
+        producers_max: 2,
     }
 }
 
@@ -529,4 +544,80 @@ fn relocations_dead_on_arrival_are_not_written() {
         }
     );
     assert_eq!(plan.counts.dead_on_arrival, 2);
+}
+
+type BatchRx = Receiver<Result<Vec<crate::writer::BatchAck>, WriteError>>;
+
+fn batch(ops: Vec<crate::writer::BatchOp>) -> (Request, BatchRx) {
+    let (reply, rx) = oneshot::channel();
+    let op = Op::Batch {
+        ops,
+        not_after_ms: None,
+        reply,
+    };
+    (
+        Request {
+            stream: "ignored".into(),
+            op,
+        },
+        rx,
+    )
+}
+
+fn batch_append(stream: &str, token: u64) -> crate::writer::BatchOp {
+    crate::writer::BatchOp {
+        stream: stream.into(),
+        fencing_token: token,
+        action: crate::writer::BatchAction::Append {
+            records: vec![Bytes::from(format!("{stream}-b"))],
+            match_seq_num: None,
+        },
+    }
+}
+
+/// A refused batch is planned away whole: the frames before it and after
+/// it in the group are exactly those of the group without it, its streams'
+/// pending state is as before it, and only its refusal is counted.
+#[test]
+fn a_refused_batch_leaves_the_group_as_if_it_never_came() {
+    let mut d = disk(&[("a", live(1, 0), 0), ("z", live(9, 0), 0)]);
+    let (first, _first_rx) = append("a", 1, 1, None);
+    let (b, mut b_rx) = batch(vec![batch_append("a", 1), batch_append("z", 1)]);
+    let (last, mut last_rx) = append("a", 1, 1, None);
+    let (plan, frames) = run(&mut d, vec![first, b, last]);
+    match b_rx.try_recv().unwrap() {
+        Err(WriteError::BatchRefused(o)) => {
+            assert!(o[0].is_ok());
+            assert_eq!(o[1], Err(stale(1, 9, 0)));
+        }
+        other => panic!("{other:?}"),
+    }
+    // The append after the batch takes seq 1: the batch's op on a is gone.
+    assert_eq!(last_rx.try_recv().unwrap().unwrap().first_seq, 1);
+    let names: Vec<&str> = frames.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, vec!["a", "a"]);
+    assert_eq!(last_flags(&frames), vec![false, true]);
+    assert_eq!((plan.counts.appends, plan.counts.stale), (2, 1));
+    assert_eq!(plan.counts.batches_refused, 1);
+    assert_eq!(plan.streams["a"].fence.next_seq, 2);
+    assert_eq!(plan.streams["z"].fence, live(9, 0));
+}
+
+/// An accepted batch's frames are consecutive in the one group, and only
+/// the group's last frame is flagged last.
+#[test]
+fn an_accepted_batch_is_planned_into_the_one_group() {
+    let mut d = disk(&[]);
+    let (b, mut b_rx) = batch(vec![
+        batch_append("a", 2),
+        batch_append("b", 2),
+        batch_append("a", 2),
+    ]);
+    let (plan, frames) = run(&mut d, vec![b]);
+    assert_eq!(b_rx.try_recv().unwrap().unwrap().len(), 3);
+    let names: Vec<&str> = frames.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, vec!["a", "b", "a"]);
+    assert_eq!(last_flags(&frames), vec![false, false, true]);
+    assert_eq!(plan.counts.batches, 1);
+    assert_eq!(plan.streams["a"].fence.next_seq, 2);
 }

@@ -1,6 +1,7 @@
 //! What the engine handle (and the reclaimer) send the writer, and how the
 //! writer answers.
 
+use crate::codec::checkpoint::CursorEntry;
 use crate::codec::{frame_len, StreamConfig, FRAME_HEADER_BYTES};
 use crate::error::WriteError;
 use crate::fence::Refusal;
@@ -22,6 +23,68 @@ pub struct Ack {
     pub fencing_token: u64,
     /// The timestamp every record of the batch carries (Unix ms).
     pub timestamp_ms: u64,
+    /// An idempotent producer's retry of its last applied append: this is
+    /// that append's original ack, and nothing was written (issue 11).
+    pub duplicate: bool,
+}
+
+/// An idempotent producer's identity on an append (issue 11): its id and
+/// its own sequence number for this append.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProducerSeq {
+    /// 1..=64 bytes of `[A-Za-z0-9._:-]`.
+    pub id: String,
+    /// Continues the producer's last applied seq on the stream by one; a
+    /// producer the stream does not know may start anywhere.
+    pub seq: u64,
+}
+
+/// What an append may carry besides its token and records.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AppendOptions {
+    /// Append only if the stream's `next_seq` equals it.
+    pub match_seq_num: Option<u64>,
+    /// An idempotent producer's id and seq: a retry of its last applied
+    /// append is answered with the original ack and writes nothing.
+    pub producer: Option<ProducerSeq>,
+    /// Accept only if the writer's timestamp for the batch is at most this
+    /// (Unix ms, the writer's clock).
+    pub not_after_ms: Option<u64>,
+}
+
+/// One operation of a multi-stream batch ([`crate::Engine::batch`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchOp {
+    /// The stream it changes.
+    pub stream: String,
+    /// The token it carries, checked as a single operation's would be.
+    pub fencing_token: u64,
+    /// What it does.
+    pub action: BatchAction,
+}
+
+/// What one batch operation does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BatchAction {
+    /// Append these records (`match_seq_num` as for a single append).
+    Append {
+        /// At least one record, within the single append's limits.
+        records: Vec<Bytes>,
+        /// Append only if the stream's `next_seq` (after the batch's
+        /// earlier operations) equals it.
+        match_seq_num: Option<u64>,
+    },
+    /// Fence the stream (creating it if need be).
+    Fence,
+}
+
+/// One batch operation's acknowledgement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BatchAck {
+    /// An append's ack.
+    Append(Ack),
+    /// A fence's: the stream's state after it.
+    Fence(StreamState),
 }
 
 /// A message on the writer's queue.
@@ -51,19 +114,24 @@ pub(crate) enum Op {
         /// not empty.
         headers: Vec<Vec<Header>>,
         match_seq_num: Option<u64>,
+        producer: Option<ProducerSeq>,
+        not_after_ms: Option<u64>,
         reply: Reply<Ack>,
     },
     Fence {
         token: u64,
+        not_after_ms: Option<u64>,
         reply: Reply<StreamState>,
     },
     Trim {
         token: u64,
         trim_seq: u64,
+        not_after_ms: Option<u64>,
         reply: Reply<StreamState>,
     },
     Seal {
         token: u64,
+        not_after_ms: Option<u64>,
         reply: Reply<StreamState>,
     },
     Delete {
@@ -75,6 +143,19 @@ pub(crate) enum Op {
         token: Option<u64>,
         config: StreamConfig,
         reply: Reply<StreamState>,
+    },
+    /// A fenced cursor commit (issue 11).
+    Cursor {
+        name: Box<str>,
+        token: u64,
+        seq: u64,
+        reply: Reply<CursorEntry>,
+    },
+    /// A multi-stream batch: all of it in this group, or none of it.
+    Batch {
+        ops: Vec<BatchOp>,
+        not_after_ms: Option<u64>,
+        reply: Reply<Vec<BatchAck>>,
     },
     /// Retention's trim to `first_seq`, made by the reclaimer.
     Retain { first_seq: u64, reply: Reply<()> },
@@ -113,8 +194,16 @@ impl Request {
     pub(super) fn encoded_len(&self) -> usize {
         match &self.op {
             Op::Append {
-                records, headers, ..
-            } => records_frame_len(&self.stream, records, headers),
+                records,
+                headers,
+                producer,
+                ..
+            } => {
+                records_frame_len(&self.stream, records, headers)
+                    + producer.as_ref().map_or(0, trailer_len)
+            }
+            Op::Batch { ops, .. } => ops.iter().map(BatchOp::encoded_len).sum(),
+            Op::Cursor { name, .. } => FRAME_HEADER_BYTES + self.stream.len() + 1 + name.len(),
             Op::Relocate { frames, .. } => frames.iter().map(|f| f.bytes.len()).sum(),
             Op::Config { .. } => FRAME_HEADER_BYTES + self.stream.len() + 24,
             _ => FRAME_HEADER_BYTES + self.stream.len(),
@@ -132,7 +221,23 @@ impl Request {
             | Op::Delete { reply, .. }
             | Op::Config { reply, .. } => drop(reply.send(Err(err))),
             Op::Retain { reply, .. } => drop(reply.send(Err(err))),
+            Op::Cursor { reply, .. } => drop(reply.send(Err(err))),
+            Op::Batch { reply, .. } => drop(reply.send(Err(err))),
             Op::Relocate { reply, .. } => drop(reply.send(Err(err))),
+        }
+    }
+}
+
+/// Bytes a producer trailer adds to a records frame.
+pub(super) fn trailer_len(p: &ProducerSeq) -> usize {
+    1 + p.id.len() + 8
+}
+
+impl BatchOp {
+    fn encoded_len(&self) -> usize {
+        match &self.action {
+            BatchAction::Append { records, .. } => frame_len(&self.stream, records),
+            BatchAction::Fence => FRAME_HEADER_BYTES + self.stream.len(),
         }
     }
 }
@@ -161,6 +266,8 @@ pub(super) enum Answer {
     State(Reply<StreamState>, Result<StreamState, WriteError>),
     Unit(Reply<()>, Result<(), WriteError>),
     Relocated(Reply<Relocated>, Result<Relocated, WriteError>),
+    Cursor(Reply<CursorEntry>, Result<CursorEntry, WriteError>),
+    Batch(Reply<Vec<BatchAck>>, Result<Vec<BatchAck>, WriteError>),
 }
 
 impl Answer {
@@ -172,6 +279,8 @@ impl Answer {
             Answer::State(tx, r) => drop(tx.send(r)),
             Answer::Unit(tx, r) => drop(tx.send(r)),
             Answer::Relocated(tx, r) => drop(tx.send(r)),
+            Answer::Cursor(tx, r) => drop(tx.send(r)),
+            Answer::Batch(tx, r) => drop(tx.send(r)),
         }
     }
 
@@ -182,6 +291,8 @@ impl Answer {
             Answer::State(tx, _) => drop(tx.send(Err(err))),
             Answer::Unit(tx, _) => drop(tx.send(Err(err))),
             Answer::Relocated(tx, _) => drop(tx.send(Err(err))),
+            Answer::Cursor(tx, _) => drop(tx.send(Err(err))),
+            Answer::Batch(tx, _) => drop(tx.send(Err(err))),
         }
     }
 }
@@ -205,12 +316,12 @@ pub(super) fn refusal_error(r: Refusal, state: &StreamState) -> WriteError {
         }
         Refusal::Sealed => WriteError::StreamSealed(Box::new(state.clone())),
         Refusal::NotFound => WriteError::NotFound,
-        r @ (Refusal::ProducerFenced { .. }
-        | Refusal::ProducerSeqStale { .. }
-        | Refusal::ProducerSeqGap { .. }
-        | Refusal::DeadlineExceeded { .. }
-        | Refusal::CursorOutOfRange { .. }) => {
-            unreachable!("the writer plans no write that can be refused with {r:?} (issue 11)")
+        Refusal::ProducerFenced { floor } => WriteError::ProducerFenced { floor },
+        Refusal::ProducerSeqStale { last } => WriteError::ProducerSeqStale { last },
+        Refusal::ProducerSeqGap { expected } => WriteError::ProducerSeqGap { expected },
+        Refusal::DeadlineExceeded { writer_ms } => WriteError::DeadlineExceeded { writer_ms },
+        Refusal::CursorOutOfRange { seq, next_seq } => {
+            WriteError::CursorOutOfRange { seq, next_seq }
         }
     }
 }

@@ -69,6 +69,9 @@ pub(super) fn publish(
         if p.config_changed {
             inner.cold_mut().config = p.config;
         }
+        if p.carried_changed {
+            inner.cold_mut().carried = p.carried.take().unwrap_or_default();
+        }
         if p.fence.deleted {
             if let Some(c) = inner.cold.as_mut() {
                 c.carried = Default::default();
@@ -128,6 +131,9 @@ pub(super) fn count_committed(m: &Metrics, counts: &Counts, bytes: usize) {
     m.bytes_written.inc_by(bytes as u64);
     m.compaction_frames_copied.inc_by(counts.relocated);
     m.compaction_bytes_copied.inc_by(counts.relocated_bytes);
+    m.producer_evictions.inc_by(counts.evictions);
+    m.cursor_commits.inc_by(counts.cursors);
+    m.batches_accepted.inc_by(counts.batches);
     count_refusals(m, counts);
     m.groups_committed.inc();
     m.group_records.observe(counts.records as f64);
@@ -140,6 +146,10 @@ pub(super) fn count_refusals(m: &Metrics, counts: &Counts) {
     m.sealed_rejections.inc_by(counts.sealed);
     m.budget_rejections.inc_by(counts.over_budget);
     m.compaction_dead_on_arrival.inc_by(counts.dead_on_arrival);
+    m.producer_duplicates.inc_by(counts.duplicates);
+    m.producer_rejections.inc_by(counts.producer_refusals);
+    m.deadline_rejections.inc_by(counts.deadline_refusals);
+    m.batches_refused.inc_by(counts.batches_refused);
 }
 
 /// Sends every planned answer, in arrival order. A stream state answer
@@ -148,13 +158,25 @@ pub(super) fn answer(shared: &Shared, answers: &mut Vec<Answer>) {
     for a in answers.drain(..) {
         match a {
             Answer::State(tx, Ok(mut state)) => {
-                if let Some(s) = shared.stream(&state.stream) {
-                    state.bytes = locks::lock(&s.inner).index.bytes();
-                }
+                fill_bytes(shared, &mut state);
                 let _ = tx.send(Ok(state));
+            }
+            Answer::Batch(tx, Ok(mut acks)) => {
+                for a in &mut acks {
+                    if let super::BatchAck::Fence(state) = a {
+                        fill_bytes(shared, state);
+                    }
+                }
+                let _ = tx.send(Ok(acks));
             }
             a => a.send(),
         }
+    }
+}
+
+fn fill_bytes(shared: &Shared, state: &mut crate::stream::StreamState) {
+    if let Some(s) = shared.stream(&state.stream) {
+        state.bytes = locks::lock(&s.inner).index.bytes();
     }
 }
 

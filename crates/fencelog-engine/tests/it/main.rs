@@ -8,9 +8,14 @@ mod support;
 
 mod api;
 mod basic;
+mod batches;
 mod config_caps;
 mod corruption_at_rest;
 mod crash_points;
+mod cursors;
+mod deadlines;
+mod exactly_once;
+mod exactly_once_check;
 mod faults_io;
 mod faults_restart_after_eio;
 mod fuzz_corpus;
@@ -21,6 +26,9 @@ mod long_run;
 #[cfg(feature = "mutations")]
 mod mutations;
 mod poison;
+#[cfg(feature = "mutations")]
+mod producer_mutations;
+mod producers;
 mod protocol_sim;
 mod recovery;
 mod restart;

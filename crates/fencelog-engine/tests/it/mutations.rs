@@ -8,25 +8,8 @@ use crate::support::compaction::compaction_checks;
 use crate::support::corruption::{corruption, CorruptionSuite};
 use crate::support::crash::{crash_points, CrashSuite};
 use crate::support::faults::{fault_points, FaultSuite};
-use fencelog_engine::{set_mutation, Mutation};
-
-/// Switches the mutation on for the duration of `f`, and off again even if
-/// `f` panics.
-/// Switches the thread's mutation off again when dropped, even if the
-/// suite panicked.
-struct Off;
-
-impl Drop for Off {
-    fn drop(&mut self) {
-        set_mutation(Mutation::None);
-    }
-}
-
-fn with_mutation<T>(m: Mutation, f: impl FnOnce() -> T) -> T {
-    let _off = Off;
-    set_mutation(m);
-    f()
-}
+use crate::support::mutation::with_mutation;
+use fencelog_engine::Mutation;
 
 fn crash_suite() -> CrashSuite {
     CrashSuite {
@@ -200,16 +183,16 @@ fn compacting_without_verifying_the_crc_is_caught() {
 /// Tests of the test: with a deliberate durability bug switched on, some
 /// seed among the first few dozen must produce a violation.
 fn assert_sim_catches(m: Mutation) {
-    let _off = Off;
-    set_mutation(m);
-    let rt = runtime();
-    for seed in 0..60 {
-        if let Err(e) = run_seed(&rt, seed, 500) {
-            println!("{m:?} caught: {}", e.lines().next().unwrap_or(""));
-            return;
+    with_mutation(m, || {
+        let rt = runtime();
+        for seed in 0..60 {
+            if let Err(e) = run_seed(&rt, seed, 500) {
+                println!("{m:?} caught: {}", e.lines().next().unwrap_or(""));
+                return;
+            }
         }
-    }
-    panic!("mutation {m:?} survived 60 seeds of the protocol simulation");
+        panic!("mutation {m:?} survived 60 seeds of the protocol simulation");
+    })
 }
 
 #[test]
@@ -235,6 +218,18 @@ fn sim_catches_ignoring_an_fsync_error() {
 #[test]
 fn sim_catches_a_checkpoint_that_omits_streams() {
     assert_sim_catches(Mutation::CheckpointOmitsStreams);
+}
+
+/// Issue 11 in the simulation: a retry of an applied idempotent append
+/// written again, and a deadline not checked, are violations it finds.
+#[test]
+fn sim_catches_a_duplicate_written_again() {
+    assert_sim_catches(Mutation::DuplicateWritten);
+}
+
+#[test]
+fn sim_catches_a_deadline_not_checked() {
+    assert_sim_catches(Mutation::DeadlineIgnored);
 }
 
 /// A writer that loses the flag HEADERS (and the headers with it) while

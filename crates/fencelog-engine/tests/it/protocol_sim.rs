@@ -10,6 +10,22 @@
 //! checked online (token floors, no acks after a failure, state after each
 //! reopen) and against the final recovered log.
 //!
+//! Issue 11: half the appends are idempotent (a producer id per lease,
+//! `producer_seq` from 0). A worker whose append's outcome is unknown
+//! retries it — same seq, records and token — across power losses and
+//! kills, until it is acknowledged (also as a duplicate) or refused for
+//! good; giving up after an unknown outcome, it asks "did my write land?"
+//! (the producer lookup). A quarter of the appends carry `not_after_ms`,
+//! some already past. The checker adds: every idempotent append applied
+//! at most once (the final log holds each once; a second answer is the
+//! first ack, marked duplicate), none acknowledged missing, every
+//! duplicate names seqs that hold its records, no ack and no record with
+//! a timestamp above its deadline and every `deadline_exceeded` past it,
+//! `producer_seq_stale` cites a seq that may have applied, no
+//! `producer_seq_gap` ever, and after the last recovery each producer's
+//! retry of its last acknowledged append is a duplicate (or refused),
+//! never a second copy.
+//!
 //! What is deterministic: the whole schedule is a function of the seed —
 //! lease grants, worker moves, which requests are delivered together and in
 //! what order, duplicates, the storage-call number a fault or power cut is
@@ -24,11 +40,14 @@
 
 use crate::support::verify::StreamDump;
 use crate::support::{
-    append_with, env_or, headers_for, verify, Attempt, Kind, Mode, Model, Outcome,
+    append_opts, env_or, headers_for, verify, Attempt, Kind, Mode, Model, Outcome,
 };
 use bytes::Bytes;
 use fencelog_engine::sim::{Fault, FaultKind, Resolution, Rng, SimStorage};
-use fencelog_engine::{Config, Engine, ReadBatch, ReadError, WriteError};
+use fencelog_engine::{
+    Ack, AppendOptions, Config, Engine, ProducerSeq, ReadBatch, ReadError, WriteError,
+};
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -98,6 +117,30 @@ struct Worker {
     /// Fence right after acquiring, before the first append.
     fences: bool,
     known_next: [u64; 2],
+    /// The idempotent producer of the current lease: a new id per lease
+    /// (and after an abandoned append), so one producer_seq is only ever
+    /// sent with one content.
+    producer_gen: u64,
+    next_pseq: u64,
+    /// An idempotent append whose outcome is not known yet: retried, same
+    /// producer_seq, same records, same token, until it is.
+    pending: Option<Req>,
+}
+
+/// An idempotent append's identity; the records are its attempt's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Pr {
+    id: String,
+    seq: u64,
+    attempt: usize,
+}
+
+/// Unix ms by the test's clock (the writer's clock is the same machine's).
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
 }
 
 #[derive(Debug, Clone)]
@@ -106,6 +149,10 @@ enum ReqKind {
         records: usize,
         size: usize,
         match_seq: Option<u64>,
+        /// `not_after_ms`.
+        deadline: Option<u64>,
+        /// An idempotent append (retried after unknown outcomes).
+        producer: Option<Pr>,
     },
     Fence,
     /// Trim to this seq (the owner's view of its consumers' progress).
@@ -148,6 +195,20 @@ enum Res {
     Sealed,
     /// Refused without being attempted: definitely not applied.
     Refused(String),
+    /// 409 `deadline_exceeded`: not applied; the writer's time.
+    Deadline {
+        writer_ms: u64,
+    },
+    /// 409 `producer_seq_stale` / `producer_seq_gap` / `producer_fenced`.
+    PStale {
+        last: u64,
+    },
+    PGap {
+        expected: u64,
+    },
+    PFenced {
+        floor: u64,
+    },
     Unknown(String),
     ReadFailed(String),
 }
@@ -160,6 +221,10 @@ impl Res {
             | Res::Mismatch { .. }
             | Res::Sealed
             | Res::Refused(_)
+            | Res::Deadline { .. }
+            | Res::PStale { .. }
+            | Res::PGap { .. }
+            | Res::PFenced { .. }
             | Res::ReadFailed(_) => "failed",
             Res::Unknown(_) => "unknown",
         }
@@ -187,6 +252,8 @@ pub(crate) struct Stats {
     deletes_ok: u64,
     sealed_refusals: u64,
     reclaims: u64,
+    /// Passes refused before writing anything (ENOSPC or EMFILE on a new segment).
+    reclaims_not_written: u64,
     stale: u64,
     mismatched: u64,
     unknown: u64,
@@ -198,6 +265,13 @@ pub(crate) struct Stats {
     faults_fired: u64,
     poisonings: u64,
     final_records: u64,
+    idempotent_sent: u64,
+    idempotent_retries: u64,
+    duplicate_answers: u64,
+    deadline_refusals: u64,
+    deadline_acks: u64,
+    lookups_landed: u64,
+    producer_seq_stale: u64,
 }
 
 impl Stats {
@@ -211,6 +285,7 @@ impl Stats {
         self.deletes_ok += o.deletes_ok;
         self.sealed_refusals += o.sealed_refusals;
         self.reclaims += o.reclaims;
+        self.reclaims_not_written += o.reclaims_not_written;
         self.stale += o.stale;
         self.mismatched += o.mismatched;
         self.unknown += o.unknown;
@@ -222,6 +297,13 @@ impl Stats {
         self.faults_fired += o.faults_fired;
         self.poisonings += o.poisonings;
         self.final_records += o.final_records;
+        self.idempotent_sent += o.idempotent_sent;
+        self.idempotent_retries += o.idempotent_retries;
+        self.duplicate_answers += o.duplicate_answers;
+        self.deadline_refusals += o.deadline_refusals;
+        self.deadline_acks += o.deadline_acks;
+        self.lookups_landed += o.lookups_landed;
+        self.producer_seq_stale += o.producer_seq_stale;
     }
 }
 
@@ -233,6 +315,26 @@ fn body(stream: &str, attempt: usize, k: usize, size: usize, rng: &mut Rng) -> B
         b.push(b'a' + rng.below(26) as u8);
     }
     Bytes::from(b)
+}
+
+/// A new append attempt of `(stream, token, records, size, deadline)`,
+/// its bodies drawn now; its id.
+fn new_append(
+    model: &mut Model,
+    deadlines: &mut HashMap<usize, u64>,
+    (name, token, records, size, deadline): (&str, u64, usize, usize, Option<u64>),
+    rng: &mut Rng,
+) -> usize {
+    let id = model.attempts.len();
+    let bodies = (0..records).map(|k| body(name, id, k, size, rng)).collect();
+    let headers = headers_for(name, id, records);
+    model
+        .attempts
+        .push(Attempt::append(name, Kind::Append, token, bodies, headers));
+    if let Some(d) = deadline {
+        deadlines.insert(id, d);
+    }
+    id
 }
 
 /// Lower bounds every later state of a stream must meet: what some answer
@@ -268,6 +370,15 @@ struct Sim {
     history: Vec<HOp>,
     model: Model,
     stats: Stats,
+    /// The first Ok answer of each idempotent attempt: every later answer
+    /// for it (a duplicate) must be this very ack.
+    acks: HashMap<usize, Ack>,
+    /// Each attempt's deadline.
+    deadlines: HashMap<usize, u64>,
+    /// Where each attempt may have taken effect, in deliveries: an
+    /// idempotent append at its first acknowledged delivery, else at its
+    /// last unknown one (see [`Model::order`]).
+    positions: HashMap<usize, u64>,
 }
 
 type Answer = Pin<Box<dyn Future<Output = Res>>>;
@@ -279,6 +390,10 @@ fn classify_write(e: WriteError) -> Res {
         } => Res::Stale { highest, next_seq },
         WriteError::SeqMismatch { next_seq, .. } => Res::Mismatch { next_seq },
         WriteError::StreamSealed(_) => Res::Sealed,
+        WriteError::DeadlineExceeded { writer_ms } => Res::Deadline { writer_ms },
+        WriteError::ProducerSeqStale { last } => Res::PStale { last },
+        WriteError::ProducerSeqGap { expected } => Res::PGap { expected },
+        WriteError::ProducerFenced { floor } => Res::PFenced { floor },
         WriteError::StorageFailed(_) | WriteError::ShuttingDown => Res::Unknown(e.to_string()),
         e => Res::Refused(e.to_string()),
     }
@@ -293,6 +408,9 @@ impl Sim {
                 phase: Phase::Idle,
                 fences: rng.chance(1, 2),
                 known_next: [0; 2],
+                producer_gen: 0,
+                next_pseq: 0,
+                pending: None,
             })
             .collect();
         let cfg = Config {
@@ -330,6 +448,9 @@ impl Sim {
             history: Vec::new(),
             model: Model::default(),
             stats: Stats::default(),
+            acks: HashMap::new(),
+            deadlines: HashMap::new(),
+            positions: HashMap::new(),
         })
     }
 
@@ -356,6 +477,9 @@ impl Sim {
                             token,
                             writes_left: rng.range(1, 6) as u32,
                         };
+                        // A new lease, a new producer (its old one may
+                        // still have copies in flight).
+                        (worker.producer_gen, worker.next_pseq, worker.pending) = (0, 0, None);
                         if worker.fences {
                             self.network.push(Req {
                                 worker: w,
@@ -393,18 +517,56 @@ impl Sim {
                         },
                         20 => ReqKind::Seal,
                         21..=24 => ReqKind::Delete,
-                        _ => ReqKind::Append {
-                            records: rng.range(1, 3) as usize,
-                            size: rng.range(12, 48) as usize,
-                            match_seq: rng.chance(1, 4).then_some(known),
-                        },
+                        _ if worker.pending.is_some() => {
+                            // Unknown outcome: the same append again.
+                            self.stats.idempotent_retries += 1;
+                            ReqKind::clone(&worker.pending.as_ref().unwrap().kind)
+                        }
+                        _ => {
+                            let deadline = rng.chance(1, 4).then(|| match rng.below(3) {
+                                0 => now_ms().saturating_sub(rng.range(1, 50)),
+                                _ => now_ms() + rng.below(30),
+                            });
+                            let records = rng.range(1, 3) as usize;
+                            let size = rng.range(12, 48) as usize;
+                            let producer = rng.chance(1, 2).then(|| {
+                                let shape = (STREAMS[stream], token, records, size, deadline);
+                                let attempt =
+                                    new_append(&mut self.model, &mut self.deadlines, shape, rng);
+                                self.stats.idempotent_sent += 1;
+                                Pr {
+                                    id: format!("w{w}.{token}.{}", worker.producer_gen),
+                                    seq: worker.next_pseq,
+                                    attempt,
+                                }
+                            });
+                            ReqKind::Append {
+                                records,
+                                size,
+                                // Idempotent appends leave match_seq_num
+                                // out: a retry would mismatch itself.
+                                match_seq: producer
+                                    .is_none()
+                                    .then(|| rng.chance(1, 4).then_some(known))
+                                    .flatten(),
+                                deadline,
+                                producer,
+                            }
+                        }
                     };
-                    self.network.push(Req {
+                    let req = Req {
                         worker: w,
                         stream,
                         token,
                         kind,
-                    });
+                    };
+                    if let ReqKind::Append {
+                        producer: Some(_), ..
+                    } = &req.kind
+                    {
+                        worker.pending = Some(req.clone());
+                    }
+                    self.network.push(req);
                     worker.phase = if rng.chance(1, 4) {
                         Phase::Paused {
                             stream,
@@ -469,24 +631,30 @@ impl Sim {
                 records,
                 size,
                 match_seq,
+                deadline,
+                producer,
             } => {
-                let id = self.model.attempts.len();
-                let bodies: Vec<Bytes> = (0..*records)
-                    .map(|k| body(name, id, k, *size, &mut self.rng))
-                    .collect();
-                let headers = headers_for(name, id, bodies.len());
-                self.model.attempts.push(Attempt::append(
-                    name,
-                    Kind::Append,
-                    token,
-                    bodies.clone(),
-                    headers.clone(),
-                ));
-                let m = *match_seq;
+                let id = match producer {
+                    Some(p) => p.attempt,
+                    None => {
+                        let shape = (name, token, *records, *size, *deadline);
+                        new_append(&mut self.model, &mut self.deadlines, shape, &mut self.rng)
+                    }
+                };
+                let bodies = self.model.attempts[id].bodies.clone();
+                let headers = self.model.attempts[id].headers.clone();
+                let options = AppendOptions {
+                    match_seq_num: *match_seq,
+                    producer: producer.as_ref().map(|p| ProducerSeq {
+                        id: p.id.clone(),
+                        seq: p.seq,
+                    }),
+                    not_after_ms: *deadline,
+                };
                 (
                     Some(id),
                     Box::pin(async move {
-                        match append_with(&engine, name, token, bodies, headers, m).await {
+                        match append_opts(&engine, name, token, bodies, headers, options).await {
                             Ok(a) => Res::Acked(a),
                             Err(e) => classify_write(e),
                         }
@@ -596,21 +764,56 @@ impl Sim {
                     {
                         return fail("ack does not describe the request".into());
                     }
-                    if req.token < floors[s].token {
+                    let id = attempt.expect("appends are attempts");
+                    if let Some(d) = self.deadlines.get(&id).filter(|d| ack.timestamp_ms > **d) {
+                        return fail(format!(
+                            "acknowledged at {} past its deadline {d}",
+                            ack.timestamp_ms
+                        ));
+                    }
+                    if let Some(first) = self.acks.get(&id) {
+                        // Exactly once: a second answer is the first one.
+                        if !ack.duplicate
+                            || (Ack {
+                                duplicate: true,
+                                ..*first
+                            }) != *ack
+                        {
+                            return fail(format!("answered again as {ack:?}, first {first:?}"));
+                        }
+                    } else if ack.duplicate {
+                        // The first Ok answer a duplicate: an earlier
+                        // unknown delivery landed; checked against the
+                        // final log.
+                    }
+                    if self.deadlines.contains_key(&id) {
+                        self.stats.deadline_acks += 1;
+                    }
+                    self.acks.entry(id).or_insert(Ack {
+                        duplicate: false,
+                        ..*ack
+                    });
+                    if ack.duplicate {
+                        // Changes nothing, so no floor applies: it may
+                        // answer a token long fenced out.
+                        self.stats.duplicate_answers += 1;
+                    } else if req.token < floors[s].token {
                         return fail(format!(
                             "accepted token {} below the durable token {} proved before it was sent",
                             req.token, floors[s].token
                         ));
-                    }
-                    if ack.first_seq < floors[s].next_seq {
+                    } else if ack.first_seq < floors[s].next_seq {
                         return fail(format!(
                             "acked at seq {} below the durable next_seq {}",
                             ack.first_seq, floors[s].next_seq
                         ));
                     }
-                    self.stats.acked += 1;
-                    self.stats.acked_records += records as u64;
-                    self.workers[req.worker].known_next[s] = ack.next_seq;
+                    if !ack.duplicate {
+                        self.stats.acked += 1;
+                        self.stats.acked_records += records as u64;
+                    }
+                    let known = &mut self.workers[req.worker].known_next[s];
+                    *known = (*known).max(ack.next_seq);
                 }
                 Res::Fenced(st) => {
                     if req.token < floors[s].token || st.highest_token < req.token {
@@ -674,6 +877,21 @@ impl Sim {
                     self.workers[req.worker].known_next[s] = *next_seq;
                 }
                 Res::Refused(_) => self.stats.refused_poisoned += 1,
+                Res::Deadline { writer_ms } => {
+                    let d = attempt.and_then(|id| self.deadlines.get(&id));
+                    if d.is_none_or(|d| writer_ms <= d) {
+                        return fail(format!("deadline_exceeded at {writer_ms}, deadline {d:?}"));
+                    }
+                    self.stats.deadline_refusals += 1;
+                }
+                Res::PFenced { floor } => {
+                    if *floor <= req.token {
+                        return fail("producer_fenced by a floor at or below the token".into());
+                    }
+                }
+                Res::PStale { .. } => self.stats.producer_seq_stale += 1,
+                // Explained (or not) by the final check.
+                Res::PGap { .. } => {}
                 Res::Unknown(_) => {
                     self.stats.unknown += 1;
                 }
@@ -699,7 +917,7 @@ impl Sim {
                 }
             }
             if let Some(id) = attempt {
-                self.model.attempts[id].outcome = match &res {
+                let now = match &res {
                     Res::Acked(a) => Outcome::Acked {
                         first_seq: a.first_seq,
                     },
@@ -712,6 +930,31 @@ impl Sim {
                     Res::Unknown(_) => Outcome::Unknown,
                     _ => Outcome::Rejected,
                 };
+                // An idempotent append's deliveries are one attempt: it
+                // is acknowledged once any is, else unknown once any is.
+                let rank = |o: &Outcome| match o {
+                    Outcome::Acked { .. } => 3,
+                    Outcome::Unknown => 2,
+                    Outcome::Rejected => 1,
+                    _ => 0,
+                };
+                let idempotent = matches!(
+                    req.kind,
+                    ReqKind::Append {
+                        producer: Some(_),
+                        ..
+                    }
+                );
+                let old = &self.model.attempts[id].outcome;
+                let here = self.history.len() as u64;
+                let settled = matches!(old, Outcome::Acked { .. });
+                if !settled && (rank(&now) >= rank(old) || !self.positions.contains_key(&id)) {
+                    self.positions.insert(id, here);
+                }
+                if !idempotent || rank(&now) > rank(old) {
+                    self.model.attempts[id].outcome = now;
+                }
+                self.producer_resolved(&req, &res);
             }
             self.history.push(HOp {
                 epoch: self.epoch,
@@ -766,6 +1009,51 @@ impl Sim {
             self.fault_in_epoch = true;
         }
         Ok(())
+    }
+
+    /// The worker's idempotent producer after an answer to one of its
+    /// appends: acknowledged (also as a duplicate) → the next seq; lost the
+    /// lease or past the deadline → the append is given up, and if an
+    /// earlier delivery's outcome was unknown the worker asks "did my write
+    /// land?" (the producer lookup) and believes the answer; anything else
+    /// (unknown, sealed, a poisoned engine) → retried as it is.
+    fn producer_resolved(&mut self, req: &Req, res: &Res) {
+        let ReqKind::Append {
+            producer: Some(p), ..
+        } = &req.kind
+        else {
+            return;
+        };
+        let w = &mut self.workers[req.worker];
+        let mine = matches!(&w.pending, Some(Req { kind: ReqKind::Append { producer: Some(q), .. }, .. }) if q == p);
+        if !mine {
+            return;
+        }
+        let give_up = match res {
+            Res::Acked(_) => {
+                (w.pending, w.next_pseq) = (None, p.seq + 1);
+                return;
+            }
+            Res::Stale { .. } | Res::PFenced { .. } | Res::Deadline { .. } => true,
+            _ => false,
+        };
+        if !give_up {
+            return;
+        }
+        (w.pending, w.producer_gen, w.next_pseq) = (None, w.producer_gen + 1, 0);
+        if self.model.attempts[p.attempt].outcome != Outcome::Unknown {
+            return;
+        }
+        let looked = self.engine().producer(STREAMS[req.stream], &p.id);
+        if let Ok(Some(last)) = looked.as_ref() {
+            if last.producer_seq == p.seq {
+                // It landed: the lookup's seqs are its ack's.
+                self.stats.lookups_landed += 1;
+                self.model.attempts[p.attempt].outcome = Outcome::Acked {
+                    first_seq: last.first_seq,
+                };
+            }
+        }
     }
 
     /// Ends the engine's life and starts a new one on the same disk: a
@@ -878,7 +1166,8 @@ impl Sim {
         // The end: one more power loss, then everything is judged against
         // what survived.
         self.reopen(true)?;
-        self.check_final()
+        self.check_final()?;
+        self.retry_acked().await
     }
 
     /// A reclamation pass between waves (retention, compaction,
@@ -895,6 +1184,17 @@ impl Sim {
                     self.failed_in_epoch = true;
                     self.stats.poisonings += 1;
                 }
+            }
+            // Refused before any byte was written (ENOSPC or EMFILE while
+            // preparing a segment for the copies): nothing changed, so the
+            // engine stays healthy and the pass is simply not done.
+            Err(WriteError::NotWritten(_)) => {
+                if let Some(p) = self.engine().poisoned() {
+                    return Err(format!(
+                        "a pass refused before writing poisoned the engine: {p}"
+                    ));
+                }
+                self.stats.reclaims_not_written += 1;
             }
             Err(e) => return Err(format!("reclamation pass: {e}")),
         }
@@ -926,12 +1226,14 @@ impl Sim {
                     h.wave, h.req, h.res
                 ))
             };
-            let write_ok = matches!(h.res, Res::Acked(_) | Res::Fenced(_))
+            // A duplicate answer changed nothing: not a write.
+            let write_ok = matches!(&h.res, Res::Acked(a) if !a.duplicate)
+                || matches!(h.res, Res::Fenced(_))
                 || matches!((&h.req.kind, &h.res), (ReqKind::Trim { .. }, Res::Done(_)));
             if write_ok && st.sealed_in.is_some_and(earlier) {
                 return fail("accepted after an acknowledged seal");
             }
-            if matches!(h.res, Res::Acked(_) | Res::Fenced(_) | Res::Done(_))
+            if (write_ok || matches!(h.res, Res::Done(_)))
                 && st.tomb.is_some_and(|(w, t)| earlier(w) && h.req.token <= t)
             {
                 return fail("accepted at or below an acknowledged tombstone's token");
@@ -948,6 +1250,10 @@ impl Sim {
                     | Res::Mismatch { .. }
                     | Res::Sealed
                     | Res::Refused(_)
+                    | Res::Deadline { .. }
+                    | Res::PStale { .. }
+                    | Res::PGap { .. }
+                    | Res::PFenced { .. }
                     | Res::ReadFailed(_)
             );
             match (&h.req.kind, &h.res) {
@@ -970,8 +1276,20 @@ impl Sim {
 
     fn check_final(&mut self) -> Result<(), String> {
         self.check_lifecycle_history()?;
+        // Idempotent appends never delivered were never sent.
+        for a in &mut self.model.attempts {
+            if a.outcome == Outcome::Pending {
+                a.outcome = Outcome::Rejected;
+            }
+        }
+        let mut order: Vec<usize> = (0..self.model.attempts.len()).collect();
+        order.sort_by_key(|id| (self.positions.get(id).copied().unwrap_or(u64::MAX), *id));
+        self.model.order = order;
         let engine = self.engine().clone();
         let dump = verify(&engine, &self.model, Mode::Recovered)?;
+
+        self.check_producer_history(&dump)?;
+        self.check_deadlines(&engine)?;
         self.stats.final_records = crate::support::dump_records(&dump);
         let empty = StreamDump::default();
         for (i, h) in self.history.iter().enumerate() {
@@ -1046,6 +1364,152 @@ impl Sim {
     }
 }
 
+impl Sim {
+    /// Exactly once, from the answers: a duplicate names seqs that hold
+    /// that attempt's records in the final log; `producer_seq_stale` cites
+    /// a seq some delivery of the same producer may have applied, above
+    /// the one sent; `producer_seq_gap` never happens to a producer that
+    /// only moves on after an acknowledgement.
+    fn check_producer_history(&self, dump: &crate::support::verify::Dump) -> Result<(), String> {
+        let empty = StreamDump::default();
+        for (i, h) in self.history.iter().enumerate() {
+            let ReqKind::Append {
+                producer: Some(p), ..
+            } = &h.req.kind
+            else {
+                continue;
+            };
+            let fail = |what: String| {
+                Err(format!(
+                    "op {i} (wave {}) {:?} -> {:?}: {what}",
+                    h.wave, h.req, h.res
+                ))
+            };
+            let d = dump.get(STREAMS[h.req.stream]).unwrap_or(&empty);
+            let bodies = &self.model.attempts[p.attempt].bodies;
+            match &h.res {
+                Res::Acked(a) if a.duplicate => {
+                    for (k, b) in bodies.iter().enumerate() {
+                        if let Some(got) = d.at(a.first_seq + k as u64) {
+                            if got.body != b {
+                                return fail(format!(
+                                    "the duplicate's seq {} holds another record",
+                                    a.first_seq + k as u64
+                                ));
+                            }
+                        }
+                    }
+                }
+                Res::PStale { last } => {
+                    let explained = *last > p.seq
+                        && self.history.iter().any(|o| {
+                            matches!(&o.req.kind, ReqKind::Append { producer: Some(q), .. } if q.id == p.id && q.seq == *last)
+                                && matches!(o.res, Res::Acked(_) | Res::Unknown(_))
+                        });
+                    if !explained {
+                        return fail(format!("producer_seq_stale cites {last}, which no delivery of {} may have applied", p.id));
+                    }
+                }
+                Res::PGap { expected } => {
+                    return fail(format!(
+                        "producer_seq_gap (expected {expected}): the stream forgot an applied seq"
+                    ));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// No record of the final log has a timestamp above the deadline its
+    /// append carried.
+    fn check_deadlines(&self, engine: &Engine) -> Result<(), String> {
+        for name in STREAMS {
+            let Ok(st) = engine.state(name) else { continue };
+            if st.deleted {
+                continue;
+            }
+            let records = engine
+                .read(name, st.first_seq, 1 << 20, 1 << 28)
+                .map_err(|e| format!("{name}: {e}"))?
+                .records;
+            for r in records {
+                let Some((_, id, _)) = crate::support::parse_body(&r.body) else {
+                    continue;
+                };
+                if let Some(d) = self.deadlines.get(&id).filter(|d| r.timestamp_ms > **d) {
+                    return Err(format!(
+                        "{name} seq {}: timestamp {} above its deadline {d}",
+                        r.seq, r.timestamp_ms
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// After the final recovery, every producer retries its last
+    /// acknowledged append: a duplicate with the original ack, or refused
+    /// — never a second copy, and the log does not change.
+    async fn retry_acked(&self) -> Result<(), String> {
+        let engine = self.engine().clone();
+        let before: Vec<_> = STREAMS.iter().map(|s| engine.state(s).ok()).collect();
+        let mut last: HashMap<&str, (&Req, &Pr)> = HashMap::new();
+        for h in &self.history {
+            if let (
+                ReqKind::Append {
+                    producer: Some(p), ..
+                },
+                Res::Acked(_),
+            ) = (&h.req.kind, &h.res)
+            {
+                last.insert(p.id.as_str(), (&h.req, p));
+            }
+        }
+        for (req, p) in last.values() {
+            let options = AppendOptions {
+                producer: Some(ProducerSeq {
+                    id: p.id.clone(),
+                    seq: p.seq,
+                }),
+                ..Default::default()
+            };
+            let bodies = self.model.attempts[p.attempt].bodies.clone();
+            match engine
+                .append_with(STREAMS[req.stream], req.token, bodies, options)
+                .await
+            {
+                Ok(a)
+                    if a.duplicate
+                        && Some(&Ack {
+                            duplicate: false,
+                            ..a
+                        }) == self.acks.get(&p.attempt) => {}
+                Ok(a) => {
+                    return Err(format!(
+                        "retry of acknowledged {p:?} after recovery answered {a:?}, first {:?}",
+                        self.acks.get(&p.attempt)
+                    ))
+                }
+                Err(
+                    WriteError::StaleToken { .. }
+                    | WriteError::StreamSealed(_)
+                    | WriteError::ProducerSeqStale { .. }
+                    | WriteError::ProducerFenced { .. },
+                ) => {}
+                Err(e) => return Err(format!("retry of acknowledged {p:?} after recovery: {e}")),
+            }
+        }
+        let after: Vec<_> = STREAMS.iter().map(|s| engine.state(s).ok()).collect();
+        if before != after {
+            return Err(format!(
+                "the retries changed the streams: {before:?} -> {after:?}"
+            ));
+        }
+        Ok(())
+    }
+}
+
 pub(crate) fn run_seed(rt: &tokio::runtime::Runtime, seed: u64, ops: u64) -> Result<Stats, String> {
     let mut sim = Sim::new(seed)?;
     let r = rt.block_on(sim.run(ops));
@@ -1057,7 +1521,7 @@ pub(crate) fn run_seed(rt: &tokio::runtime::Runtime, seed: u64, ops: u64) -> Res
                 .history
                 .iter()
                 .rev()
-                .take(30)
+                .take(env_or("FENCELOG_SIM_TAIL", 30) as usize)
                 .rev()
                 .map(|h| {
                     format!(
@@ -1149,4 +1613,7 @@ fn fencing_protocol_under_hostile_timing() {
     assert!(st.power_losses > seeds && st.kills > 0 && st.faults_fired > 0);
     assert!(st.trims_ok > 0 && st.seals_ok > 0 && st.deletes_ok > 0 && st.sealed_refusals > 0);
     assert!(st.reclaims > 0);
+    // Issue 11: retrying idempotent producers and deadline-bound appends.
+    assert!(st.idempotent_sent > 0 && st.idempotent_retries > 0 && st.duplicate_answers > 0);
+    assert!(st.deadline_refusals > 0 && st.deadline_acks > 0);
 }

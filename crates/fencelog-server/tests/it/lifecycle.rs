@@ -43,7 +43,7 @@ async fn send(
     )
 }
 
-async fn delete(api: &Api, s: &str, token: u64) -> (u16, Value) {
+pub(crate) async fn delete(api: &Api, s: &str, token: u64) -> (u16, Value) {
     let body = json!({"fencing_token": token}).to_string();
     send(
         api,

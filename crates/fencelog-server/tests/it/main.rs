@@ -4,6 +4,7 @@
 
 mod bad_input;
 mod binary_batch;
+mod client_producer;
 mod console_assets;
 mod fencing;
 mod fuzz_corpus;
@@ -11,6 +12,7 @@ mod headers;
 mod http_metrics;
 mod lifecycle;
 mod openapi_routes;
+mod producers;
 mod read_positions;
 mod reads;
 mod upgrade_v1;

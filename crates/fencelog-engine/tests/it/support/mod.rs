@@ -12,6 +12,8 @@ pub mod corruption;
 pub mod crash;
 pub mod faults;
 pub mod gate;
+#[cfg(feature = "mutations")]
+pub mod mutation;
 pub mod script;
 pub mod verify;
 
@@ -223,6 +225,10 @@ pub struct Model {
     /// Any request was refused because storage failed before its group
     /// was written (`NotWritten`: nothing changed, not poisoned).
     pub refused: bool,
+    /// The order the attempts took effect in, when it is not their ids'
+    /// (a retried idempotent append counts where it may have applied);
+    /// empty: id order.
+    pub order: Vec<usize>,
 }
 
 /// A record body names its attempt and position, padded to `size` with
@@ -272,15 +278,31 @@ pub async fn append_with(
     headers: Vec<Vec<Header>>,
     m: Option<u64>,
 ) -> Result<fencelog_engine::Ack, WriteError> {
+    let options = fencelog_engine::AppendOptions {
+        match_seq_num: m,
+        ..Default::default()
+    };
+    append_opts(e, stream, token, bodies, headers, options).await
+}
+
+/// [`append_with`] with a producer and a deadline (issue 11).
+pub async fn append_opts(
+    e: &Engine,
+    stream: &str,
+    token: u64,
+    bodies: Vec<Bytes>,
+    headers: Vec<Vec<Header>>,
+    options: fencelog_engine::AppendOptions,
+) -> Result<fencelog_engine::Ack, WriteError> {
     if headers.is_empty() {
-        return e.append(stream, token, bodies, m).await;
+        return e.append_with(stream, token, bodies, options).await;
     }
     let records = bodies
         .into_iter()
         .zip(headers)
         .map(|(body, headers)| RecordIn { body, headers })
         .collect();
-    e.append_records(stream, token, records, m).await
+    e.append_records_with(stream, token, records, options).await
 }
 
 pub(crate) fn parse_body(b: &[u8]) -> Option<(String, usize, usize)> {

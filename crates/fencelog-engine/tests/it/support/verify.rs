@@ -147,7 +147,17 @@ fn facts(model: &Model, ids: &[usize]) -> Facts {
 pub fn verify(engine: &Engine, model: &Model, mode: Mode) -> Result<Dump, String> {
     let mut dump = Dump::new();
     let mut by_stream: HashMap<&str, Vec<usize>> = HashMap::new();
-    for (id, a) in model.attempts.iter().enumerate() {
+    let order: Vec<usize> = match model.order.is_empty() {
+        true => (0..model.attempts.len()).collect(),
+        false => model.order.clone(),
+    };
+    assert_eq!(
+        order.len(),
+        model.attempts.len(),
+        "an order of every attempt"
+    );
+    for id in order {
+        let a = &model.attempts[id];
         if a.outcome == Outcome::Pending {
             return Err(format!("attempt {id} was never answered"));
         }
