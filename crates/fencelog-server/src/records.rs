@@ -4,7 +4,7 @@
 use crate::append_body::{body_kind, AppendBody, BodyKind};
 use crate::auth::Caller;
 use crate::body::{read_capped, Upload};
-use crate::chunked::{self, Framed};
+use crate::chunked::{self, Framed, Source};
 use crate::error::{json_response, read_error, write_error, ApiError};
 use crate::params::{
     refuse_raw_headers, seq_from_header, stream_name, token_from_header, QueryParams, ReadParams,
@@ -14,17 +14,18 @@ use crate::state::AppState;
 use crate::{json_append, sse};
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, Request, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
 use axum::Extension;
 use bytes::Bytes;
 use fencelog_api::read::param;
+use fencelog_api::read_batch::{self, RecordFrames};
 use fencelog_api::{
     batch, fixed_json, header as wire, next_start_seq, AppendAck, Field, ReadStart,
 };
 use fencelog_engine::{
-    validate_headers, AppendOptions, Engine, Header, HeaderError, ProducerSeq, ReadError, RecordIn,
-    WriteError, HEADERS_PER_RECORD_MAX, HEADER_BYTES_PER_RECORD_MAX,
+    validate_headers, AppendOptions, Engine, Header, HeaderError, ProducerSeq, ReadBatch,
+    ReadError, RecordIn, WriteError, HEADERS_PER_RECORD_MAX, HEADER_BYTES_PER_RECORD_MAX,
 };
 use std::collections::HashMap;
 
@@ -354,10 +355,41 @@ async fn read_stream(
         }
     }
     state.http_metrics.read(&batch.records);
+    page_response(&state, batch, start_seq, wants_binary(headers)).await
+}
+
+fn wants_binary(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(read_batch::accepts)
+}
+
+/// A page of records read from `start_seq`: the `ReadPage` JSON, or with
+/// `binary` the binary read format with the page's positions in headers.
+async fn page_response(
+    state: &AppState,
+    batch: ReadBatch,
+    start_seq: u64,
+    binary: bool,
+) -> Result<Response, ApiError> {
+    let next_start = next_start_seq(batch.records.last().map(|r| r.seq), start_seq);
+    if binary {
+        let source = Source::Binary(RecordFrames::new(batch.records));
+        let mut r =
+            chunked::records_response(source, &state.budget, state.limits.write_timeout).await?;
+        let h = r.headers_mut();
+        h.insert(read_batch::NEXT_START_SEQ, HeaderValue::from(next_start));
+        h.insert(read_batch::NEXT_SEQ, HeaderValue::from(batch.next_seq));
+        if batch.sealed {
+            h.insert(read_batch::SEALED, HeaderValue::from_static("true"));
+        }
+        return Ok(r);
+    }
     // The `ReadPage` JSON, streamed in pieces leased from the memory
     // budget: `{"records":[...],"next_start_seq":N,"next_seq":T}`, and
     // `"sealed":true` when sealed (as `ReadPage` serialises it).
-    let next_start = next_start_seq(batch.records.last().map(|r| r.seq), start_seq);
     let sealed = if batch.sealed { ",\"sealed\":true" } else { "" };
     let framed = Framed::new(
         b"{\"records\":".to_vec(),
@@ -368,7 +400,7 @@ async fn read_stream(
         )
         .into_bytes(),
     );
-    chunked::json_response(framed, &state.budget, state.limits.write_timeout).await
+    chunked::records_response(framed.into(), &state.budget, state.limits.write_timeout).await
 }
 
 /// Waits for `wait`, or until the server starts draining: a server that
