@@ -10,7 +10,7 @@ use crate::locks;
 use crate::name::validate_stream_name;
 use crate::record::{header_bytes, validate_headers, Header};
 use crate::stream::StreamState;
-use crate::writer::{Ack, AppendOptions, Msg, Op, Reply, Request};
+use crate::writer::{Ack, AppendExtra, AppendOptions, Msg, Op, Reply, Request};
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
 use tokio::sync::oneshot;
@@ -128,8 +128,8 @@ impl Engine {
             match_seq_num,
             ..Default::default()
         };
-        self.append_with(stream, fencing_token, records, options)
-            .await
+        let op = self.prepare_append(stream, fencing_token, records, Vec::new(), options)?;
+        self.request(stream, op).await
     }
 
     /// An append with an idempotent producer and a deadline (issue 11):
@@ -144,13 +144,12 @@ impl Engine {
         records: Vec<Bytes>,
         options: AppendOptions,
     ) -> Result<Ack, WriteError> {
-        self.append_checked(stream, fencing_token, records, Vec::new(), options)
-            .await
+        let op = self.prepare_append(stream, fencing_token, records, Vec::new(), options)?;
+        self.request(stream, op).await
     }
 
-    /// Every append's way to the writer: the name, token and producer
-    /// checks, then the headers (`headers` is empty for a plain append, or
-    /// one list per record) and the batch limits, before anything is queued.
+    /// [`Engine::append_with`] with record headers (`headers` is empty
+    /// for none, or one list per record).
     pub(crate) async fn append_checked(
         &self,
         stream: &str,
@@ -159,6 +158,23 @@ impl Engine {
         headers: Vec<Vec<Header>>,
         options: AppendOptions,
     ) -> Result<Ack, WriteError> {
+        let op = self.prepare_append(stream, fencing_token, records, headers, options)?;
+        self.request(stream, op).await
+    }
+
+    /// Every append's checks before anything is queued — the name, token
+    /// and producer, then the headers and the batch limits — and the
+    /// request they make. Synchronous, so that each public append is one
+    /// future around [`Engine::request`], not a nest of them (the plain
+    /// append is the hot path: each layer cost instructions per call).
+    fn prepare_append(
+        &self,
+        stream: &str,
+        fencing_token: u64,
+        records: Vec<Bytes>,
+        headers: Vec<Vec<Header>>,
+        options: AppendOptions,
+    ) -> Result<impl FnOnce(Reply<Ack>) -> Op, WriteError> {
         match &options.producer {
             // A duplicate is answered whatever the token: no fast path.
             Some(p) => {
@@ -176,16 +192,15 @@ impl Engine {
         }
         let header_bytes = headers.iter().map(|h| header_bytes(h)).sum();
         self.check_batch(&records, header_bytes)?;
-        self.request(stream, |reply| Op::Append {
+        let match_seq_num = options.match_seq_num;
+        let extra = AppendExtra::boxed(headers, options.producer, options.not_after_ms);
+        Ok(move |reply| Op::Append {
             token: fencing_token,
             records,
-            headers,
-            match_seq_num: options.match_seq_num,
-            producer: options.producer,
-            not_after_ms: options.not_after_ms,
+            match_seq_num,
+            extra,
             reply,
         })
-        .await
     }
 
     /// Raises the stream's highest token without writing a record, durably.

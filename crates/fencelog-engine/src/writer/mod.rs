@@ -23,7 +23,7 @@ mod protocol;
 mod publish;
 
 pub use protocol::{Ack, AppendOptions, BatchAck, BatchAction, BatchOp, ProducerSeq};
-pub(crate) use protocol::{Msg, Op, Relocation, Reply, Request};
+pub(crate) use protocol::{AppendExtra, Msg, Op, Relocation, Reply, Request};
 
 use crate::error::{StorageFailure, WriteError};
 use crate::locks;
@@ -354,10 +354,8 @@ mod tests {
             op: Op::Append {
                 token: 1,
                 records: vec![Bytes::from(vec![b'x'; body])],
-                headers: Vec::new(),
                 match_seq_num: None,
-                producer: None,
-                not_after_ms: None,
+                extra: None,
                 reply,
             },
         });

@@ -62,7 +62,9 @@ pub(super) struct Pending<H> {
     pub config_changed: bool,
     /// The producers and cursors, once a request of the group needed them
     /// (loaded from durable state); published when changed.
-    pub carried: Option<Carried>,
+    /// Boxed: most groups never load it, and an inline one would make
+    /// every pending stream a `memcpy` to move.
+    pub carried: Option<Box<Carried>>,
     pub carried_changed: bool,
 }
 
@@ -98,11 +100,11 @@ impl<H> Pending<H> {
 
     fn load_carried(&mut self, lookup: &mut impl Lookup<H>, name: &str) {
         if self.carried.is_none() {
-            self.carried = Some(if self.handle.is_some() {
+            self.carried = Some(Box::new(if self.handle.is_some() {
                 lookup.carried(name)
             } else {
                 Carried::default()
-            });
+            }));
         }
     }
 
@@ -357,15 +359,7 @@ pub(super) fn plan<H>(
             ),
             op => {
                 let p = pending(&mut streams, lookup, &req.stream);
-                let needs_carried = matches!(
-                    op,
-                    Op::Cursor { .. }
-                        | Op::Append {
-                            producer: Some(_),
-                            ..
-                        }
-                );
-                if needs_carried {
+                if needs_carried(&op) {
                     p.load_carried(lookup, &req.stream);
                 }
                 plan_one(&mut out, p, &req.stream, op)
@@ -395,6 +389,16 @@ pub(super) fn pending<'s, H>(
     streams.get_mut(name).expect("inserted above")
 }
 
+/// A cursor commit or an append with a producer needs the stream's
+/// producers and cursors loaded.
+fn needs_carried(op: &Op) -> bool {
+    match op {
+        Op::Cursor { .. } => true,
+        Op::Append { extra, .. } => extra.as_ref().is_some_and(|x| x.producer.is_some()),
+        _ => false,
+    }
+}
+
 /// The arguments of one append.
 pub(super) struct AppendArgs<'a> {
     pub token: u64,
@@ -412,19 +416,18 @@ fn plan_one<H>(out: &mut Out<'_>, p: &mut Pending<H>, stream: &str, op: Op) -> A
         Op::Append {
             token,
             records,
-            headers,
             match_seq_num,
-            producer,
-            not_after_ms,
+            extra,
             reply,
         } => {
+            let x = extra.as_deref();
             let args = AppendArgs {
                 token,
                 records: &records,
-                headers: &headers,
+                headers: x.map_or(&[], |x| &x.headers),
                 match_seq_num,
-                producer: producer.as_ref(),
-                not_after_ms,
+                producer: x.and_then(|x| x.producer.as_ref()),
+                not_after_ms: x.and_then(|x| x.not_after_ms),
             };
             Answer::Append(reply, plan_append(out, p, stream, args))
         }
@@ -739,7 +742,7 @@ fn state_frame<H>(
         // producers, no cursors (publish clears the published ones).
         p.config = StreamConfig::default();
         p.config_changed = true;
-        p.carried = Some(Carried::default());
+        p.carried = Some(Box::default());
         p.carried_changed = true;
     }
     out.push(stream, at, index);

@@ -15,10 +15,8 @@ fn append(stream: &str, token: u64, n: usize, m: Option<u64>) -> (Request, Appen
     let op = Op::Append {
         token,
         records,
-        headers: Vec::new(),
         match_seq_num: m,
-        producer: None,
-        not_after_ms: None,
+        extra: None,
         reply,
     };
     (
