@@ -207,19 +207,97 @@ impl Fields<'_> {
     }
 }
 
+/// Appends to `records` every whole record of `body`; returns the bytes
+/// they took (what is left is the start of a record not yet complete).
+fn decode_whole(body: &Bytes, records: &mut Vec<Record>) -> usize {
+    let mut fields = Fields { body, at: 0 };
+    loop {
+        let start = fields.at;
+        if start == body.len() {
+            return start;
+        }
+        match fields.record() {
+            Some(r) => records.push(r),
+            None => return start,
+        }
+    }
+}
+
+/// The bytes the record at the start of `b` takes, once `b` holds its
+/// header count and every header's lengths.
+fn record_len(b: &[u8]) -> Option<usize> {
+    let u = |at: usize, n: usize| -> Option<usize> {
+        let mut le = [0u8; 8];
+        le[..n].copy_from_slice(b.get(at..at + n)?);
+        Some(u64::from_le_bytes(le) as usize)
+    };
+    let mut at = FIXED_BYTES + 2;
+    for _ in 0..u(FIXED_BYTES, 2)? {
+        at += 2 + u(at, 2)?;
+        at += 4 + u(at, 4)?;
+    }
+    Some(at + 4 + u(at, 4)?)
+}
+
+/// A page decoded as its pieces arrive, so a reader never joins them into
+/// one buffer: whole records are slices of the piece they arrived in, and
+/// only a record cut by a piece boundary is copied (into `pending`).
+#[derive(Debug, Default)]
+pub struct PageDecoder {
+    pending: bytes::BytesMut,
+    records: Vec<Record>,
+    /// Bytes of the page before `pending`, for errors.
+    offset: usize,
+}
+
+impl PageDecoder {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Takes the next piece of the body.
+    pub fn push(&mut self, mut piece: Bytes) {
+        // First complete a record cut by the last boundary, copying only
+        // its own bytes once its lengths are known (a little at a time
+        // until they are), and decoding only when it can be whole, so a
+        // large record arriving in many pieces is copied once.
+        while !self.pending.is_empty() && !piece.is_empty() {
+            let need = record_len(&self.pending);
+            let take = need.map_or(256, |n| n.saturating_sub(self.pending.len()));
+            self.pending
+                .extend_from_slice(&piece.split_to(take.min(piece.len())));
+            if need.is_some_and(|n| self.pending.len() < n) {
+                continue;
+            }
+            let held = self.pending.split().freeze();
+            let used = decode_whole(&held, &mut self.records);
+            self.offset += used;
+            self.pending.extend_from_slice(&held[used..]);
+        }
+        if self.pending.is_empty() {
+            let used = decode_whole(&piece, &mut self.records);
+            self.offset += used;
+            self.pending.extend_from_slice(&piece[used..]);
+        }
+    }
+
+    /// The records, or where the body stopped inside one.
+    pub fn finish(self) -> Result<Vec<Record>, FramesError> {
+        if self.pending.is_empty() {
+            return Ok(self.records);
+        }
+        Err(FramesError {
+            record: self.records.len(),
+            offset: self.offset,
+        })
+    }
+}
+
 /// The records of a page; bodies, names and values are slices of `body`.
 pub fn decode(body: &Bytes) -> Result<Vec<Record>, FramesError> {
-    let mut fields = Fields { body, at: 0 };
-    let mut records = Vec::new();
-    while fields.at < body.len() {
-        let offset = fields.at;
-        let record = fields.record().ok_or(FramesError {
-            record: records.len(),
-            offset,
-        })?;
-        records.push(record);
-    }
-    Ok(records)
+    let mut d = PageDecoder::new();
+    d.push(body.clone());
+    d.finish()
 }
 
 #[cfg(test)]
@@ -270,6 +348,35 @@ mod tests {
             assert_eq!(all, whole, "limit {limit}");
         }
         assert_eq!(decode(&Bytes::from(whole)).unwrap(), records);
+    }
+
+    #[test]
+    fn pieces_of_any_size_decode_to_the_same_records() {
+        let headers: Vec<(String, String)> =
+            (0..40).map(|i| (format!("h{i}"), "v".repeat(i))).collect();
+        let headers: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .collect();
+        let records = vec![
+            record(0, &[], b"hello"),
+            record(1, &headers, b"with many headers"),
+            record(2, &[], b""),
+            record(3, &[("k", "v")], &[0xab; 3000]),
+        ];
+        let whole = Bytes::from(encode(&records));
+        for size in [1, 2, 5, 26, 27, 100, 1000, whole.len()] {
+            let mut d = PageDecoder::new();
+            for piece in whole.chunks(size) {
+                d.push(Bytes::copy_from_slice(piece));
+            }
+            assert_eq!(d.finish().unwrap(), records, "pieces of {size}");
+        }
+        // Whole records in one piece are slices of it, not copies.
+        let mut d = PageDecoder::new();
+        d.push(whole.clone());
+        let got = d.finish().unwrap();
+        assert!(whole.as_ptr_range().contains(&got[3].body.as_ptr()));
     }
 
     #[test]

@@ -85,8 +85,8 @@ pub struct ReadOptions {
     pub clamp: bool,
     /// Ask for the binary read format (`Accept:
     /// application/vnd.fencelog.batch`): the same page, its bodies as
-    /// they are instead of JSON-escaped, and the records slices of one
-    /// buffer — several times cheaper to read for both sides.
+    /// they are instead of JSON-escaped, the records slices of the
+    /// response's pieces — about half JSON's CPU on either side.
     pub binary: bool,
 }
 
@@ -723,18 +723,27 @@ impl Client {
     }
 }
 
+/// The typed error of an answer whose status is not a success.
+async fn refusal(resp: reqwest::Response) -> ClientError {
+    let status = resp.status().as_u16();
+    let url = resp.url().to_string();
+    match resp.bytes().await {
+        Ok(body) => error::from_answer(status, &body, &url),
+        Err(source) => ClientError::OutcomeUnknown { source },
+    }
+}
+
 /// A successful answer's status and body; a refusal as its typed error.
 async fn success_body(resp: reqwest::Response) -> Result<(u16, Bytes), ClientError> {
-    let status = resp.status();
-    let url = resp.url().to_string();
+    if !resp.status().is_success() {
+        return Err(refusal(resp).await);
+    }
+    let status = resp.status().as_u16();
     let body = resp
         .bytes()
         .await
         .map_err(|source| ClientError::OutcomeUnknown { source })?;
-    if !status.is_success() {
-        return Err(error::from_answer(status.as_u16(), &body, &url));
-    }
-    Ok((status.as_u16(), body))
+    Ok((status, body))
 }
 
 pub(crate) async fn decode_response<T: for<'de> Deserialize<'de>>(
@@ -749,7 +758,7 @@ pub(crate) async fn decode_response<T: for<'de> Deserialize<'de>>(
 
 /// A page in the binary read format: records from the body, positions
 /// from the response headers; refusals are JSON as always.
-async fn decode_binary_page(resp: reqwest::Response) -> Result<ReadResult, ClientError> {
+async fn decode_binary_page(mut resp: reqwest::Response) -> Result<ReadResult, ClientError> {
     use fencelog_api::read_batch;
     let header = |name: &str| -> Option<String> {
         resp.headers().get(name)?.to_str().ok().map(str::to_string)
@@ -759,7 +768,10 @@ async fn decode_binary_page(resp: reqwest::Response) -> Result<ReadResult, Clien
         header(read_batch::NEXT_SEQ).and_then(|v| v.parse::<u64>().ok()),
     );
     let sealed = header(read_batch::SEALED).is_some_and(|v| v == "true");
-    let (status, body) = success_body(resp).await?;
+    if !resp.status().is_success() {
+        return Err(refusal(resp).await);
+    }
+    let status = resp.status().as_u16();
     let protocol = |what: String| ClientError::Protocol { status, body: what };
     let (Some(next_start_seq), Some(next_seq)) = positions else {
         return Err(protocol(format!(
@@ -768,7 +780,17 @@ async fn decode_binary_page(resp: reqwest::Response) -> Result<ReadResult, Clien
             read_batch::NEXT_SEQ
         )));
     };
-    let records = read_batch::decode(&body).map_err(|e| protocol(e.to_string()))?;
+    // Decoded piece by piece as it arrives: whole records stay slices of
+    // the piece they came in, never joined into one buffer.
+    let mut decoder = read_batch::PageDecoder::new();
+    while let Some(piece) = resp
+        .chunk()
+        .await
+        .map_err(|source| ClientError::OutcomeUnknown { source })?
+    {
+        decoder.push(piece);
+    }
+    let records = decoder.finish().map_err(|e| protocol(e.to_string()))?;
     Ok(ReadResult {
         records,
         next_start_seq,
