@@ -22,24 +22,11 @@ FILL_BYTES="${FILL_BYTES:-1073741824}"
 RECORD_BYTES="${RECORD_BYTES:-1024}"
 ROUNDS="${ROUNDS:-3}"
 PORT="${PORT:-17072}"
-URL="http://127.0.0.1:$PORT"
 WORK="$(mktemp -d /tmp/fencelog-consume.XXXXXX)"
 PID=""
-
-stop_pid() { # pid
-    [ -n "$1" ] || return 0
-    kill -TERM "$1" 2>/dev/null || return 0
-    wait "$1" 2>/dev/null || true
-}
-trap 'stop_pid "$PID"; rm -rf "$WORK"' EXIT
-
-"$BIN" serve --data-dir "$WORK/data" --listen "127.0.0.1:$PORT" 2>>"$WORK/server.log" &
-PID=$!
-for _ in $(seq 1 2000); do
-    curl -sf "$URL/healthz" >/dev/null 2>&1 && break
-    kill -0 "$PID" 2>/dev/null || { echo "server exited: $(cat "$WORK/server.log")" >&2; exit 1; }
-    sleep 0.005
-done
+# shellcheck source=serve.sh
+. "$(dirname "$0")/serve.sh"
+serve_start "$BIN" "$PORT" "$WORK"
 
 read_args=(--server "$URL" --fill-bytes "$FILL_BYTES" --record-bytes "$RECORD_BYTES")
 # Fills the stream (binary batches), then one untimed read warms the page

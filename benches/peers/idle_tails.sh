@@ -15,20 +15,12 @@ set -euo pipefail
 BIN="$(realpath "${1:-target/release/fencelog}")"
 TAILS="${TAILS:-10000}"
 PORT="${PORT:-17073}"
-URL="http://127.0.0.1:$PORT"
 WORK="$(mktemp -d /tmp/fencelog-tails.XXXXXX)"
 PID=""
-trap '[ -n "$PID" ] && kill -TERM "$PID" 2>/dev/null && wait "$PID" 2>/dev/null; rm -rf "$WORK"' EXIT
-
+# shellcheck source=serve.sh
+. "$(dirname "$0")/serve.sh"
 ulimit -n "$((TAILS + 1000))"
-"$BIN" serve --data-dir "$WORK/data" --listen "127.0.0.1:$PORT" \
-    --connections-max "$((TAILS + 100))" 2>>"$WORK/server.log" >/dev/null &
-PID=$!
-for _ in $(seq 1 2000); do
-    curl -sf "$URL/healthz" >/dev/null 2>&1 && break
-    kill -0 "$PID" 2>/dev/null || { cat "$WORK/server.log" >&2; exit 1; }
-    sleep 0.005
-done
+serve_start "$BIN" "$PORT" "$WORK" --connections-max "$((TAILS + 100))"
 curl -sf -X POST "$URL/v1/streams/t/records" -H 'content-type: application/json' \
     -d '{"fencing_token": 1, "records": [{"body": "first"}]}' >/dev/null
 
