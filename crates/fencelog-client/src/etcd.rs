@@ -434,14 +434,11 @@ where
     R: AsyncBufRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let say = |line: String| line + "\n";
     let mut appended = 0;
     match store.fence(&config.stream, token).await {
         Ok(_) => {}
         Err(ClientError::StaleToken { highest, .. }) => {
-            out.write_all(say(format!("fenced out: token={token} highest={highest}")).as_bytes())
-                .await?;
-            out.flush().await?;
+            say(out, format!("fenced out: token={token} highest={highest}")).await?;
             return Ok(WorkerOutcome::FencedOut {
                 token,
                 highest,
@@ -450,9 +447,7 @@ where
         }
         Err(e) => return Err(WorkerError::Fencelog(e)),
     }
-    out.write_all(say(format!("acquired token={token}")).as_bytes())
-        .await?;
-    out.flush().await?;
+    say(out, format!("acquired token={token}")).await?;
     let mut producer = Producer::start(store.clone(), &config.stream, &config.name, token)
         .await
         .map_err(WorkerError::Fencelog)?;
@@ -462,19 +457,11 @@ where
         match producer.append([line]).await {
             Ok(ack) => {
                 appended += 1;
-                out.write_all(
-                    say(format!("appended seq={} token={token}", ack.first_seq)).as_bytes(),
-                )
-                .await?;
+                say(out, format!("appended seq={} token={token}", ack.first_seq)).await?;
             }
             Err(ClientError::StaleToken { highest, .. }) => {
-                out.write_all(
-                    say(format!("fenced out: token={token} highest={highest}")).as_bytes(),
-                )
-                .await?;
-                let landed = last_landed(store, config).await?;
-                out.write_all(say(landed).as_bytes()).await?;
-                out.flush().await?;
+                say(out, format!("fenced out: token={token} highest={highest}")).await?;
+                say(out, last_landed(store, config).await?).await?;
                 return Ok(WorkerOutcome::FencedOut {
                     token,
                     highest,
@@ -482,9 +469,11 @@ where
                 });
             }
             Err(ClientError::DeadlineExceeded { writer_ms, .. }) => {
-                let line = format!("lease expired: token={token} writer_ms={writer_ms}");
-                out.write_all(say(line).as_bytes()).await?;
-                out.flush().await?;
+                say(
+                    out,
+                    format!("lease expired: token={token} writer_ms={writer_ms}"),
+                )
+                .await?;
                 return Ok(WorkerOutcome::LeaseExpired {
                     token,
                     writer_ms,
@@ -493,12 +482,17 @@ where
             }
             Err(e) => return Err(WorkerError::Fencelog(e)),
         }
-        out.flush().await?;
     }
-    out.write_all(say(format!("finished token={token} appended={appended}")).as_bytes())
-        .await?;
-    out.flush().await?;
+    say(out, format!("finished token={token} appended={appended}")).await?;
     Ok(WorkerOutcome::Finished { token, appended })
+}
+
+/// Writes one line of the worker's report and flushes it: the test that
+/// drives the worker reads each line as it happens.
+async fn say<W: AsyncWrite + Unpin>(out: &mut W, line: String) -> std::io::Result<()> {
+    out.write_all(line.as_bytes()).await?;
+    out.write_all(b"\n").await?;
+    out.flush().await
 }
 
 /// "Did my write land?": the producer lookup's answer, as the worker
