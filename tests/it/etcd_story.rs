@@ -532,3 +532,37 @@ async fn an_owner_past_its_lease_is_refused_by_its_deadline_before_any_successor
     let want = [owned(&["a-1"], token_a), owned(&["b-1"], token_b)].concat();
     assert_eq!(contents(&client).await, want);
 }
+
+/// A worker that waits for the lock longer than its lease's TTL minus its
+/// margin still starts with a live deadline: the lease it waited with was
+/// renewed while it waited, and its deadline counts from the last renewal,
+/// not from when it began to wait (else its first append would be refused
+/// as past its lease although it holds the lock).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_that_waited_for_the_lock_starts_with_a_live_deadline() {
+    let Some((tmp, etcd_server, store)) = services("etcd_story waited deadline").await else {
+        return;
+    };
+    // The deadline is 1 s after each renewal (TTL 2 s minus 1 s).
+    let margin = ["--deadline-margin-ms", "1000"];
+    let mut a = Worker::start("A", &etcd_server.url, store.url(), tmp.path());
+    let token_a = a.acquired();
+    let mut b = Worker::start_with("B", &etcd_server.url, store.url(), tmp.path(), &margin);
+    // Time passing is what this test is about, not a stand-in for a
+    // signal: B waits past TTL minus margin counted from its lease's grant.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    a.send("a-1");
+    assert_eq!(a.line(), format!("appended seq=0 token={token_a}"));
+    drop(a.stdin.take());
+    assert_eq!(a.line(), format!("finished token={token_a} appended=1"));
+    assert!(a.child.wait().success());
+    let token_b = b.acquired();
+    b.send("b-1");
+    assert_eq!(b.line(), format!("appended seq=1 token={token_b}"));
+    drop(b.stdin.take());
+    assert_eq!(b.line(), format!("finished token={token_b} appended=1"));
+    assert!(b.child.wait().success());
+    let client = Client::new(store.url().to_string()).unwrap();
+    let want = [owned(&["a-1"], token_a), owned(&["b-1"], token_b)].concat();
+    assert_eq!(contents(&client).await, want);
+}

@@ -11,8 +11,22 @@ It prints one line per step, for people and for the test that drives it:
 
     acquired token=T
     appended seq=S token=T
-    fenced out: token=T highest=H next_seq=N     (then exits 3)
+    fenced out: token=T highest=H next_seq=N     (then what landed last:)
+    last landed: producer_seq=P seq=F..=L token=T2   (or: last landed: none; exits 3)
+    lease expired: token=T writer_ms=W           (then exits 3)
     finished token=T appended=N                  (input ended; lock released)
+
+Exactly once, and deadlines (issue 11): the worker appends through an
+idempotent producer whose id is its name, so an append whose answer is
+lost is sent again with the same producer_seq and the server answers it as
+a duplicate instead of writing it twice. Every append carries
+``not_after_ms``: the lease's expiry as this worker last renewed it (the
+time just before the successful renewal was sent, plus the TTL — etcd
+starts the TTL later, when it handles it) minus ``--deadline-margin-ms``
+for clock skew. A write that reaches fencelog after the lease may have
+ended is refused (``lease expired``) even before a successor has fenced.
+Fenced out, the worker asks "did my write land?" (the producer lookup) and
+prints the answer before it stops.
 
 Why the token is the key's create revision: etcd keeps one revision counter
 for the whole keyspace, advanced by every write through Raft and persisted,
@@ -47,9 +61,31 @@ from etcd3gw.lease import Lease
 
 import fencelog
 
-#: Exit code when fenced out, the same as the fencelog CLI's.
+#: Exit code when fenced out (or past the lease), the same as the fencelog CLI's.
 EXIT_FENCED = 3
 ACQUIRE_POLL_S = 0.1
+DEADLINE_MARGIN_MS = 500
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Expiry:
+    """The lease's expiry as last renewed, in Unix ms; only moves forward."""
+
+    def __init__(self, ms: int) -> None:
+        self._ms = ms
+        self._lock = threading.Lock()
+
+    def renewed(self, ms: int) -> None:
+        with self._lock:
+            self._ms = max(self._ms, ms)
+
+    @property
+    def ms(self) -> int:
+        with self._lock:
+            return self._ms
 
 
 def b64(text: str) -> str:
@@ -61,9 +97,11 @@ def connect(url: str) -> etcd3gw.Etcd3Client:
     return etcd3gw.Etcd3Client(host=u.hostname or "127.0.0.1", port=u.port or 2379, protocol=u.scheme or "http", timeout=10)
 
 
-def acquire(etcd: etcd3gw.Etcd3Client, key: str, owner: str, ttl: int) -> Tuple[Lease, int]:
+def acquire(etcd: etcd3gw.Etcd3Client, key: str, owner: str, ttl: int) -> Tuple[Lease, int, int]:
     """Takes the lock: creates ``key`` bound to a fresh lease, waiting while
-    someone else's key exists. Returns the lease and the fencing token."""
+    someone else's key exists. Returns the lease, the fencing token, and
+    when (Unix ms) the lease's last grant or renewal was sent."""
+    renewed = now_ms()
     lease = etcd.lease(ttl)
     k = b64(key)
     while True:
@@ -80,23 +118,28 @@ def acquire(etcd: etcd3gw.Etcd3Client, key: str, owner: str, ttl: int) -> Tuple[
         })
         if result.get("succeeded"):
             kv = result["responses"][1]["response_range"]["kvs"][0]
-            return lease, int(kv["create_revision"])
+            return lease, int(kv["create_revision"]), renewed
         # The lease we will hold the lock with must not expire while we wait.
-        lease.refresh()
+        sent = now_ms()
+        if lease.refresh() > 0:
+            renewed = sent
         time.sleep(ACQUIRE_POLL_S)
 
 
-def keep_alive(lease: Lease, every_s: float, lost: threading.Event) -> None:
-    """Renews the lease until etcd says it is gone. When the process is
-    paused this thread is paused too, and the lease expires: exactly the
-    failure fencing exists for."""
+def keep_alive(lease: Lease, ttl_ms: int, expiry: Expiry, lost: threading.Event) -> None:
+    """Renews the lease until etcd says it is gone, moving ``expiry`` on
+    after each renewal. When the process is paused this thread is paused
+    too, and the lease expires: exactly the failure fencing exists for."""
+    every_s = max(ttl_ms / 3000, 0.1)
     while not lost.is_set():
         time.sleep(every_s)
+        sent = now_ms()
         try:
             if lease.refresh() <= 0:
                 break
         except etcd3gw.exceptions.Etcd3Exception:
             break
+        expiry.renewed(sent + ttl_ms)
     lost.set()
     print(f"lease {lease.id} lost", file=sys.stderr, flush=True)
 
@@ -105,11 +148,21 @@ def say(line: str) -> None:
     print(line, flush=True)
 
 
+def last_landed(log: fencelog.Client, stream: str, name: str) -> str:
+    """"Did my write land?": the producer lookup, as the worker reports it."""
+    p = log.producer(stream, name)
+    if p is None:
+        return "last landed: none"
+    return f"last landed: producer_seq={p.producer_seq} seq={p.first_seq}..={p.last_seq} token={p.fencing_token}"
+
+
 def run(args: argparse.Namespace) -> int:
     etcd = connect(args.etcd)
-    lease, token = acquire(etcd, args.lock_key, args.name, args.ttl)
+    ttl_ms = args.ttl * 1000
+    lease, token, renewed = acquire(etcd, args.lock_key, args.name, args.ttl)
+    expiry = Expiry(renewed + ttl_ms)
     lost = threading.Event()
-    threading.Thread(target=keep_alive, args=(lease, max(args.ttl / 3, 0.1), lost), daemon=True).start()
+    threading.Thread(target=keep_alive, args=(lease, ttl_ms, expiry, lost), daemon=True).start()
 
     with fencelog.Client(args.server) as log:
         def fenced_out(e: fencelog.StaleFencingToken) -> int:
@@ -125,12 +178,22 @@ def run(args: argparse.Namespace) -> int:
         except fencelog.StaleFencingToken as e:
             return fenced_out(e)
         say(f"acquired token={token}")
+        # Named after the worker: a restarted worker continues its count.
+        producer = fencelog.Producer.start(log, args.stream, args.name, token)
         appended = 0
         for line in sys.stdin:
+            producer.not_after_ms = expiry.ms - args.deadline_margin_ms
             try:
-                ack = log.append(args.stream, token, line.rstrip("\n"))
+                ack = producer.append(line.rstrip("\n"))
             except fencelog.StaleFencingToken as e:
-                return fenced_out(e)
+                code = fenced_out(e)
+                say(last_landed(log, args.stream, args.name))
+                return code
+            except fencelog.DeadlineExceeded as e:
+                # fencelog's clock is past the lease as this worker last saw
+                # it: the lease may be over, whether or not anyone took over.
+                say(f"lease expired: token={token} writer_ms={e.writer_ms}")
+                return EXIT_FENCED
             appended += 1
             say(f"appended seq={ack.first_seq} token={token}")
         say(f"finished token={token} appended={appended}")
@@ -149,6 +212,12 @@ def main(argv: Optional[list] = None) -> int:
     p.add_argument("--lock-key", required=True, help="the etcd key that is the lock")
     p.add_argument("--name", required=True, help="this worker's name, stored as the lock's value")
     p.add_argument("--ttl", type=int, default=5, help="lease TTL in seconds")
+    p.add_argument(
+        "--deadline-margin-ms",
+        type=int,
+        default=DEADLINE_MARGIN_MS,
+        help="appends carry not_after_ms = the lease's expiry as last renewed minus this (clock skew)",
+    )
     try:
         return run(p.parse_args(argv))
     except fencelog.FencelogError as e:

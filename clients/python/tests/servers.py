@@ -218,3 +218,84 @@ class EtcdServer:
         if self.proc is not None and self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
+
+
+class AnswerDroppingProxy:
+    """A TCP proxy to a fencelog server that, on the first connection after
+    :meth:`arm` (armed from the start), forwards the request but closes both
+    sides as soon as the server's answer starts arriving: the server did
+    answer, so the write was decided, and the client never hears it. Every
+    other connection is passed through. ``dropped`` is set once it has
+    dropped an answer. Stopped by :meth:`close` (its own sockets only)."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self._upstream = ("127.0.0.1", upstream_port)
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.dropped = threading.Event()
+        self._armed = True
+        self._lock = threading.Lock()
+        self._sockets: List[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def arm(self) -> None:
+        with self._lock:
+            self._armed = True
+        self.dropped.clear()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return  # closed
+            server = socket.create_connection(self._upstream)
+            with self._lock:
+                drop, self._armed = self._armed, False
+                self._sockets += [client, server]
+            threading.Thread(target=self._pump, args=(client, server), daemon=True).start()
+            back = self._drop if drop else self._pump
+            threading.Thread(target=back, args=(server, client), daemon=True).start()
+
+    @staticmethod
+    def _pump(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while True:
+                data = src.recv(1 << 16)
+                if not data:
+                    break
+                dst.sendall(data)
+            dst.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+
+    def _drop(self, server: socket.socket, client: socket.socket) -> None:
+        try:
+            # The answer's first byte: decided; dropped unread.
+            answered = server.recv(1) != b""
+        except OSError:
+            answered = False
+        if answered:
+            # Before the client can see the connection close.
+            self.dropped.set()
+        for s in (client, server):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def close(self) -> None:
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes accept()
+        except OSError:
+            pass
+        self._listener.close()
+        with self._lock:
+            for s in self._sockets:
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                s.close()

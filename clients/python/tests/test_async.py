@@ -113,3 +113,39 @@ async def test_tail_task_survives_kill_9(spawn) -> None:
         task.cancel()
         await tail.aclose()
         assert items.empty()
+
+
+async def test_async_producer_retries_a_lost_answer_as_a_duplicate(server, stream: str) -> None:
+    from servers import AnswerDroppingProxy
+
+    proxy = AnswerDroppingProxy(server.port)
+    try:
+        async with fencelog.AsyncClient(server.url) as c:
+            await c.fence(stream, 41)
+            async with fencelog.AsyncClient(proxy.url) as via_proxy:
+                p = await fencelog.AsyncProducer.start(via_proxy, stream, "worker-a", 41)
+            # start() was the proxy's first connection: its answer dropped,
+            # the lookup (a read) retried. Now an append's answer is lost.
+            assert proxy.dropped.is_set() and p.next_producer_seq == 0
+            proxy.arm()
+            async with fencelog.AsyncClient(proxy.url) as fresh:
+                p.client = fresh
+                ack = await p.append("A: order 1")
+                assert proxy.dropped.is_set()
+                assert (ack.first_seq, ack.last_seq, ack.fencing_token, ack.duplicate) == (0, 0, 41, True)
+                assert (await p.append("A: order 2")).duplicate is False
+            assert [r.body async for r in c.iter_records(stream)] == [b"A: order 1", b"A: order 2"]
+            info = await c.producer(stream, "worker-a")
+            assert (info.producer_seq, info.first_seq, info.fencing_token) == (1, 1, 41)
+            assert await c.producer(stream, "nobody") is None
+            assert [f.by for f in (await c.fences(stream)).fences] == ["fence"]
+            await c.commit_cursor(stream, "r", 41, 1)
+            assert [x.seq for x in await c.cursors(stream)] == [1]
+            assert (await c.cursor(stream, "r")).fencing_token == 41
+            assert [r.seq async for r in c.iter_records(stream, cursor="r")] == [1]
+            acks = await c.batch([fencelog.BatchAppend(stream, 41, ("b",))], not_after_ms=None)
+            assert acks[0].first_seq == 2
+            with pytest.raises(fencelog.DeadlineExceeded):
+                await c.fence(stream, 42, not_after_ms=1)
+    finally:
+        proxy.close()

@@ -1,8 +1,10 @@
 """The stale-worker story end to end, with real parts: worker A holds an
 etcd lease and writes; A is frozen (SIGSTOP) past its lease; worker B takes
 the lock with a higher token and writes; A wakes up and its late write is
-refused with StaleFencingToken. The workers are examples/etcd_worker.py run
-as processes."""
+refused with StaleFencingToken, and the producer lookup tells it what of
+its own landed. And issue 11's deadlines: A frozen past its lease with no
+successor yet is refused by its own not_after_ms (deadline_exceeded). The
+workers are examples/etcd_worker.py run as processes."""
 
 from __future__ import annotations
 
@@ -36,11 +38,11 @@ def etcd(tmp_path: Path) -> Iterator[EtcdServer]:
 
 
 class Worker:
-    def __init__(self, name: str, etcd_url: str, server_url: str, log_dir: Path) -> None:
+    def __init__(self, name: str, etcd_url: str, server_url: str, log_dir: Path, *extra: str) -> None:
         self.name = name
         self.proc = subprocess.Popen(
             [sys.executable, str(WORKER), "--etcd", etcd_url, "--server", server_url,
-             "--stream", STREAM, "--lock-key", LOCK_KEY, "--name", name, "--ttl", str(TTL_S)],
+             "--stream", STREAM, "--lock-key", LOCK_KEY, "--name", name, "--ttl", str(TTL_S), *extra],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=open(log_dir / f"{name}.err", "wb"),
@@ -101,6 +103,9 @@ def test_a_paused_worker_is_fenced_out(spawn, etcd: EtcdServer, tmp_path: Path) 
         a.send("A: invoice 1001 cancelled")
         os.kill(a.proc.pid, signal.SIGCONT)
         assert a.line() == f"fenced out: token={token_a} highest={token_b} next_seq=2"
+        # "Did my write land?": the producer lookup names A's first record,
+        # nothing later.
+        assert a.line() == f"last landed: producer_seq=0 seq=0..=0 token={token_a}"
         assert a.proc.wait(timeout=LINE_DEADLINE_S) == 3
 
         # The stream holds only what the rightful owners wrote.
@@ -127,6 +132,66 @@ def test_a_paused_worker_is_fenced_out(spawn, etcd: EtcdServer, tmp_path: Path) 
         assert b.finish() == 0
         assert b.line() == f"finished token={token_b} appended=2"
         assert lock.get(LOCK_KEY) == []
+    finally:
+        a.kill()
+        if b is not None:
+            b.kill()
+
+
+def wait_gone(etcd: EtcdServer, key: str) -> None:
+    """Until etcd has deleted ``key`` (its lease expired): a watch from the
+    revision after the key's last change, so a deletion that happened
+    before the watch started is reported too."""
+    lock = etcd3gw.Etcd3Client(host="127.0.0.1", port=etcd.client_port)
+    found = lock.get(key, metadata=True)
+    if not found:
+        return
+    after = int(found[0][1]["mod_revision"]) + 1
+    event = lock.watch_once(key, timeout=LINE_DEADLINE_S, start_revision=after, filters=["NOPUT"])
+    assert event.get("type") == "DELETE", event
+    assert lock.get(key) == []
+
+
+def test_an_owner_past_its_lease_is_refused_by_its_deadline_before_any_successor(
+    spawn, etcd: EtcdServer, tmp_path: Path
+) -> None:
+    server = spawn()
+    margin = ("--deadline-margin-ms", "100")
+    a = Worker("worker-a", etcd.url, server.url, tmp_path, *margin)
+    b: Optional[Worker] = None
+    try:
+        token_a = token_of(a.line())
+        a.send("A: invoice 1001 drafted")
+        assert a.line() == f"appended seq=0 token={token_a}"
+        # A freezes and its lease runs out; nobody takes over yet.
+        os.kill(a.proc.pid, signal.SIGSTOP)
+        wait_gone(etcd, LOCK_KEY)
+        a.send("A: invoice 1001 cancelled")
+        os.kill(a.proc.pid, signal.SIGCONT)
+        # fencelog's clock is past A's lease: refused by A's own deadline,
+        # though A's token is still the highest.
+        line = a.line()
+        assert line.startswith(f"lease expired: token={token_a} writer_ms="), line
+        assert a.proc.wait(timeout=LINE_DEADLINE_S) == 3
+        with fencelog.Client(server.url) as log:
+            state = log.state(STREAM)
+            assert (state.next_seq, state.highest_token) == (1, token_a)
+            landed = log.producer(STREAM, "worker-a")
+            assert landed is not None and (landed.producer_seq, landed.first_seq) == (0, 0)
+            writer_ms = int(line.rsplit("=", 1)[1])
+            assert writer_ms > landed.timestamp_ms
+        # The successor continues where A's last record ended.
+        b = Worker("worker-b", etcd.url, server.url, tmp_path, *margin)
+        token_b = token_of(b.line())
+        b.send("B: invoice 1001 sent")
+        assert b.line() == f"appended seq=1 token={token_b}"
+        assert b.finish() == 0
+        assert b.line() == f"finished token={token_b} appended=1"
+        with fencelog.Client(server.url) as log:
+            assert [(r.seq, r.fencing_token, r.body) for r in log.iter_records(STREAM)] == [
+                (0, token_a, b"A: invoice 1001 drafted"),
+                (1, token_b, b"B: invoice 1001 sent"),
+            ]
     finally:
         a.kill()
         if b is not None:

@@ -2,11 +2,22 @@ import {
   ConnectionFailedError,
   FencelogError,
   OutcomeUnknownError,
+  ProducerNotFoundError,
   ProtocolError,
   TransportError,
 } from "./errors.js";
 import {
   type AppendAck,
+  type BatchOp,
+  batchBody,
+  type CursorInfo,
+  type FenceList,
+  parseBatch,
+  parseCursor,
+  parseCursorList,
+  parseFences,
+  parseProducer,
+  type ProducerInfo,
   BATCH_CONTENT_TYPE,
   BATCH_V2_CONTENT_TYPE,
   CaughtUp,
@@ -51,10 +62,27 @@ export interface ClientOptions {
 export interface AppendOptions {
   /** Append only if the stream's `nextSeq` equals this. */
   matchSeqNum?: number;
+  /**
+   * An idempotent producer's id (1-64 of `[A-Za-z0-9._:-]`), with
+   * `producerSeq`: a retry of its last applied seq answers the original ack
+   * with `duplicate: true` and writes nothing. `Producer` numbers and
+   * retries them for you.
+   */
+  producerId?: string;
+  producerSeq?: number;
+  /** A deadline (Unix ms): accepted only if the server's timestamp for it is at most this, else `DeadlineExceededError`. */
+  notAfterMs?: number;
+}
+
+export interface FenceOptions {
+  /** A deadline, as for appends. */
+  notAfterMs?: number;
 }
 
 export interface ReadOptions {
   startSeq?: number;
+  /** Start at this named cursor's seq instead of `startSeq` (`CursorNotFoundError` if there is none). */
+  cursor?: string;
   /** Most records (server default 1000, at most 10000). */
   count?: number;
   /** About this many body bytes (server default 1 MiB); the first record always comes whole. */
@@ -65,6 +93,8 @@ export interface ReadOptions {
 
 export interface TailOptions {
   startSeq?: number;
+  /** Start at this named cursor's seq instead of `startSeq`; `position` is null until the server has said where that is. */
+  cursor?: string;
   /** Reconnect when nothing (not even a ping, sent every 15 s) arrives for this long. Default 45000. */
   idleTimeoutMs?: number;
   /** Give up with TransportError after this long without a connection. Default: never. */
@@ -127,6 +157,26 @@ function describe(err: unknown): string {
   return parts.join(": ") || String(err);
 }
 
+/**
+ * A producer id or cursor name as one escaped path segment: valid names
+ * are URL-safe already; anything else reaches the server's validation intact.
+ */
+function segment(name: string, what: string): string {
+  if (typeof name !== "string" || name === "") throw new TypeError(`a ${what} is a non-empty string`);
+  if (name === "." || name === "..") throw new RangeError(`a ${what} cannot be ${JSON.stringify(name)}`);
+  return encodeURIComponent(name);
+}
+
+/** `,"not_after_ms":N` for a JSON body with a deadline, else nothing. */
+function deadlineField(options: FenceOptions): string {
+  const deadline = seqText("notAfterMs", options.notAfterMs);
+  return deadline === undefined ? "" : `,"not_after_ms":${deadline}`;
+}
+
+function cursorPath(stream: string, name: string): string {
+  return streamPath(stream, `/cursors/${segment(name, "cursor name")}`);
+}
+
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
@@ -179,30 +229,120 @@ export class Client {
       "content-type": withHeaders ? BATCH_V2_CONTENT_TYPE : BATCH_CONTENT_TYPE,
       "fencing-token": tokenText(token),
     };
-    const match = seqText("matchSeqNum", options.matchSeqNum);
-    if (match !== undefined) headers["match-seq-num"] = match;
-    const body = withHeaders ? encodeBatchV2(parts) : encodeBatch(parts.map((r) => r.body));
-    const path = streamPath(stream, "/records");
-    let text: string;
-    let status: number;
-    try {
-      const resp = await this.#send(path, { method: "POST", headers, body }, this.#timeoutMs);
-      status = resp.status;
-      text = await resp.text();
-    } catch (e) {
-      if (neverSent(e)) throw new ConnectionFailedError(`append to ${stream}: ${describe(e)}`, { cause: e });
-      throw new OutcomeUnknownError(`append to ${stream}: sent, but no answer: ${describe(e)}`, { cause: e });
+    if ((options.producerId === undefined) !== (options.producerSeq === undefined)) {
+      throw new TypeError("producerId and producerSeq go together");
     }
+    if (options.producerId !== undefined && typeof options.producerId !== "string") {
+      throw new TypeError("a producer id is a string");
+    }
+    // The token, producer and deadline ride in headers, which the server
+    // checks before it reads the body.
+    const optional = [
+      ["match-seq-num", seqText("matchSeqNum", options.matchSeqNum)],
+      ["producer-id", options.producerId],
+      ["producer-seq", seqText("producerSeq", options.producerSeq)],
+      ["not-after-ms", seqText("notAfterMs", options.notAfterMs)],
+    ] as const;
+    for (const [name, value] of optional) if (value !== undefined) headers[name] = value;
+    const body = withHeaders ? encodeBatchV2(parts) : encodeBatch(parts.map((r) => r.body));
+    const [status, text] = await this.#sendOnce(streamPath(stream, "/records"), { method: "POST", headers, body }, `append to ${stream}`);
     return parseAck(this.#decode(status, text));
+  }
+
+  /**
+   * Makes the records below `trimSeq` unreadable (`firstSeq` becomes
+   * `min(trimSeq, nextSeq)` and never moves back). Fenced like an append
+   * (`StaleFencingTokenError`, `StreamSealedError`); `notAfterMs` is a
+   * deadline. Never retried.
+   */
+  async trim(stream: string, token: Token, trimSeq: number, options: FenceOptions = {}): Promise<StreamState> {
+    const body = `{"fencing_token":${tokenText(token)},"trim_seq":${seqText("trimSeq", trimSeq)}${deadlineField(options)}}`;
+    const init = { method: "POST", headers: { "content-type": "application/json" }, body };
+    const [status, text] = await this.#sendOnce(streamPath(stream, "/trim"), init, `trim ${stream}`);
+    return parseState(this.#decode(status, text));
+  }
+
+  /**
+   * Seals the stream: every later append, fence and trim is
+   * `StreamSealedError`. Sealing again with the highest token is
+   * idempotent; `notAfterMs` is a deadline. Never retried.
+   */
+  async seal(stream: string, token: Token, options: FenceOptions = {}): Promise<StreamState> {
+    const body = `{"fencing_token":${tokenText(token)}${deadlineField(options)}}`;
+    const init = { method: "POST", headers: { "content-type": "application/json" }, body };
+    const [status, text] = await this.#sendOnce(streamPath(stream, "/seal"), init, `seal ${stream}`);
+    return parseState(this.#decode(status, text));
+  }
+
+  /**
+   * A multi-stream batch (`POST /v1/batch`), all or nothing and durable as
+   * one unit: each op's outcome in order (an `AppendAck` for an append, a
+   * `StreamState` for a fence). If any op is refused none is applied:
+   * `BatchRefusedError`, with the first refusal as `first` and every op's
+   * outcome. Never retried (make a retry safe with `matchSeqNum`).
+   */
+  async batch(ops: readonly BatchOp[], options: FenceOptions = {}): Promise<Array<AppendAck | StreamState>> {
+    const init = { method: "POST", headers: { "content-type": "application/json" }, body: batchBody(ops, options.notAfterMs) };
+    const [status, text] = await this.#sendOnce("/v1/batch", init, "batch");
+    return parseBatch(this.#decode(status, text));
+  }
+
+  /**
+   * Stores cursor `name` at `seq` (the next seq to consume), fenced by the
+   * cursor's own highest token: a lower token is `StaleFencingTokenError`;
+   * the cursor moves back only with a strictly higher one. Never retried.
+   */
+  async commitCursor(stream: string, name: string, token: Token, seq: number): Promise<CursorInfo> {
+    const body = `{"fencing_token":${tokenText(token)},"seq":${seqText("seq", seq)}}`;
+    const init = { method: "PUT", headers: { "content-type": "application/json" }, body };
+    const [status, text] = await this.#sendOnce(cursorPath(stream, name), init, `commit cursor ${name} of ${stream}`);
+    return parseCursor(this.#decode(status, text));
+  }
+
+  /**
+   * "Did my write land?": producer `producerId`'s last applied append, or
+   * null when the stream does not remember it (never seen, or evicted);
+   * `NotFoundError` without such a stream. Retried on transport errors.
+   */
+  async producer(stream: string, producerId: string): Promise<ProducerInfo | null> {
+    const path = streamPath(stream, `/producers/${segment(producerId, "producer id")}`);
+    const [status, text] = await this.#idempotent(path, { method: "GET" }, `producer ${producerId} of ${stream}`, false);
+    try {
+      return parseProducer(this.#decode(status, text));
+    } catch (e) {
+      if (e instanceof ProducerNotFoundError) return null;
+      throw e;
+    }
+  }
+
+  /** The tokens that took effect on the stream, newest first (the server keeps the last 64; at most `limit`). */
+  async fences(stream: string, options: { limit?: number } = {}): Promise<FenceList> {
+    const limit = seqText("limit", options.limit);
+    const path = streamPath(stream, "/fences") + (limit === undefined ? "" : `?limit=${limit}`);
+    const [status, text] = await this.#idempotent(path, { method: "GET" }, `fences of ${stream}`, false);
+    return parseFences(this.#decode(status, text));
+  }
+
+  /** Cursor `name`; `CursorNotFoundError` if the stream has none. */
+  async cursor(stream: string, name: string): Promise<CursorInfo> {
+    const [status, text] = await this.#idempotent(cursorPath(stream, name), { method: "GET" }, `cursor ${name} of ${stream}`, false);
+    return parseCursor(this.#decode(status, text));
+  }
+
+  /** Every cursor of the stream, in name order. */
+  async cursors(stream: string): Promise<CursorInfo[]> {
+    const [status, text] = await this.#idempotent(streamPath(stream, "/cursors"), { method: "GET" }, `cursors of ${stream}`, false);
+    return parseCursorList(this.#decode(status, text));
   }
 
   /**
    * Raises the stream's highest token to `token` without writing a record
    * (creating the stream if needed). Retried on transport errors: fencing
-   * twice with one token is the same as fencing once.
+   * twice with one token is the same as fencing once. `notAfterMs` is a
+   * deadline, as for appends.
    */
-  async fence(stream: string, token: Token): Promise<StreamState> {
-    const body = `{"fencing_token":${tokenText(token)}}`;
+  async fence(stream: string, token: Token, options: FenceOptions = {}): Promise<StreamState> {
+    const body = `{"fencing_token":${tokenText(token)}${deadlineField(options)}}`;
     const [status, text] = await this.#idempotent(
       streamPath(stream, "/fence"),
       { method: "POST", headers: { "content-type": "application/json" }, body },
@@ -215,7 +355,10 @@ export class Client {
   /** One page of durable records; continue from `page.nextStartSeq` (or use `records()`). */
   async read(stream: string, options: ReadOptions = {}): Promise<ReadPage> {
     const startSeq = options.startSeq ?? 0;
-    const q = new URLSearchParams({ start_seq: seqText("startSeq", startSeq) as string });
+    // The server refuses a start_seq next to a cursor.
+    const q = new URLSearchParams(
+      options.cursor === undefined ? { start_seq: seqText("startSeq", startSeq) as string } : { cursor: options.cursor },
+    );
     for (const [name, v] of [["count", options.count], ["bytes", options.bytes], ["wait_ms", options.waitMs]] as const) {
       const s = seqText(name, v);
       if (s !== undefined) q.set(name, s);
@@ -227,7 +370,7 @@ export class Client {
       false,
       this.#timeoutMs + (options.waitMs ?? 0),
     );
-    return parsePage(startSeq, this.#decode(status, text));
+    return parsePage(options.cursor === undefined ? startSeq : 0, this.#decode(status, text));
   }
 
   /**
@@ -236,13 +379,16 @@ export class Client {
    * skipped. To keep following, use `tail()`.
    */
   async *records(stream: string, options: Omit<ReadOptions, "waitMs"> = {}): AsyncGenerator<LogRecord, void, undefined> {
-    let cursor = options.startSeq ?? 0;
+    let page = await this.read(stream, options);
+    // Where the page just read started; unknown for one from a cursor.
+    let at: number | null = options.cursor === undefined ? (options.startSeq ?? 0) : null;
     for (;;) {
-      const page = await this.read(stream, { ...options, startSeq: cursor });
       yield* page.records;
       if (pageIsLast(page)) return;
-      if (page.nextStartSeq <= cursor) throw new ProtocolError(`read of ${stream} from ${cursor} made no progress`);
-      cursor = page.nextStartSeq;
+      if (at !== null && page.nextStartSeq <= at) throw new ProtocolError(`read of ${stream} from ${at} made no progress`);
+      at = page.nextStartSeq;
+      const { cursor: _started, ...rest } = options;
+      page = await this.read(stream, { ...rest, startSeq: at });
     }
   }
 
@@ -299,6 +445,17 @@ export class Client {
       headers: { ...this.#headers, ...headers },
       signal,
     });
+  }
+
+  /** A write sent once: a failure before anything left is ConnectionFailedError, any later one OutcomeUnknownError. */
+  async #sendOnce(path: string, init: RequestInit, what: string): Promise<[number, string]> {
+    try {
+      const resp = await this.#send(path, init, this.#timeoutMs);
+      return [resp.status, await resp.text()];
+    } catch (e) {
+      if (neverSent(e)) throw new ConnectionFailedError(`${what}: ${describe(e)}`, { cause: e });
+      throw new OutcomeUnknownError(`${what}: sent, but no answer: ${describe(e)}`, { cause: e });
+    }
   }
 
   async #send(path: string, init: RequestInit, timeoutMs: number): Promise<Response> {
@@ -359,7 +516,7 @@ export class Tail<T extends LogRecord | CaughtUp> implements AsyncIterableIterat
 
   constructor(client: Client, stream: string, events: boolean, options: TailOptions) {
     this.#client = client;
-    this.#state = new TailState(stream, options.startSeq ?? 0, events);
+    this.#state = new TailState(stream, options.startSeq ?? 0, events, options.cursor ?? null);
     this.#idleTimeoutMs = options.idleTimeoutMs ?? TAIL_IDLE_TIMEOUT_MS;
     this.#retryForMs = options.retryForMs;
     this.#gen = this.#run();
@@ -370,7 +527,8 @@ export class Tail<T extends LogRecord | CaughtUp> implements AsyncIterableIterat
     }
   }
 
-  get position(): number {
+  /** Null for a tail from a cursor until its position is known. */
+  get position(): number | null {
     return this.#state.position;
   }
 

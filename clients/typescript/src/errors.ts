@@ -11,6 +11,14 @@
  * ├── ApiError                        the server answered with an error body
  * │   ├── StaleFencingTokenError      409: a higher token was accepted; stop
  * │   ├── SeqMismatchError            412
+ * │   ├── StreamSealedError           409: the stream is sealed; nobody can write
+ * │   ├── ProducerSeqStaleError       409: producer_seq below the last applied one
+ * │   ├── ProducerSeqGapError         409: producer_seq skips ahead
+ * │   ├── ProducerFencedError         409: unknown producer below the token floor
+ * │   ├── DeadlineExceededError       409: the server's time was past notAfterMs
+ * │   ├── BatchRefusedError           409/412/...: a multi-stream batch, none applied
+ * │   ├── ProducerNotFoundError       404 producer_not_found
+ * │   ├── CursorNotFoundError         404 cursor_not_found
  * │   ├── NotFoundError               404 stream_not_found
  * │   ├── OutOfRangeError             416
  * │   ├── TooLargeError               413
@@ -134,6 +142,21 @@ export class SeqMismatchError extends ApiError {
   }
 }
 
+/** The stream is sealed: no append, fence or trim, whatever the token. Not a lost ownership: nobody can write. */
+export class StreamSealedError extends ApiError {
+  readonly stream: string;
+  readonly firstSeq: number;
+  readonly nextSeq: number;
+  readonly highestToken: bigint;
+  constructor(status: number, body: ErrorBody, raw: string) {
+    super(status, body, raw);
+    this.stream = str(body, "stream");
+    this.firstSeq = seq(body, "first_seq");
+    this.nextSeq = seq(body, "next_seq");
+    this.highestToken = token(body, "highest_token");
+  }
+}
+
 /** No such stream (`stream_not_found`); a wrong URL is a plain ApiError. */
 export class NotFoundError extends ApiError {
   readonly stream: string;
@@ -143,16 +166,122 @@ export class NotFoundError extends ApiError {
   }
 }
 
-/** A read or tail started past the stream's tail. */
+/**
+ * A read or tail started past the stream's tail (`startSeq` is where), or
+ * a cursor commit went past it (`seq` is what it carried; `startSeq` is
+ * then null).
+ */
 export class OutOfRangeError extends ApiError {
   readonly stream: string;
-  readonly startSeq: number;
+  readonly startSeq: number | null;
+  readonly seq: number | null;
   readonly nextSeq: number;
   constructor(status: number, body: ErrorBody, raw: string) {
     super(status, body, raw);
     this.stream = str(body, "stream");
-    this.startSeq = seq(body, "start_seq");
+    this.startSeq = "start_seq" in body ? seq(body, "start_seq") : null;
+    this.seq = "seq" in body ? seq(body, "seq") : null;
+    if (this.startSeq === null && this.seq === null) throw new MissingField("start_seq");
     this.nextSeq = seq(body, "next_seq");
+  }
+}
+
+/** `producerSeq` is below the producer's last applied one, `lastProducerSeq`; nothing was written. */
+export class ProducerSeqStaleError extends ApiError {
+  readonly stream: string;
+  readonly lastProducerSeq: number;
+  constructor(status: number, body: ErrorBody, raw: string) {
+    super(status, body, raw);
+    this.stream = str(body, "stream");
+    this.lastProducerSeq = seq(body, "last_producer_seq");
+  }
+}
+
+/** `producerSeq` skips ahead: the stream expects `expectedProducerSeq`; nothing was written. */
+export class ProducerSeqGapError extends ApiError {
+  readonly stream: string;
+  readonly expectedProducerSeq: number;
+  constructor(status: number, body: ErrorBody, raw: string) {
+    super(status, body, raw);
+    this.stream = str(body, "stream");
+    this.expectedProducerSeq = seq(body, "expected_producer_seq");
+  }
+}
+
+/**
+ * A producer the stream does not know (never seen, or evicted) with a token
+ * below `producerTokenFloor`: it could retry an evicted producer's applied
+ * write, so it is refused. A new lease's higher token starts afresh.
+ */
+export class ProducerFencedError extends ApiError {
+  readonly stream: string;
+  readonly producerTokenFloor: bigint;
+  constructor(status: number, body: ErrorBody, raw: string) {
+    super(status, body, raw);
+    this.stream = str(body, "stream");
+    this.producerTokenFloor = token(body, "producer_token_floor");
+  }
+}
+
+/** The server's time for the write, `writerMs`, was past its `notAfterMs`; nothing changed. */
+export class DeadlineExceededError extends ApiError {
+  readonly stream: string;
+  readonly writerMs: number;
+  constructor(status: number, body: ErrorBody, raw: string) {
+    super(status, body, raw);
+    this.stream = str(body, "stream");
+    this.writerMs = seq(body, "writer_ms");
+  }
+}
+
+/** The stream does not remember the producer; `Client.producer()` resolves null for it instead. */
+export class ProducerNotFoundError extends ApiError {
+  readonly stream: string;
+  readonly producerId: string;
+  constructor(status: number, body: ErrorBody, raw: string) {
+    super(status, body, raw);
+    this.stream = str(body, "stream");
+    this.producerId = str(body, "producer_id");
+  }
+}
+
+/** The stream has no cursor of that name. */
+export class CursorNotFoundError extends ApiError {
+  readonly stream: string;
+  readonly cursor: string;
+  constructor(status: number, body: ErrorBody, raw: string) {
+    super(status, body, raw);
+    this.stream = str(body, "stream");
+    this.cursor = str(body, "cursor");
+  }
+}
+
+/**
+ * A multi-stream batch refused whole: no op was applied. The answer has
+ * the first refused op's code and fields — `first` is that refusal as its
+ * own error (e.g. `StaleFencingTokenError`) — and every op's outcome in
+ * order: `ops` as sent (an ack or an error body), `outcomes` decoded (an
+ * `AppendAck` or `StreamState` for an op that would have been applied, an
+ * `ApiError` for one that was refused; its `status` is the batch answer's,
+ * as an op's error body carries none of its own).
+ */
+export class BatchRefusedError extends ApiError {
+  readonly first: ApiError;
+  readonly ops: unknown[];
+  readonly outcomes: unknown[];
+  constructor(status: number, body: ErrorBody, raw: string, decodeOutcome: (status: number, v: unknown) => unknown) {
+    super(status, body, raw);
+    if (!Array.isArray(body.ops)) throw new MissingField("ops");
+    this.ops = body.ops;
+    const rest: ErrorBody = { ...body };
+    delete rest.ops;
+    this.first = typed(status, rest, raw);
+    try {
+      this.outcomes = body.ops.map((op) => decodeOutcome(status, op));
+    } catch (e) {
+      if (e instanceof ProtocolError) throw new MissingField("ops");
+      throw e;
+    }
   }
 }
 
@@ -196,6 +325,7 @@ type ApiErrorClass = new (status: number, body: ErrorBody, raw: string) => ApiEr
 const BY_CODE: { [code: string]: ApiErrorClass } = {
   stale_fencing_token: StaleFencingTokenError,
   seq_mismatch: SeqMismatchError,
+  stream_sealed: StreamSealedError,
   stream_not_found: NotFoundError,
   out_of_range: OutOfRangeError,
   too_large: TooLargeError,
@@ -205,14 +335,31 @@ const BY_CODE: { [code: string]: ApiErrorClass } = {
   corrupt: CorruptError,
   unauthenticated: UnauthenticatedError,
   forbidden: ForbiddenError,
+  producer_seq_stale: ProducerSeqStaleError,
+  producer_seq_gap: ProducerSeqGapError,
+  producer_fenced: ProducerFencedError,
+  deadline_exceeded: DeadlineExceededError,
+  producer_not_found: ProducerNotFoundError,
+  cursor_not_found: CursorNotFoundError,
 };
+
+/** The class the body's code names (MissingField when a documented field is missing). */
+function typed(status: number, body: ErrorBody, raw: string): ApiError {
+  const Cls = BY_CODE[body.error as string] ?? ApiError;
+  return new Cls(status, body, raw);
+}
 
 /**
  * The error for an answer with status `status` and body `raw`, decoded by
  * `parse`. The code decides the class, not the status: a 404 from a wrong
  * URL must not look like a missing stream.
  */
-export function errorFromBody(status: number, raw: string, parse: (text: string) => unknown): FencelogError {
+export function errorFromBody(
+  status: number,
+  raw: string,
+  parse: (text: string) => unknown,
+  decodeOutcome: (status: number, v: unknown) => unknown = (_s, v) => v,
+): FencelogError {
   let body: unknown;
   try {
     body = parse(raw);
@@ -223,9 +370,11 @@ export function errorFromBody(status: number, raw: string, parse: (text: string)
     return new ApiError(status, {}, raw);
   }
   const b = body as ErrorBody;
-  const Cls = BY_CODE[b.error as string] ?? ApiError;
   try {
-    return new Cls(status, b, raw);
+    // A refused multi-stream batch: the first refusal's code and fields,
+    // and every op's outcome.
+    if ("ops" in b) return new BatchRefusedError(status, b, raw, decodeOutcome);
+    return typed(status, b, raw);
   } catch (e) {
     if (e instanceof MissingField) {
       return new ProtocolError(`${String(b.error)} error without its ${JSON.stringify(e.message)} field: ${raw}`);

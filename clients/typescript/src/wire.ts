@@ -56,7 +56,55 @@ export interface AppendAck {
   nextSeq: number;
   fencingToken: bigint;
   timestampMs: number;
+  /**
+   * True when this answers an idempotent producer's retry of its last
+   * applied append: it is that append's original ack, and nothing was
+   * written this time.
+   */
+  duplicate: boolean;
 }
+
+/** "Did my write land?": an idempotent producer's last applied append (records `firstSeq..=lastSeq`). */
+export interface ProducerInfo {
+  producerId: string;
+  producerSeq: number;
+  firstSeq: number;
+  lastSeq: number;
+  fencingToken: bigint;
+  timestampMs: number;
+}
+
+/** A token that took effect: `firstSeq` is the stream's `nextSeq` then; `by` what carried it. */
+export interface FenceEntry {
+  fencingToken: bigint;
+  firstSeq: number;
+  timestampMs: number;
+  by: "append" | "fence" | "trim" | "seal" | "delete" | "config" | string;
+}
+
+/** A stream's fence history, newest first. */
+export interface FenceList {
+  stream: string;
+  fences: FenceEntry[];
+}
+
+/** A named, fenced consumer position: `seq` is the next seq to consume. */
+export interface CursorInfo {
+  stream: string;
+  name: string;
+  fencingToken: bigint;
+  seq: number;
+  timestampMs: number;
+}
+
+/**
+ * One op of `Client.batch()`: an append (`records`, text or bytes without
+ * headers, only if the stream's `nextSeq` is `matchSeqNum` when given) or a
+ * fence (`fence: true`).
+ */
+export type BatchOp =
+  | { stream: string; fencingToken: Token; records: Bytes | Bytes[]; matchSeqNum?: number; fence?: false }
+  | { stream: string; fencingToken: Token; fence: true };
 
 export interface StreamState {
   stream: string;
@@ -64,6 +112,8 @@ export interface StreamState {
   nextSeq: number;
   highestToken: bigint;
   lastTimestampMs: number;
+  /** True once the stream is sealed: no append, fence or trim any more. */
+  sealed: boolean;
 }
 
 /**
@@ -295,7 +345,107 @@ export function parseAck(v: unknown): AppendAck {
     nextSeq: seqOf(o, "next_seq"),
     fencingToken: tokenOf(o, "fencing_token"),
     timestampMs: seqOf(o, "timestamp_ms"),
+    duplicate: flagOf(o, "duplicate"),
   };
+}
+
+function flagOf(o: Obj, key: string): boolean {
+  const v = o[key] ?? false;
+  if (typeof v !== "boolean") throw new ProtocolError(`field ${key} is not a boolean: ${String(v)}`);
+  return v;
+}
+
+function listOf(o: Obj, key: string, what: string): unknown[] {
+  const v = o[key];
+  if (!Array.isArray(v)) throw new ProtocolError(`${what} has no ${key} array`);
+  return v;
+}
+
+export function parseProducer(v: unknown): ProducerInfo {
+  const o = obj(v, "the producer lookup");
+  return {
+    producerId: strOf(o, "producer_id"),
+    producerSeq: seqOf(o, "producer_seq"),
+    firstSeq: seqOf(o, "first_seq"),
+    lastSeq: seqOf(o, "last_seq"),
+    fencingToken: tokenOf(o, "fencing_token"),
+    timestampMs: seqOf(o, "timestamp_ms"),
+  };
+}
+
+export function parseFences(v: unknown): FenceList {
+  const o = obj(v, "the fence history");
+  const fences = listOf(o, "fences", "the fence history").map((f) => {
+    const e = obj(f, "a fence");
+    return {
+      fencingToken: tokenOf(e, "fencing_token"),
+      firstSeq: seqOf(e, "first_seq"),
+      timestampMs: seqOf(e, "timestamp_ms"),
+      by: strOf(e, "by"),
+    };
+  });
+  return { stream: strOf(o, "stream"), fences };
+}
+
+export function parseCursor(v: unknown): CursorInfo {
+  const o = obj(v, "a cursor");
+  return {
+    stream: strOf(o, "stream"),
+    name: strOf(o, "name"),
+    fencingToken: tokenOf(o, "fencing_token"),
+    seq: seqOf(o, "seq"),
+    timestampMs: seqOf(o, "timestamp_ms"),
+  };
+}
+
+export function parseCursorList(v: unknown): CursorInfo[] {
+  return listOf(obj(v, "the cursor list"), "cursors", "the cursor list").map(parseCursor);
+}
+
+/** A record of a JSON body: `body` when its bytes are UTF-8 (the server's rule), else `body_base64`. */
+function jsonRecord(r: Bytes): string {
+  if (typeof r === "string") return `{"body":${JSON.stringify(r)}}`;
+  const bytes = asBytes(r, "record");
+  try {
+    return `{"body":${JSON.stringify(new TextDecoder("utf-8", { fatal: true }).decode(bytes))}}`;
+  } catch {
+    let bin = "";
+    for (const b of bytes) bin += String.fromCharCode(b);
+    return `{"body_base64":${JSON.stringify(btoa(bin))}}`;
+  }
+}
+
+/** The body of `POST /v1/batch`. Tokens go as JSON integers, exactly (no float). */
+export function batchBody(ops: readonly BatchOp[], notAfterMs: number | undefined): string {
+  const items = ops.map((op) => {
+    const parts = [`"stream":${JSON.stringify(op.stream)}`, `"fencing_token":${tokenText(op.fencingToken)}`];
+    if (op.fence === true) {
+      parts.push(`"fence":true`);
+    } else {
+      const list = typeof op.records === "string" || op.records instanceof Uint8Array ? [op.records] : op.records;
+      parts.push(`"records":[${list.map(jsonRecord).join(",")}]`);
+      const m = seqText("matchSeqNum", op.matchSeqNum);
+      if (m !== undefined) parts.push(`"match_seq_num":${m}`);
+    }
+    return `{${parts.join(",")}}`;
+  });
+  const deadline = seqText("notAfterMs", notAfterMs);
+  return `{"ops":[${items.join(",")}]${deadline === undefined ? "" : `,"not_after_ms":${deadline}`}}`;
+}
+
+/** One op's outcome in a batch answer: an append's ack (it has `last_seq`), a fence's state, or an error. */
+export function parseBatchOutcome(status: number, v: unknown): AppendAck | StreamState | FencelogError {
+  const o = obj(v, "a batch op's outcome");
+  if ("error" in o) return errorFromBody(status, "", () => o);
+  return "last_seq" in o ? parseAck(o) : parseState(o);
+}
+
+export function parseBatch(v: unknown): Array<AppendAck | StreamState> {
+  return listOf(obj(v, "the batch answer"), "ops", "the batch answer").map((op) => {
+    const outcome = parseBatchOutcome(200, op);
+    if (outcome instanceof FencelogError) throw new ProtocolError("a 200 batch answer holds an error");
+    return outcome;
+  });
 }
 
 export function parseState(v: unknown): StreamState {
@@ -306,6 +456,7 @@ export function parseState(v: unknown): StreamState {
     nextSeq: seqOf(o, "next_seq"),
     highestToken: tokenOf(o, "highest_token"),
     lastTimestampMs: seqOf(o, "last_timestamp_ms"),
+    sealed: flagOf(o, "sealed"),
   };
 }
 
@@ -356,7 +507,7 @@ export function decodeJson(status: number, text: string): unknown {
 }
 
 export function errorFor(status: number, text: string): FencelogError {
-  return errorFromBody(status, text, parseJson);
+  return errorFromBody(status, text, parseJson, parseBatchOutcome);
 }
 
 // --- server-sent events -----------------------------------------------------
@@ -445,7 +596,12 @@ export type TailItem = LogRecord | CaughtUp;
  * (re)connect, and what each event means.
  */
 export class TailState {
-  position: number;
+  /**
+   * The next seq to deliver; where a reconnect resumes. Null for a tail
+   * from a named cursor until the server has said where that is (its first
+   * record or `caught_up`).
+   */
+  position: number | null;
   deliveredAny = false;
   parser = new SseParser();
 
@@ -453,16 +609,20 @@ export class TailState {
     readonly stream: string,
     startSeq: number,
     readonly events: boolean,
+    readonly cursor: string | null = null,
   ) {
-    this.position = startSeq;
+    this.position = cursor === null ? startSeq : null;
   }
 
   /** Last-Event-ID is how SSE resumes; start_seq in the query says the same for proxies that drop it. */
   requestHeaders(): { [name: string]: string } {
+    if (this.position === null) return { accept: "text/event-stream" };
     return { accept: "text/event-stream", "last-event-id": String(this.position) };
   }
 
+  /** The cursor is read again on each connection until a position is known; then the tail resumes where it is. */
   query(): string {
+    if (this.position === null) return new URLSearchParams({ cursor: String(this.cursor) }).toString();
     return `start_seq=${this.position}`;
   }
 
@@ -475,7 +635,9 @@ export class TailState {
     for (const ev of this.parser.feed(chunk)) {
       if (ev.event === "records") out.push(...this.#records(ev.data));
       else if (ev.event === "caught_up") {
-        if (this.events) out.push(new CaughtUp(this.#caughtUpSeq(ev.data)));
+        const seq = this.#caughtUpSeq(ev.data);
+        if (this.position === null) this.position = seq;
+        if (this.events) out.push(new CaughtUp(seq ?? 0));
       } else if (ev.event === "error") {
         throw errorFor(200, ev.data);
       }
@@ -490,9 +652,10 @@ export class TailState {
     const out: LogRecord[] = [];
     for (const item of items) {
       const rec = parseRecord(item);
+      const at = this.position ?? rec.seq;
       // A resumed connection may repeat what was delivered.
-      if (rec.seq < this.position) continue;
-      if (rec.seq !== this.position && this.deliveredAny) {
+      if (rec.seq < at) continue;
+      if (rec.seq !== at && this.deliveredAny) {
         throw new ProtocolError(`tail of ${this.stream} skipped from seq ${this.position} to ${rec.seq}`);
       }
       this.position = rec.seq + 1;
@@ -502,7 +665,7 @@ export class TailState {
     return out;
   }
 
-  #caughtUpSeq(data: string): number {
+  #caughtUpSeq(data: string): number | null {
     try {
       const v = parseJson(data) as Obj;
       if (typeof v?.next_seq === "number") return v.next_seq;

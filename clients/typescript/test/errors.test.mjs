@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { after, before, test } from "node:test";
 
 import * as f from "../dist/index.js";
-import { freePort, mount, Servers, streamName, umount, FencelogServer } from "../testlib/server.mjs";
+import { caught, freePort, mount, Servers, streamName, umount, FencelogServer } from "../testlib/server.mjs";
 
 const TOKEN_RANGE = "an integer in 1..=18446744073709551615";
 const servers = new Servers("errors");
@@ -21,17 +21,6 @@ before(async () => {
   c = new f.Client(shared.url);
 });
 after(() => servers.cleanup());
-
-/** The error `fn` rejects with, checked to be an instance of `cls`. */
-async function caught(fn, cls) {
-  try {
-    await fn();
-  } catch (e) {
-    assert.ok(e instanceof cls, `expected ${cls.name}, got ${e?.name}: ${e?.message}`);
-    return e;
-  }
-  assert.fail(`expected ${cls.name}, nothing was thrown`);
-}
 
 test("StaleFencingTokenError on append and fence", async () => {
   const s = streamName("stale");

@@ -87,7 +87,7 @@ test("a long-poll read returns the record that arrives", async () => {
 test("fence creates the stream; the whole u64 token range is exact", async () => {
   const s = streamName("fence");
   const st = await c.fence(s, 43);
-  assert.deepEqual(st, { stream: s, firstSeq: 0, nextSeq: 0, highestToken: 43n, lastTimestampMs: st.lastTimestampMs });
+  assert.deepEqual(st, { stream: s, firstSeq: 0, nextSeq: 0, highestToken: 43n, lastTimestampMs: st.lastTimestampMs, sealed: false });
   assert.deepEqual(await c.state(s), st);
   assert.equal((await c.append(s, 43, "mine")).firstSeq, 0); // equal tokens are accepted
   // 2^64-1 is past Number's exact range; as a bigint it survives both ways.

@@ -3,9 +3,10 @@
 // its own PID. Restarts reuse the port, so clients and live tails pointed at
 // `url` reach the restarted server.
 
+import assert from "node:assert/strict";
 import { spawn, execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, openSync, closeSync, readFileSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
+import { connect, createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -154,3 +155,68 @@ export function streamName(prefix) {
 
 export const text = (u8) => new TextDecoder().decode(u8);
 export const bytes = (s) => new TextEncoder().encode(s);
+
+/**
+ * A TCP proxy to a fencelog server that, on the first connection after
+ * `arm()` (armed from the start), forwards the request but destroys both
+ * sides as soon as the server's answer starts arriving: the server did
+ * answer, so the write was decided, and the client never hears it. Other
+ * connections pass through. `dropped` counts the answers it dropped.
+ */
+export class AnswerDroppingProxy {
+  constructor(upstreamPort) {
+    this.upstreamPort = upstreamPort;
+    this.armed = true;
+    this.dropped = 0;
+    this.sockets = new Set();
+    this.server = createServer((client) => this.#accept(client));
+  }
+
+  async start() {
+    await new Promise((r) => this.server.listen(0, "127.0.0.1", r));
+    this.url = `http://127.0.0.1:${this.server.address().port}`;
+    return this;
+  }
+
+  arm() {
+    this.armed = true;
+  }
+
+  #accept(client) {
+    const upstream = connect(this.upstreamPort, "127.0.0.1");
+    for (const s of [client, upstream]) {
+      this.sockets.add(s);
+      s.on("close", () => this.sockets.delete(s));
+      s.on("error", () => {});
+    }
+    const drop = this.armed;
+    this.armed = false;
+    client.pipe(upstream);
+    if (drop) {
+      upstream.once("data", () => {
+        // The answer's first bytes: decided; dropped unread.
+        this.dropped++;
+        client.destroy();
+        upstream.destroy();
+      });
+    } else {
+      upstream.pipe(client);
+    }
+  }
+
+  async close() {
+    for (const s of this.sockets) s.destroy();
+    await new Promise((r) => this.server.close(r));
+  }
+}
+
+/** The error `fn` rejects with, checked to be an instance of `cls`. */
+export async function caught(fn, cls) {
+  try {
+    await fn();
+  } catch (e) {
+    assert.ok(e instanceof cls, `expected ${cls.name}, got ${e?.name}: ${e?.message}`);
+    return e;
+  }
+  assert.fail(`expected ${cls.name}, nothing was thrown`);
+}

@@ -96,6 +96,11 @@ pub struct Lock {
     pub lease_id: i64,
     /// The lock key's `create_revision`; see the module docs.
     pub token: u64,
+    /// Unix ms (this machine's clock) when the lease's last renewal —
+    /// the grant, or a keep-alive while waiting for the key — was sent:
+    /// the lease lasts at least its TTL from then (etcd starts the TTL
+    /// when it handles the request, later).
+    pub renewed_ms: u64,
 }
 
 /// A key as etcd holds it (what [`Etcd::get`] returns).
@@ -267,12 +272,18 @@ impl Etcd {
 
     /// Takes the lock, waiting for the current holder's key to go away.
     pub async fn lock(&self, key: &str, owner: &str, ttl_s: u64) -> Result<Lock, EtcdError> {
+        let mut renewed_ms = now_ms();
         let lease_id = self.grant_lease(ttl_s).await?;
         loop {
             if let Some(token) = self.try_lock(key, owner, lease_id).await? {
-                return Ok(Lock { lease_id, token });
+                return Ok(Lock {
+                    lease_id,
+                    token,
+                    renewed_ms,
+                });
             }
             // The waiting lease must not expire before we get the lock.
+            renewed_ms = now_ms();
             self.keep_alive(lease_id).await?;
             tokio::time::sleep(ACQUIRE_POLL).await;
         }
@@ -381,13 +392,13 @@ where
     let etcd = Etcd::new(config.etcd_url.clone());
     let store = Client::new(config.fencelog_url.clone()).map_err(WorkerError::Fencelog)?;
     let ttl_ms = config.lease_ttl_s * 1000;
-    let asked = now_ms();
     let lock = etcd
         .lock(&config.lock_key, &config.name, config.lease_ttl_s)
         .await?;
     // The lease lasts at least TTL from the moment its last renewal was
-    // sent (etcd starts the TTL when it handles it, later).
-    let expiry_ms = Arc::new(AtomicU64::new(asked + ttl_ms));
+    // sent — while waiting for the key too, so a worker that waited long
+    // does not start with a deadline already past.
+    let expiry_ms = Arc::new(AtomicU64::new(lock.renewed_ms + ttl_ms));
     let keeper = {
         let (etcd, expiry_ms) = (etcd.clone(), expiry_ms.clone());
         let every = Duration::from_millis(ttl_ms / 3).max(ACQUIRE_POLL);

@@ -19,7 +19,21 @@ from .errors import (
     Unavailable,
     error_from_body,
 )
-from .types import AppendAck, CaughtUp, ReadPage, Record, RecordIn, StreamPage, StreamState
+from .types import (
+    AppendAck,
+    BatchAppend,
+    BatchFence,
+    CaughtUp,
+    CursorInfo,
+    FenceEntry,
+    FenceList,
+    ProducerInfo,
+    ReadPage,
+    Record,
+    RecordIn,
+    StreamPage,
+    StreamState,
+)
 
 RecordInput = Union[str, bytes, bytearray, memoryview, RecordIn]
 Records = Union[RecordInput, Iterable[RecordInput]]
@@ -149,7 +163,126 @@ def parse_ack(obj: Any, raw: bytes) -> AppendAck:
         next_seq=_field(obj, "next_seq", int, raw),
         fencing_token=_field(obj, "fencing_token", int, raw),
         timestamp_ms=_field(obj, "timestamp_ms", int, raw),
+        duplicate=_flag(obj, "duplicate", raw),
     )
+
+
+def _flag(obj: Dict[str, Any], key: str, raw: bytes) -> bool:
+    """An optional boolean field, false when absent."""
+    v = obj.get(key, False)
+    if not isinstance(v, bool):
+        raise ProtocolError(f"field {key!r} is not a boolean in {raw[:200]!r}", raw=raw)
+    return v
+
+
+def _object(obj: Any, what: str, raw: bytes) -> Dict[str, Any]:
+    if not isinstance(obj, dict):
+        raise ProtocolError(f"{what} is not an object: {raw[:200]!r}", raw=raw)
+    return obj
+
+
+def _list(obj: Dict[str, Any], key: str, what: str, raw: bytes) -> List[Any]:
+    v = obj.get(key)
+    if not isinstance(v, list):
+        raise ProtocolError(f"{what} has no {key!r} list: {raw[:200]!r}", raw=raw)
+    return v
+
+
+def parse_producer(obj: Any, raw: bytes) -> ProducerInfo:
+    obj = _object(obj, "the producer lookup", raw)
+    return ProducerInfo(
+        producer_id=_field(obj, "producer_id", str, raw),
+        producer_seq=_field(obj, "producer_seq", int, raw),
+        first_seq=_field(obj, "first_seq", int, raw),
+        last_seq=_field(obj, "last_seq", int, raw),
+        fencing_token=_field(obj, "fencing_token", int, raw),
+        timestamp_ms=_field(obj, "timestamp_ms", int, raw),
+    )
+
+
+def parse_fences(obj: Any, raw: bytes) -> FenceList:
+    obj = _object(obj, "the fence history", raw)
+    fences = []
+    for f in _list(obj, "fences", "the fence history", raw):
+        f = _object(f, "a fence", raw)
+        fences.append(
+            FenceEntry(
+                fencing_token=_field(f, "fencing_token", int, raw),
+                first_seq=_field(f, "first_seq", int, raw),
+                timestamp_ms=_field(f, "timestamp_ms", int, raw),
+                by=_field(f, "by", str, raw),
+            )
+        )
+    return FenceList(stream=_field(obj, "stream", str, raw), fences=tuple(fences))
+
+
+def parse_cursor(obj: Any, raw: bytes) -> CursorInfo:
+    obj = _object(obj, "a cursor", raw)
+    return CursorInfo(
+        stream=_field(obj, "stream", str, raw),
+        name=_field(obj, "name", str, raw),
+        fencing_token=_field(obj, "fencing_token", int, raw),
+        seq=_field(obj, "seq", int, raw),
+        timestamp_ms=_field(obj, "timestamp_ms", int, raw),
+    )
+
+
+def parse_cursor_list(obj: Any, raw: bytes) -> Tuple[CursorInfo, ...]:
+    obj = _object(obj, "the cursor list", raw)
+    return tuple(parse_cursor(c, raw) for c in _list(obj, "cursors", "the cursor list", raw))
+
+
+def _json_record(r: Any) -> Dict[str, str]:
+    """A record of a JSON body: ``body`` when its bytes are UTF-8 (as the
+    server's rule is), else ``body_base64``."""
+    data = _as_bytes(r, "record")
+    try:
+        return {"body": data.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"body_base64": base64.b64encode(data).decode("ascii")}
+
+
+def batch_body(ops: Iterable[Union[BatchAppend, BatchFence]], not_after_ms: Optional[int]) -> bytes:
+    """The body of ``POST /v1/batch``."""
+    out: List[Dict[str, Any]] = []
+    for op in ops:
+        item: Dict[str, Any] = {"stream": op.stream, "fencing_token": int(check_token(op.fencing_token))}
+        if isinstance(op, BatchAppend):
+            records = [op.records] if isinstance(op.records, (str, bytes)) else op.records
+            item["records"] = [_json_record(r) for r in records]
+            if check_seq("match_seq_num", op.match_seq_num) is not None:
+                item["match_seq_num"] = op.match_seq_num
+        elif isinstance(op, BatchFence):
+            item["fence"] = True
+        else:
+            raise TypeError(f"a batch op is BatchAppend or BatchFence, got {type(op).__name__}")
+        out.append(item)
+    body: Dict[str, Any] = {"ops": out}
+    if check_seq("not_after_ms", not_after_ms) is not None:
+        body["not_after_ms"] = not_after_ms
+    return json.dumps(body, separators=(",", ":")).encode("utf-8")
+
+
+def parse_batch_outcome(status: int, obj: Any, raw: bytes) -> Union[AppendAck, StreamState, FencelogError]:
+    """One op's outcome in a batch answer: an append's ack (it has
+    ``last_seq``), a fence's stream state, or an error body."""
+    obj = _object(obj, "a batch op's outcome", raw)
+    if "error" in obj:
+        return error_from_body(status, json.dumps(obj).encode("utf-8"))
+    if "last_seq" in obj:
+        return parse_ack(obj, raw)
+    return parse_state(obj, raw)
+
+
+def parse_batch(obj: Any, raw: bytes) -> List[Union[AppendAck, StreamState]]:
+    obj = _object(obj, "the batch answer", raw)
+    out: List[Union[AppendAck, StreamState]] = []
+    for op in _list(obj, "ops", "the batch answer", raw):
+        outcome = parse_batch_outcome(200, op, raw)
+        if isinstance(outcome, FencelogError):
+            raise ProtocolError(f"a 200 batch answer holds an error: {raw[:200]!r}", raw=raw)
+        out.append(outcome)
+    return out
 
 
 def parse_state(obj: Any, raw: bytes) -> StreamState:
@@ -161,6 +294,7 @@ def parse_state(obj: Any, raw: bytes) -> StreamState:
         next_seq=_field(obj, "next_seq", int, raw),
         highest_token=_field(obj, "highest_token", int, raw),
         last_timestamp_ms=_field(obj, "last_timestamp_ms", int, raw),
+        sealed=_flag(obj, "sealed", raw),
     )
 
 
@@ -353,10 +487,13 @@ class TailState:
     (re)connect, and what each event means. Shared by the sync and async
     tails, which only move bytes and sleep."""
 
-    def __init__(self, stream: str, start_seq: int, events: bool) -> None:
+    def __init__(self, stream: str, start_seq: int, events: bool, cursor: Optional[str] = None) -> None:
         self.stream = stream
-        #: The next seq to deliver; where a reconnect resumes.
-        self.position = start_seq
+        #: The next seq to deliver; where a reconnect resumes. None for a
+        #: tail that starts at a named cursor until the server has said
+        #: where that is (its first record, or its first caught_up).
+        self.position: Optional[int] = None if cursor is not None else start_seq
+        self.cursor = cursor
         self.events = events
         self.delivered_any = False
         self.parser = SseParser()
@@ -364,9 +501,16 @@ class TailState:
     def request_headers(self) -> Dict[str, str]:
         # Last-Event-ID is how SSE resumes; start_seq in the query says the
         # same for servers or proxies that drop the header.
+        if self.position is None:
+            return {"Accept": "text/event-stream"}
         return {"Accept": "text/event-stream", "Last-Event-ID": str(self.position)}
 
     def request_params(self) -> Dict[str, str]:
+        # The cursor is read again on each connection until a position is
+        # known; from then on the tail resumes where it is, wherever the
+        # cursor has moved since.
+        if self.position is None:
+            return {"cursor": str(self.cursor)}
         return {"start_seq": str(self.position)}
 
     def new_connection(self) -> None:
@@ -378,8 +522,11 @@ class TailState:
             if ev.event == "records":
                 out.extend(self._records(ev))
             elif ev.event == "caught_up":
+                seq = self._caught_up_seq(ev)
+                if self.position is None and seq is not None:
+                    self.position = seq
                 if self.events:
-                    out.append(CaughtUp(self._caught_up_seq(ev)))
+                    out.append(CaughtUp(seq if seq is not None else self.position or 0))
             elif ev.event == "error":
                 raise error_from_body(200, ev.data.encode("utf-8"))
             # ping and events added later: liveness only.
@@ -393,6 +540,8 @@ class TailState:
         out = []
         for item in items:
             rec = parse_record(item, raw)
+            if self.position is None:
+                self.position = rec.seq
             if rec.seq < self.position:
                 # A resumed connection may repeat what was delivered.
                 continue
@@ -405,7 +554,7 @@ class TailState:
             out.append(rec)
         return out
 
-    def _caught_up_seq(self, ev: SseEvent) -> int:
+    def _caught_up_seq(self, ev: SseEvent) -> Optional[int]:
         try:
             obj = json.loads(ev.data)
             if isinstance(obj, dict) and isinstance(obj.get("next_seq"), int):

@@ -5,13 +5,33 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from typing import Any, AsyncIterator, Deque, Optional, Union
+from typing import Any, AsyncIterator, Deque, Iterable, List, Optional, Tuple, Union
 
 import httpx
 
 from . import _common, _wire
-from .errors import ConnectionFailed, FencelogError, OutcomeUnknown, ProtocolError, TransportError, error_from_body
-from .types import AppendAck, CaughtUp, ReadPage, Record, StreamPage, StreamState
+from .errors import (
+    ConnectionFailed,
+    FencelogError,
+    OutcomeUnknown,
+    ProducerNotFound,
+    ProtocolError,
+    TransportError,
+    error_from_body,
+)
+from .types import (
+    AppendAck,
+    BatchAppend,
+    BatchFence,
+    CaughtUp,
+    CursorInfo,
+    FenceList,
+    ProducerInfo,
+    ReadPage,
+    Record,
+    StreamPage,
+    StreamState,
+)
 
 
 class AsyncClient:
@@ -54,28 +74,114 @@ class AsyncClient:
         token: int,
         records: _wire.Records,
         match_seq_num: Optional[int] = None,
+        *,
+        producer_id: Optional[str] = None,
+        producer_seq: Optional[int] = None,
+        not_after_ms: Optional[int] = None,
     ) -> AppendAck:
         """See :meth:`fencelog.Client.append`. Never retried."""
-        path, headers, body = _common.append_request(stream, token, records, match_seq_num)
-        try:
-            resp = await self._http.post(path, headers=headers, content=body)
-        except httpx.TransportError as e:
-            if _common.never_sent(e):
-                raise ConnectionFailed(f"append to {stream}: {e!r}") from e
-            raise OutcomeUnknown(f"append to {stream}: sent, but no answer: {e!r}") from e
+        path, headers, body = _common.append_request(
+            stream,
+            token,
+            records,
+            match_seq_num,
+            producer_id=producer_id,
+            producer_seq=producer_seq,
+            not_after_ms=not_after_ms,
+        )
+        resp = await self._send_once("POST", path, what=f"append to {stream}", headers=headers, content=body)
         return _wire.parse_ack(_json(resp), resp.content)
 
-    async def fence(self, stream: str, token: int) -> StreamState:
+    async def fence(self, stream: str, token: int, *, not_after_ms: Optional[int] = None) -> StreamState:
         """See :meth:`fencelog.Client.fence`."""
         resp = await self._request(
             "POST",
             _wire.stream_path(stream, "/fence"),
             what=f"fence {stream}",
             write=True,
-            content=_common.fence_body(token),
+            content=_common.fence_body(token, not_after_ms),
             headers={"Content-Type": "application/json"},
         )
         return _wire.parse_state(_json(resp), resp.content)
+
+    async def trim(self, stream: str, token: int, trim_seq: int, *, not_after_ms: Optional[int] = None) -> StreamState:
+        """Makes the records below ``trim_seq`` unreadable (``first_seq``
+        becomes ``min(trim_seq, next_seq)`` and never moves back). Fenced
+        like an append (:class:`StaleFencingToken`, :class:`StreamSealed`);
+        ``not_after_ms`` is a deadline. Never retried."""
+        resp = await self._send_once(
+            "POST",
+            _wire.stream_path(stream, "/trim"),
+            what=f"trim {stream}",
+            headers={"Content-Type": "application/json"},
+            content=_common.trim_body(token, trim_seq, not_after_ms),
+        )
+        return _wire.parse_state(_json(resp), resp.content)
+
+    async def seal(self, stream: str, token: int, *, not_after_ms: Optional[int] = None) -> StreamState:
+        """Seals the stream: every later append, fence and trim is
+        :class:`StreamSealed`. Sealing again with the highest token is
+        idempotent; ``not_after_ms`` is a deadline. Never retried."""
+        resp = await self._send_once(
+            "POST",
+            _wire.stream_path(stream, "/seal"),
+            what=f"seal {stream}",
+            headers={"Content-Type": "application/json"},
+            content=_common.fence_body(token, not_after_ms),
+        )
+        return _wire.parse_state(_json(resp), resp.content)
+
+    async def batch(
+        self, ops: Iterable[Union[BatchAppend, BatchFence]], *, not_after_ms: Optional[int] = None
+    ) -> List[Union[AppendAck, StreamState]]:
+        """See :meth:`fencelog.Client.batch`. Never retried."""
+        resp = await self._send_once(
+            "POST",
+            "/v1/batch",
+            what="batch",
+            headers={"Content-Type": "application/json"},
+            content=_wire.batch_body(ops, not_after_ms),
+        )
+        return _wire.parse_batch(_json(resp), resp.content)
+
+    async def commit_cursor(self, stream: str, name: str, token: int, seq: int) -> CursorInfo:
+        """See :meth:`fencelog.Client.commit_cursor`. Never retried."""
+        path = _wire.stream_path(stream, "/cursors/" + _common.name_segment(name, "cursor name"))
+        resp = await self._send_once(
+            "PUT",
+            path,
+            what=f"commit cursor {name} of {stream}",
+            headers={"Content-Type": "application/json"},
+            content=_common.cursor_body(token, seq),
+        )
+        return _wire.parse_cursor(_json(resp), resp.content)
+
+    async def producer(self, stream: str, producer_id: str) -> Optional[ProducerInfo]:
+        """See :meth:`fencelog.Client.producer`."""
+        path = _wire.stream_path(stream, "/producers/" + _common.name_segment(producer_id, "producer id"))
+        resp = await self._request("GET", path, what=f"producer {producer_id} of {stream}")
+        try:
+            return _wire.parse_producer(_json(resp), resp.content)
+        except ProducerNotFound:
+            return None
+
+    async def fences(self, stream: str, *, limit: Optional[int] = None) -> FenceList:
+        """See :meth:`fencelog.Client.fences`."""
+        resp = await self._request(
+            "GET", _wire.stream_path(stream, "/fences"), what=f"fences of {stream}", params=_common.fences_params(limit)
+        )
+        return _wire.parse_fences(_json(resp), resp.content)
+
+    async def cursor(self, stream: str, name: str) -> CursorInfo:
+        """See :meth:`fencelog.Client.cursor`."""
+        path = _wire.stream_path(stream, "/cursors/" + _common.name_segment(name, "cursor name"))
+        resp = await self._request("GET", path, what=f"cursor {name} of {stream}")
+        return _wire.parse_cursor(_json(resp), resp.content)
+
+    async def cursors(self, stream: str) -> Tuple[CursorInfo, ...]:
+        """See :meth:`fencelog.Client.cursors`."""
+        resp = await self._request("GET", _wire.stream_path(stream, "/cursors"), what=f"cursors of {stream}")
+        return _wire.parse_cursor_list(_json(resp), resp.content)
 
     async def read(
         self,
@@ -85,9 +191,10 @@ class AsyncClient:
         count: Optional[int] = None,
         max_bytes: Optional[int] = None,
         wait_ms: Optional[int] = None,
+        cursor: Optional[str] = None,
     ) -> ReadPage:
         """See :meth:`fencelog.Client.read`."""
-        params = _common.read_params(start_seq, count, max_bytes, wait_ms)
+        params = _common.read_params(start_seq, count, max_bytes, wait_ms, cursor)
         resp = await self._request(
             "GET",
             _wire.stream_path(stream, "/records"),
@@ -95,7 +202,7 @@ class AsyncClient:
             params=params,
             timeout=_common.timeout(self._timeout + (wait_ms or 0) / 1000.0),
         )
-        return _wire.parse_page(start_seq, _json(resp), resp.content)
+        return _wire.parse_page(0 if cursor is not None else start_seq, _json(resp), resp.content)
 
     async def iter_records(
         self,
@@ -104,18 +211,20 @@ class AsyncClient:
         *,
         count: Optional[int] = None,
         max_bytes: Optional[int] = None,
+        cursor: Optional[str] = None,
     ) -> AsyncIterator[Record]:
         """See :meth:`fencelog.Client.iter_records`."""
-        cursor = start_seq
+        page = await self.read(stream, start_seq, count=count, max_bytes=max_bytes, cursor=cursor)
+        at: Optional[int] = start_seq if cursor is None else None
         while True:
-            page = await self.read(stream, cursor, count=count, max_bytes=max_bytes)
             for r in page.records:
                 yield r
             if _wire.page_is_last(page):
                 return
-            if page.next_start_seq <= cursor:
-                raise ProtocolError(f"read of {stream} from {cursor} made no progress")
-            cursor = page.next_start_seq
+            if at is not None and page.next_start_seq <= at:
+                raise ProtocolError(f"read of {stream} from {at} made no progress")
+            at = page.next_start_seq
+            page = await self.read(stream, at, count=count, max_bytes=max_bytes)
 
     async def state(self, stream: str) -> StreamState:
         resp = await self._request("GET", _wire.stream_path(stream), what=f"state of {stream}")
@@ -148,9 +257,12 @@ class AsyncClient:
         *,
         idle_timeout: float = _common.TAIL_IDLE_TIMEOUT_S,
         retry_for: Optional[float] = None,
+        cursor: Optional[str] = None,
     ) -> "AsyncTail":
         """See :meth:`fencelog.Client.tail`; ``async for record in ...``."""
-        return AsyncTail(self, stream, start_seq, events=False, idle_timeout=idle_timeout, retry_for=retry_for)
+        return AsyncTail(
+            self, stream, start_seq, events=False, idle_timeout=idle_timeout, retry_for=retry_for, cursor=cursor
+        )
 
     def tail_events(
         self,
@@ -159,8 +271,20 @@ class AsyncClient:
         *,
         idle_timeout: float = _common.TAIL_IDLE_TIMEOUT_S,
         retry_for: Optional[float] = None,
+        cursor: Optional[str] = None,
     ) -> "AsyncTail":
-        return AsyncTail(self, stream, start_seq, events=True, idle_timeout=idle_timeout, retry_for=retry_for)
+        return AsyncTail(
+            self, stream, start_seq, events=True, idle_timeout=idle_timeout, retry_for=retry_for, cursor=cursor
+        )
+
+    async def _send_once(self, method: str, path: str, *, what: str, **kw: Any) -> httpx.Response:
+        """See :meth:`fencelog.Client._send_once`."""
+        try:
+            return await self._http.request(method, path, **kw)
+        except httpx.TransportError as e:
+            if _common.never_sent(e):
+                raise ConnectionFailed(f"{what}: {e!r}") from e
+            raise OutcomeUnknown(f"{what}: sent, but no answer: {e!r}") from e
 
     async def _request(self, method: str, path: str, *, what: str, write: bool = False, **kw: Any) -> httpx.Response:
         maybe_sent = False
@@ -197,9 +321,10 @@ class AsyncTail:
         events: bool,
         idle_timeout: float,
         retry_for: Optional[float],
+        cursor: Optional[str] = None,
     ) -> None:
         self._client = client
-        self._state = _wire.TailState(stream, start_seq, events)
+        self._state = _wire.TailState(stream, start_seq, events, cursor)
         self._idle_timeout = idle_timeout
         self._retry_for = retry_for
         self._response: Optional[httpx.Response] = None
@@ -211,7 +336,7 @@ class AsyncTail:
         self.reconnects = 0
 
     @property
-    def position(self) -> int:
+    def position(self) -> Optional[int]:
         return self._state.position
 
     def __aiter__(self) -> "AsyncTail":

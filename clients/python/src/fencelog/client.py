@@ -4,13 +4,33 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import Any, Deque, Iterator, Optional, Union
+from typing import Any, Deque, Iterable, Iterator, List, Optional, Tuple, Union
 
 import httpx
 
 from . import _common, _wire
-from .errors import ConnectionFailed, FencelogError, OutcomeUnknown, ProtocolError, TransportError, error_from_body
-from .types import AppendAck, CaughtUp, ReadPage, Record, StreamPage, StreamState
+from .errors import (
+    ConnectionFailed,
+    FencelogError,
+    OutcomeUnknown,
+    ProducerNotFound,
+    ProtocolError,
+    TransportError,
+    error_from_body,
+)
+from .types import (
+    AppendAck,
+    BatchAppend,
+    BatchFence,
+    CaughtUp,
+    CursorInfo,
+    FenceList,
+    ProducerInfo,
+    ReadPage,
+    Record,
+    StreamPage,
+    StreamState,
+)
 
 
 class Client:
@@ -67,6 +87,10 @@ class Client:
         token: int,
         records: _wire.Records,
         match_seq_num: Optional[int] = None,
+        *,
+        producer_id: Optional[str] = None,
+        producer_seq: Optional[int] = None,
+        not_after_ms: Optional[int] = None,
     ) -> AppendAck:
         """Appends ``records`` (a str, bytes or :class:`RecordIn` with
         headers, or a list of them) to
@@ -74,25 +98,37 @@ class Client:
         are durable. With ``match_seq_num`` the append happens only if the
         stream's ``next_seq`` equals it.
 
+        ``producer_id`` and ``producer_seq`` (together) make it an
+        idempotent producer's append: a retry of the producer's last
+        applied seq answers its original ack with ``duplicate=True`` and
+        writes nothing (:class:`Producer` numbers and retries them for
+        you). With ``not_after_ms`` (Unix ms) it is accepted only if the
+        server's timestamp for it is at most that, else
+        :class:`DeadlineExceeded`.
+
         Raises :class:`StaleFencingToken` when a higher token was accepted
         (stop: you lost ownership). Never retried: if the answer is lost
         after sending, :class:`OutcomeUnknown`.
         """
-        path, headers, body = _common.append_request(stream, token, records, match_seq_num)
-        try:
-            resp = self._http.post(path, headers=headers, content=body)
-        except httpx.TransportError as e:
-            if _common.never_sent(e):
-                raise ConnectionFailed(f"append to {stream}: {e!r}") from e
-            raise OutcomeUnknown(f"append to {stream}: sent, but no answer: {e!r}") from e
+        path, headers, body = _common.append_request(
+            stream,
+            token,
+            records,
+            match_seq_num,
+            producer_id=producer_id,
+            producer_seq=producer_seq,
+            not_after_ms=not_after_ms,
+        )
+        resp = self._send_once("POST", path, what=f"append to {stream}", headers=headers, content=body)
         return _wire.parse_ack(self._json(resp), resp.content)
 
-    def fence(self, stream: str, token: int) -> StreamState:
+    def fence(self, stream: str, token: int, *, not_after_ms: Optional[int] = None) -> StreamState:
         """Raises the stream's highest token to ``token`` without writing a
         record (creating the stream if needed), so older owners are refused
         from now on. Retried on transport errors: fencing twice with the
-        same token is the same as fencing once."""
-        body = _common.fence_body(token)
+        same token is the same as fencing once. ``not_after_ms`` is a
+        deadline, as for :meth:`append`."""
+        body = _common.fence_body(token, not_after_ms)
         resp = self._request(
             "POST",
             _wire.stream_path(stream, "/fence"),
@@ -102,6 +138,67 @@ class Client:
             headers={"Content-Type": "application/json"},
         )
         return _wire.parse_state(self._json(resp), resp.content)
+
+    def trim(self, stream: str, token: int, trim_seq: int, *, not_after_ms: Optional[int] = None) -> StreamState:
+        """Makes the records below ``trim_seq`` unreadable (``first_seq``
+        becomes ``min(trim_seq, next_seq)`` and never moves back). Fenced
+        like an append (:class:`StaleFencingToken`, :class:`StreamSealed`);
+        ``not_after_ms`` is a deadline. Never retried."""
+        resp = self._send_once(
+            "POST",
+            _wire.stream_path(stream, "/trim"),
+            what=f"trim {stream}",
+            headers={"Content-Type": "application/json"},
+            content=_common.trim_body(token, trim_seq, not_after_ms),
+        )
+        return _wire.parse_state(self._json(resp), resp.content)
+
+    def seal(self, stream: str, token: int, *, not_after_ms: Optional[int] = None) -> StreamState:
+        """Seals the stream: every later append, fence and trim is
+        :class:`StreamSealed`. Sealing again with the highest token is
+        idempotent; ``not_after_ms`` is a deadline. Never retried."""
+        resp = self._send_once(
+            "POST",
+            _wire.stream_path(stream, "/seal"),
+            what=f"seal {stream}",
+            headers={"Content-Type": "application/json"},
+            content=_common.fence_body(token, not_after_ms),
+        )
+        return _wire.parse_state(self._json(resp), resp.content)
+
+    def batch(
+        self, ops: Iterable[Union[BatchAppend, BatchFence]], *, not_after_ms: Optional[int] = None
+    ) -> List[Union[AppendAck, StreamState]]:
+        """A multi-stream batch (``POST /v1/batch``), all or nothing and
+        durable as one unit: each op's outcome in order — an
+        :class:`AppendAck` for a :class:`BatchAppend`, a :class:`StreamState`
+        for a :class:`BatchFence`. If any op is refused none is applied:
+        :class:`BatchRefused`, with the first refusal as ``first`` and every
+        op's outcome. Never retried (make a retry safe with
+        ``match_seq_num`` on its appends)."""
+        resp = self._send_once(
+            "POST",
+            "/v1/batch",
+            what="batch",
+            headers={"Content-Type": "application/json"},
+            content=_wire.batch_body(ops, not_after_ms),
+        )
+        return _wire.parse_batch(self._json(resp), resp.content)
+
+    def commit_cursor(self, stream: str, name: str, token: int, seq: int) -> CursorInfo:
+        """Stores cursor ``name`` of ``stream`` at ``seq`` (the next seq to
+        consume), fenced by the cursor's own highest token: a lower token is
+        :class:`StaleFencingToken`, and the cursor moves back only with a
+        strictly higher one. Never retried."""
+        path = _wire.stream_path(stream, "/cursors/" + _common.name_segment(name, "cursor name"))
+        resp = self._send_once(
+            "PUT",
+            path,
+            what=f"commit cursor {name} of {stream}",
+            headers={"Content-Type": "application/json"},
+            content=_common.cursor_body(token, seq),
+        )
+        return _wire.parse_cursor(self._json(resp), resp.content)
 
     # --- reads ----------------------------------------------------------
 
@@ -113,13 +210,16 @@ class Client:
         count: Optional[int] = None,
         max_bytes: Optional[int] = None,
         wait_ms: Optional[int] = None,
+        cursor: Optional[str] = None,
     ) -> ReadPage:
         """One page of durable records from ``start_seq``: at most ``count``
         records and about ``max_bytes`` body bytes (the server's defaults
         when None). With ``wait_ms``, a read at the tail waits that long for
-        a record instead of answering empty. Continue from
-        ``page.next_start_seq``; :meth:`iter_records` does that for you."""
-        params = _common.read_params(start_seq, count, max_bytes, wait_ms)
+        a record instead of answering empty. With ``cursor``, the page
+        starts at that named cursor's seq instead (:class:`CursorNotFound`
+        if there is none). Continue from ``page.next_start_seq``;
+        :meth:`iter_records` does that for you."""
+        params = _common.read_params(start_seq, count, max_bytes, wait_ms, cursor)
         extra = (wait_ms or 0) / 1000.0
         resp = self._request(
             "GET",
@@ -128,7 +228,7 @@ class Client:
             params=params,
             timeout=_common.timeout(self._timeout + extra),
         )
-        return _wire.parse_page(start_seq, self._json(resp), resp.content)
+        return _wire.parse_page(0 if cursor is not None else start_seq, self._json(resp), resp.content)
 
     def iter_records(
         self,
@@ -137,25 +237,61 @@ class Client:
         *,
         count: Optional[int] = None,
         max_bytes: Optional[int] = None,
+        cursor: Optional[str] = None,
     ) -> Iterator[Record]:
-        """Every record from ``start_seq`` up to the tail, in order, page by
-        page. Each page starts exactly where the previous one ended, so no
-        record is skipped; records appended while iterating are included
-        until a page reaches the tail. To keep following, use :meth:`tail`."""
-        cursor = start_seq
+        """Every record from ``start_seq`` (or the named ``cursor``) up to
+        the tail, in order, page by page. Each page starts exactly where the
+        previous one ended, so no record is skipped; records appended while
+        iterating are included until a page reaches the tail. To keep
+        following, use :meth:`tail`."""
+        page = self.read(stream, start_seq, count=count, max_bytes=max_bytes, cursor=cursor)
+        # Where the page just read started; unknown for one at a cursor.
+        at: Optional[int] = start_seq if cursor is None else None
         while True:
-            page = self.read(stream, cursor, count=count, max_bytes=max_bytes)
             yield from page.records
             if _wire.page_is_last(page):
                 return
-            if page.next_start_seq <= cursor:
-                raise ProtocolError(f"read of {stream} from {cursor} made no progress")
-            cursor = page.next_start_seq
+            if at is not None and page.next_start_seq <= at:
+                raise ProtocolError(f"read of {stream} from {at} made no progress")
+            at = page.next_start_seq
+            page = self.read(stream, at, count=count, max_bytes=max_bytes)
 
     def state(self, stream: str) -> StreamState:
         """The stream's durable state; :class:`NotFound` if it does not exist."""
         resp = self._request("GET", _wire.stream_path(stream), what=f"state of {stream}")
         return _wire.parse_state(self._json(resp), resp.content)
+
+    def producer(self, stream: str, producer_id: str) -> Optional[ProducerInfo]:
+        """"Did my write land?": producer ``producer_id``'s last applied
+        append on ``stream``, or None when the stream does not remember it
+        (never seen, or evicted). :class:`NotFound` when there is no such
+        stream. A read: retried on transport errors."""
+        seg = _common.name_segment(producer_id, "producer id")
+        path = _wire.stream_path(stream, "/producers/" + seg)
+        resp = self._request("GET", path, what=f"producer {producer_id} of {stream}")
+        try:
+            return _wire.parse_producer(self._json(resp), resp.content)
+        except ProducerNotFound:
+            return None
+
+    def fences(self, stream: str, *, limit: Optional[int] = None) -> FenceList:
+        """The tokens that took effect on ``stream``, newest first (the
+        server keeps the last 64; at most ``limit``)."""
+        resp = self._request(
+            "GET", _wire.stream_path(stream, "/fences"), what=f"fences of {stream}", params=_common.fences_params(limit)
+        )
+        return _wire.parse_fences(self._json(resp), resp.content)
+
+    def cursor(self, stream: str, name: str) -> CursorInfo:
+        """Cursor ``name`` of ``stream``; :class:`CursorNotFound` if it has none."""
+        path = _wire.stream_path(stream, "/cursors/" + _common.name_segment(name, "cursor name"))
+        resp = self._request("GET", path, what=f"cursor {name} of {stream}")
+        return _wire.parse_cursor(self._json(resp), resp.content)
+
+    def cursors(self, stream: str) -> Tuple[CursorInfo, ...]:
+        """Every cursor of ``stream``, in name order."""
+        resp = self._request("GET", _wire.stream_path(stream, "/cursors"), what=f"cursors of {stream}")
+        return _wire.parse_cursor_list(self._json(resp), resp.content)
 
     def list_page(
         self, prefix: str = "", *, start_after: Optional[str] = None, limit: Optional[int] = None
@@ -187,14 +323,18 @@ class Client:
         *,
         idle_timeout: float = _common.TAIL_IDLE_TIMEOUT_S,
         retry_for: Optional[float] = None,
+        cursor: Optional[str] = None,
     ) -> "Tail":
-        """Follows ``stream`` live from ``start_seq``: every durable record,
+        """Follows ``stream`` live from ``start_seq`` (or from the named
+        ``cursor``'s seq): every durable record,
         in order, exactly once, forever. On any disconnect — including a
         server restart — it reconnects with backoff and resumes after the
         last record it delivered (``Last-Event-ID``). ``retry_for`` bounds
         how long it keeps trying without a connection before raising
         :class:`TransportError` (None: forever)."""
-        return Tail(self, stream, start_seq, events=False, idle_timeout=idle_timeout, retry_for=retry_for)
+        return Tail(
+            self, stream, start_seq, events=False, idle_timeout=idle_timeout, retry_for=retry_for, cursor=cursor
+        )
 
     def tail_events(
         self,
@@ -203,12 +343,25 @@ class Client:
         *,
         idle_timeout: float = _common.TAIL_IDLE_TIMEOUT_S,
         retry_for: Optional[float] = None,
+        cursor: Optional[str] = None,
     ) -> "Tail":
         """:meth:`tail` that also yields :class:`CaughtUp` each time the
         consumer has read everything durable."""
-        return Tail(self, stream, start_seq, events=True, idle_timeout=idle_timeout, retry_for=retry_for)
+        return Tail(
+            self, stream, start_seq, events=True, idle_timeout=idle_timeout, retry_for=retry_for, cursor=cursor
+        )
 
     # --- plumbing -------------------------------------------------------
+
+    def _send_once(self, method: str, path: str, *, what: str, **kw: Any) -> httpx.Response:
+        """A write sent once: a failure before anything left is
+        ConnectionFailed, any later one OutcomeUnknown."""
+        try:
+            return self._http.request(method, path, **kw)
+        except httpx.TransportError as e:
+            if _common.never_sent(e):
+                raise ConnectionFailed(f"{what}: {e!r}") from e
+            raise OutcomeUnknown(f"{what}: sent, but no answer: {e!r}") from e
 
     def _request(self, method: str, path: str, *, what: str, write: bool = False, **kw: Any) -> httpx.Response:
         """An idempotent request, retried on transport errors. For a write
@@ -250,9 +403,10 @@ class Tail:
         events: bool,
         idle_timeout: float,
         retry_for: Optional[float],
+        cursor: Optional[str] = None,
     ) -> None:
         self._client = client
-        self._state = _wire.TailState(stream, start_seq, events)
+        self._state = _wire.TailState(stream, start_seq, events, cursor)
         self._idle_timeout = idle_timeout
         self._retry_for = retry_for
         self._response: Optional[httpx.Response] = None
@@ -264,7 +418,8 @@ class Tail:
         self.reconnects = 0
 
     @property
-    def position(self) -> int:
+    def position(self) -> Optional[int]:
+        """None for a tail from a cursor until its position is known."""
         return self._state.position
 
     def __iter__(self) -> "Tail":

@@ -9,6 +9,14 @@ the outcome a fenced producer must handle — "a newer owner took over, stop"
     ├── ApiError                 the server answered with an error body
     │   ├── StaleFencingToken    409: a higher token was accepted; stop writing
     │   ├── SeqMismatch          412: match_seq_num != the stream's next_seq
+    │   ├── StreamSealed         409: the stream is sealed; nobody can write
+    │   ├── ProducerSeqStale     409: producer_seq below the last applied one
+    │   ├── ProducerSeqGap       409: producer_seq skips ahead of the expected one
+    │   ├── ProducerFenced       409: unknown producer below the producer token floor
+    │   ├── DeadlineExceeded     409: the server's time was past not_after_ms
+    │   ├── BatchRefused         409/412/...: a multi-stream batch, none applied
+    │   ├── ProducerNotFound     404: the stream does not remember the producer
+    │   ├── CursorNotFound       404: the stream has no cursor of that name
     │   ├── NotFound             404: no such stream
     │   ├── OutOfRange           416: start_seq is past the stream's tail
     │   ├── TooLarge             413: batch or body over a server limit
@@ -31,7 +39,7 @@ wrong base URL; ``io_error``; codes added after this client) is a plain
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, Optional, Type
+from typing import Any, Dict, List, Optional, Type
 
 
 class FencelogError(Exception):
@@ -130,6 +138,18 @@ class SeqMismatch(ApiError):
         self.next_seq: int = _int(body, "next_seq")
 
 
+class StreamSealed(ApiError):
+    """The stream is sealed: no append, fence or trim is accepted, whatever
+    the token. Not a lost ownership: nobody can write any more."""
+
+    def __init__(self, status: int, body: Dict[str, Any], *, raw: bytes = b"") -> None:
+        super().__init__(status, body, raw=raw)
+        self.stream: str = _str(body, "stream")
+        self.first_seq: int = _int(body, "first_seq")
+        self.next_seq: int = _int(body, "next_seq")
+        self.highest_token: int = _int(body, "highest_token")
+
+
 class NotFound(ApiError):
     """The stream does not exist (code ``stream_not_found``). A wrong URL
     (code ``not_found``) is a plain :class:`ApiError`, not this."""
@@ -140,13 +160,18 @@ class NotFound(ApiError):
 
 
 class OutOfRange(ApiError):
-    """A read or tail started past the stream's tail."""
+    """A read or tail started past the stream's tail (``start_seq`` is
+    where it started), or a cursor commit went past it (``seq`` is the
+    seq the commit carried; ``start_seq`` is then None)."""
 
     def __init__(self, status: int, body: Dict[str, Any], *, raw: bytes = b"") -> None:
         super().__init__(status, body, raw=raw)
         self.stream: str = _str(body, "stream")
-        self.start_seq: int = _int(body, "start_seq")
         self.next_seq: int = _int(body, "next_seq")
+        self.start_seq: Optional[int] = _opt_int(body, "start_seq")
+        self.seq: Optional[int] = _opt_int(body, "seq")
+        if self.start_seq is None and self.seq is None:
+            raise KeyError("start_seq")
 
 
 class TooLarge(ApiError):
@@ -172,6 +197,95 @@ class _StorageError(ApiError):
         #: True when storage failed while writing *this* request: it may or
         #: may not be durable after the server restarts.
         self.outcome_unknown: bool = v is True
+
+
+class ProducerSeqStale(ApiError):
+    """The append's ``producer_seq`` is below the producer's last applied
+    one, ``last_producer_seq``: an old retry; nothing was written."""
+
+    def __init__(self, status: int, body: Dict[str, Any], *, raw: bytes = b"") -> None:
+        super().__init__(status, body, raw=raw)
+        self.stream: str = _str(body, "stream")
+        self.last_producer_seq: int = _int(body, "last_producer_seq")
+
+
+class ProducerSeqGap(ApiError):
+    """The append's ``producer_seq`` skips ahead: the stream expects
+    ``expected_producer_seq`` next from this producer; nothing was written."""
+
+    def __init__(self, status: int, body: Dict[str, Any], *, raw: bytes = b"") -> None:
+        super().__init__(status, body, raw=raw)
+        self.stream: str = _str(body, "stream")
+        self.expected_producer_seq: int = _int(body, "expected_producer_seq")
+
+
+class ProducerFenced(ApiError):
+    """A producer the stream does not know (never seen, or evicted) with a
+    token below the stream's ``producer_token_floor``: it could be the retry
+    of an evicted producer's applied write, so it is refused. A new lease's
+    higher token starts afresh."""
+
+    def __init__(self, status: int, body: Dict[str, Any], *, raw: bytes = b"") -> None:
+        super().__init__(status, body, raw=raw)
+        self.stream: str = _str(body, "stream")
+        self.producer_token_floor: int = _int(body, "producer_token_floor")
+
+
+class DeadlineExceeded(ApiError):
+    """The server's timestamp for the write, ``writer_ms``, was past the
+    request's ``not_after_ms``; nothing changed. For a worker that passed
+    its lease's expiry: the lease may be over, stop."""
+
+    def __init__(self, status: int, body: Dict[str, Any], *, raw: bytes = b"") -> None:
+        super().__init__(status, body, raw=raw)
+        self.stream: str = _str(body, "stream")
+        self.writer_ms: int = _int(body, "writer_ms")
+
+
+class ProducerNotFound(ApiError):
+    """The stream does not remember the producer (never seen, or evicted).
+    :meth:`Client.producer` answers None for it instead of raising."""
+
+    def __init__(self, status: int, body: Dict[str, Any], *, raw: bytes = b"") -> None:
+        super().__init__(status, body, raw=raw)
+        self.stream: str = _str(body, "stream")
+        self.producer_id: str = _str(body, "producer_id")
+
+
+class CursorNotFound(ApiError):
+    """The stream has no cursor of that name (a cursor read, or a read or
+    tail with ``cursor=``)."""
+
+    def __init__(self, status: int, body: Dict[str, Any], *, raw: bytes = b"") -> None:
+        super().__init__(status, body, raw=raw)
+        self.stream: str = _str(body, "stream")
+        self.cursor: str = _str(body, "cursor")
+
+
+class BatchRefused(ApiError):
+    """A multi-stream batch was refused whole: no op was applied. The answer
+    carries the first refused op's code and fields (``first`` is that
+    refusal as its own error, e.g. :class:`StaleFencingToken`) and every
+    op's outcome in order: ``ops`` as sent (an ack, or an error body), and
+    ``outcomes`` decoded — an :class:`AppendAck` or :class:`StreamState`
+    for an op that would have been applied, an :class:`ApiError` for one
+    that was refused (its ``status`` is the batch answer's: an op's error
+    body carries no status of its own)."""
+
+    def __init__(self, status: int, body: Dict[str, Any], *, raw: bytes = b"") -> None:
+        super().__init__(status, body, raw=raw)
+        ops = body.get("ops")
+        if not isinstance(ops, list):
+            raise KeyError("ops")
+        self.ops: List[Any] = ops
+        rest = {k: v for k, v in body.items() if k != "ops"}
+        self.first: ApiError = _typed(status, rest, raw)
+        from ._wire import parse_batch_outcome  # _wire imports this module
+
+        try:
+            self.outcomes: List[Any] = [parse_batch_outcome(status, op, raw) for op in ops]
+        except ProtocolError:
+            raise KeyError("ops") from None
 
 
 class Unavailable(_StorageError):
@@ -200,6 +314,7 @@ class Forbidden(ApiError):
 _BY_CODE: Dict[str, Type[ApiError]] = {
     "stale_fencing_token": StaleFencingToken,
     "seq_mismatch": SeqMismatch,
+    "stream_sealed": StreamSealed,
     "stream_not_found": NotFound,
     "out_of_range": OutOfRange,
     "too_large": TooLarge,
@@ -209,7 +324,20 @@ _BY_CODE: Dict[str, Type[ApiError]] = {
     "corrupt": Corrupt,
     "unauthenticated": Unauthenticated,
     "forbidden": Forbidden,
+    "producer_seq_stale": ProducerSeqStale,
+    "producer_seq_gap": ProducerSeqGap,
+    "producer_fenced": ProducerFenced,
+    "deadline_exceeded": DeadlineExceeded,
+    "producer_not_found": ProducerNotFound,
+    "cursor_not_found": CursorNotFound,
 }
+
+
+def _typed(status: int, body: Dict[str, Any], raw: bytes) -> ApiError:
+    """The class the body's code names, built from it (KeyError when a
+    field it documents is missing)."""
+    cls = _BY_CODE.get(body["error"], ApiError)
+    return cls(status, body, raw=raw)
 
 
 def error_from_body(status: int, raw: bytes) -> FencelogError:
@@ -222,9 +350,12 @@ def error_from_body(status: int, raw: bytes) -> FencelogError:
     if not isinstance(body, dict) or not isinstance(body.get("error"), str):
         # Not fencelog's answer (a proxy, a load balancer): keep what came.
         return ApiError(status, {}, raw=raw)
-    cls = _BY_CODE.get(body["error"], ApiError)
     try:
-        return cls(status, body, raw=raw)
+        if "ops" in body:
+            # A refused multi-stream batch: the first refusal's code and
+            # fields, and every op's outcome.
+            return BatchRefused(status, body, raw=raw)
+        return _typed(status, body, raw)
     except KeyError as missing:
         return ProtocolError(
             f"{body['error']} error without its {missing.args[0]!r} field: {raw!r}",

@@ -46,6 +46,10 @@ class AppendAck:
     next_seq: int
     fencing_token: int
     timestamp_ms: int
+    #: True when this answers an idempotent producer's retry of its last
+    #: applied append: this is that append's original ack, and nothing was
+    #: written this time.
+    duplicate: bool = False
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,8 @@ class StreamState:
     next_seq: int
     highest_token: int
     last_timestamp_ms: int
+    #: True once the stream is sealed: no append, fence or trim any more.
+    sealed: bool = False
 
 
 @dataclass(frozen=True)
@@ -87,3 +93,68 @@ class StreamPage:
     streams: Tuple[StreamState, ...]
     #: Pass as ``start_after`` for the next page; None on the last page.
     next_start_after: Optional[str]
+
+
+@dataclass(frozen=True)
+class ProducerInfo:
+    """"Did my write land?": an idempotent producer's last applied append
+    on a stream (records ``first_seq..=last_seq``)."""
+
+    producer_id: str
+    producer_seq: int
+    first_seq: int
+    last_seq: int
+    fencing_token: int
+    timestamp_ms: int
+
+
+@dataclass(frozen=True)
+class FenceEntry:
+    """A token that took effect on a stream: ``first_seq`` is the stream's
+    ``next_seq`` then, ``by`` what carried it (``append``, ``fence``,
+    ``trim``, ``seal``, ``delete`` or ``config``)."""
+
+    fencing_token: int
+    first_seq: int
+    timestamp_ms: int
+    by: str
+
+
+@dataclass(frozen=True)
+class FenceList:
+    """A stream's fence history, newest first."""
+
+    stream: str
+    fences: Tuple[FenceEntry, ...]
+
+
+@dataclass(frozen=True)
+class CursorInfo:
+    """A named, fenced consumer position: ``seq`` is the next seq to
+    consume; ``fencing_token`` the cursor's own highest token."""
+
+    stream: str
+    name: str
+    fencing_token: int
+    seq: int
+    timestamp_ms: int
+
+
+@dataclass(frozen=True)
+class BatchAppend:
+    """An append op of :meth:`Client.batch`: ``records`` (str or bytes,
+    no headers) to ``stream`` with ``fencing_token``, only if the stream's
+    ``next_seq`` is ``match_seq_num`` when given."""
+
+    stream: str
+    fencing_token: int
+    records: Tuple["str | bytes", ...]
+    match_seq_num: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class BatchFence:
+    """A fence op of :meth:`Client.batch`."""
+
+    stream: str
+    fencing_token: int
