@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 pub mod append;
 pub mod bench;
+pub mod bench_read;
 pub mod common;
 pub mod completions;
 pub mod demo_worker;
@@ -92,6 +93,10 @@ pub enum Command {
     DemoWorker(demo_worker::Args),
     /// Drive a server (or PostgreSQL / Redis) with load and verify the result.
     Bench(fencelog_bench::BenchArgs),
+    /// Read a stream back with the client, binary or JSON, and time it
+    /// (`benches/peers/consume.sh`).
+    #[command(hide = true)]
+    BenchRead(bench_read::Args),
     /// Access tokens: `token create` prints a new secret and its config stanza.
     Token(token::Args),
     /// Print a shell completion script (bash, zsh or fish).
@@ -119,6 +124,7 @@ pub fn run() -> ExitCode {
         Command::DevCluster(args) => dev_cluster::run(args),
         Command::DemoWorker(args) => demo_worker::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::BenchRead(args) => bench_read::run(args),
         Command::Token(args) => token::run(args),
         Command::Completions(args) => completions::run(args),
         Command::Man(args) => man::run(args),

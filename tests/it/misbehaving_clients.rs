@@ -142,9 +142,16 @@ async fn idle_followers_and_readers_keep_memory_bounded() {
     for _ in 0..1000 {
         idle.push(never_reading(srv.addr(), &get("/v1/streams/big/records?follow=true")).await);
     }
+    let path = "/v1/streams/big/records?start_seq=0&count=10000&bytes=8388608";
     for _ in 0..200 {
-        let path = "/v1/streams/big/records?start_seq=0&count=10000&bytes=8388608";
         idle.push(never_reading(srv.addr(), &get(path)).await);
+    }
+    // The same pages in the binary read format (64 KiB chunks): readers
+    // that stop mid-body hold their share of the budget, never the page.
+    let binary =
+        format!("GET {path} HTTP/1.1\r\nHost: t\r\nAccept: application/vnd.fencelog.batch\r\n\r\n");
+    for _ in 0..200 {
+        idle.push(never_reading(srv.addr(), binary.as_bytes()).await);
     }
     // Each filled its socket and hyper's buffer (bounded) and stopped; wait
     // until the server's CPU time stops moving, then appends go on at the
@@ -158,7 +165,7 @@ async fn idle_followers_and_readers_keep_memory_bounded() {
     peak = peak.max(settle(srv.pid()));
     let max = |v: &[Duration]| v.iter().max().copied().unwrap();
     println!(
-        "RSS {} MB before, peak {} MB with 1000 idle followers and 200 idle 8 MiB readers; append max {:?} idle, {:?} loaded",
+        "RSS {} MB before, peak {} MB with 1000 idle followers and 200 + 200 idle 8 MiB readers (JSON, binary); append max {:?} idle, {:?} loaded",
         rss_before >> 20,
         peak >> 20,
         max(&baseline),

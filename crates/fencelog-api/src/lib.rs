@@ -1,7 +1,7 @@
 //! fencelog's wire contract, in one place for the server, the Rust client,
 //! the CLI and the load generator: request and response bodies, the error
 //! codes with their HTTP statuses, the record body rule (`body` or
-//! `body_base64`), the binary batch body, header names, and the live
+//! `body_base64`), the binary batch body and the binary read format, header names, and the live
 //! tail's events with their parser.
 //!
 //! Nothing here knows an HTTP library, so the client stays light and the
@@ -13,9 +13,11 @@ pub mod append;
 pub mod batch;
 pub mod chunks;
 pub mod error;
+pub mod fixed_json;
 pub mod header;
 pub mod producer;
 pub mod read;
+pub mod read_batch;
 pub mod record;
 pub mod record_headers;
 pub mod sse;

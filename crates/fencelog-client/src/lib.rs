@@ -83,6 +83,11 @@ pub struct ReadOptions {
     /// Start at the stream's `first_seq` when the start is below it
     /// (trimmed) instead of failing with [`ClientError::OutOfRange`].
     pub clamp: bool,
+    /// Ask for the binary read format (`Accept:
+    /// application/vnd.fencelog.batch`): the same page, its bodies as
+    /// they are instead of JSON-escaped, the records slices of the
+    /// response's pieces — about half JSON's CPU on either side.
+    pub binary: bool,
 }
 
 /// Builds a [`Client`] with non-default timeouts.
@@ -582,9 +587,15 @@ impl Client {
             query.push((param::WAIT_FOR_STREAM, "true".to_string()));
         }
         let url = self.stream_url(stream, "/records");
-        let wire: ReadPage = self
-            .send_idempotent(|| self.http.get(&url).timeout(self.timeout).query(&query))
-            .await?;
+        let get = || self.http.get(&url).timeout(self.timeout).query(&query);
+        if options.binary {
+            let accept = fencelog_api::read_batch::ACCEPT;
+            let resp = self
+                .send_idempotent_raw(|| get().header(reqwest::header::ACCEPT, accept))
+                .await?;
+            return decode_binary_page(resp).await;
+        }
+        let wire: ReadPage = self.send_idempotent(get).await?;
         let records = wire
             .records
             .into_iter()
@@ -712,21 +723,79 @@ impl Client {
     }
 }
 
-pub(crate) async fn decode_response<T: for<'de> Deserialize<'de>>(
-    resp: reqwest::Response,
-) -> Result<T, ClientError> {
-    let status = resp.status();
+/// The typed error of an answer whose status is not a success.
+async fn refusal(resp: reqwest::Response) -> ClientError {
+    let status = resp.status().as_u16();
     let url = resp.url().to_string();
+    match resp.bytes().await {
+        Ok(body) => error::from_answer(status, &body, &url),
+        Err(source) => ClientError::OutcomeUnknown { source },
+    }
+}
+
+/// A successful answer's status and body; a refusal as its typed error.
+async fn success_body(resp: reqwest::Response) -> Result<(u16, Bytes), ClientError> {
+    if !resp.status().is_success() {
+        return Err(refusal(resp).await);
+    }
+    let status = resp.status().as_u16();
     let body = resp
         .bytes()
         .await
         .map_err(|source| ClientError::OutcomeUnknown { source })?;
-    if !status.is_success() {
-        return Err(error::from_answer(status.as_u16(), &body, &url));
-    }
+    Ok((status, body))
+}
+
+pub(crate) async fn decode_response<T: for<'de> Deserialize<'de>>(
+    resp: reqwest::Response,
+) -> Result<T, ClientError> {
+    let (status, body) = success_body(resp).await?;
     serde_json::from_slice(&body).map_err(|e| ClientError::Protocol {
-        status: status.as_u16(),
+        status,
         body: format!("{e}: {}", String::from_utf8_lossy(&body)),
+    })
+}
+
+/// A page in the binary read format: records from the body, positions
+/// from the response headers; refusals are JSON as always.
+async fn decode_binary_page(mut resp: reqwest::Response) -> Result<ReadResult, ClientError> {
+    use fencelog_api::read_batch;
+    let header = |name: &str| -> Option<String> {
+        resp.headers().get(name)?.to_str().ok().map(str::to_string)
+    };
+    let positions = (
+        header(read_batch::NEXT_START_SEQ).and_then(|v| v.parse::<u64>().ok()),
+        header(read_batch::NEXT_SEQ).and_then(|v| v.parse::<u64>().ok()),
+    );
+    let sealed = header(read_batch::SEALED).is_some_and(|v| v == "true");
+    if !resp.status().is_success() {
+        return Err(refusal(resp).await);
+    }
+    let status = resp.status().as_u16();
+    let protocol = |what: String| ClientError::Protocol { status, body: what };
+    let (Some(next_start_seq), Some(next_seq)) = positions else {
+        return Err(protocol(format!(
+            "a binary page without {} and {} headers",
+            read_batch::NEXT_START_SEQ,
+            read_batch::NEXT_SEQ
+        )));
+    };
+    // Decoded piece by piece as it arrives: whole records stay slices of
+    // the piece they came in, never joined into one buffer.
+    let mut decoder = read_batch::PageDecoder::new();
+    while let Some(piece) = resp
+        .chunk()
+        .await
+        .map_err(|source| ClientError::OutcomeUnknown { source })?
+    {
+        decoder.push(piece);
+    }
+    let records = decoder.finish().map_err(|e| protocol(e.to_string()))?;
+    Ok(ReadResult {
+        records,
+        next_start_seq,
+        next_seq,
+        sealed,
     })
 }
 

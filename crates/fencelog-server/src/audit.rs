@@ -90,12 +90,23 @@ impl Audit {
     pub fn stale(&self, principal: &str, stream: &str, presented: u64, highest: u64) {
         let now = Instant::now();
         let mut map = lock(&self.stale);
-        let (principal, stream) = self.slot(&map, principal, stream);
+        let known = map.get(principal).is_some_and(|m| m.contains_key(stream));
+        // A known pair is looked up, not entered: `entry` wants owned keys,
+        // two allocations on every rejection of a flood.
+        let (principal, stream) = if known {
+            (principal, stream)
+        } else {
+            let (principal, stream) = self.slot(principal, stream);
+            map.entry(principal.into())
+                .or_default()
+                .entry(stream.into())
+                .or_insert_with(|| Window::new(now));
+            (principal, stream)
+        };
         let w = map
-            .entry(principal.into())
-            .or_default()
-            .entry(stream.into())
-            .or_insert_with(|| Window::new(now));
+            .get_mut(principal)
+            .and_then(|m| m.get_mut(stream))
+            .expect("the pair was entered above");
         w.count += 1;
         w.lowest = w.lowest.min(presented);
         w.highest = w.highest.max(presented);
@@ -110,13 +121,9 @@ impl Audit {
         }
     }
 
-    /// The key to count under: the pair itself while there is room, else
-    /// an overflow entry.
-    fn slot<'a>(&self, map: &Windows, principal: &'a str, stream: &'a str) -> (&'a str, &'a str) {
-        let known = map.get(principal).is_some_and(|m| m.contains_key(stream));
-        if known {
-            return (principal, stream);
-        }
+    /// The key to count a pair not in the map under: the pair itself while
+    /// there is room, else an overflow entry.
+    fn slot<'a>(&self, principal: &'a str, stream: &'a str) -> (&'a str, &'a str) {
         let mut pairs = lock(&self.pairs);
         if *pairs < STALE_PAIRS_MAX {
             *pairs += 1;

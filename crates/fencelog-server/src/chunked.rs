@@ -13,12 +13,18 @@ use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use fencelog_api::chunks::RecordArray;
+use fencelog_api::read_batch::{self, RecordFrames};
 use fencelog_engine::Record;
 use std::time::Duration;
 
-/// Bytes a chunk is encoded up to; one record's fixed fields and one
+/// Bytes a JSON chunk is encoded up to; one record's fixed fields and one
 /// escape may overshoot it ([`CHUNK_SLACK_BYTES`]).
 pub const CHUNK_BYTES: usize = 32 << 10;
+/// Bytes a binary chunk is written up to: bodies are copied, not encoded,
+/// so a chunk is cheap to fill and the per-chunk costs (a budget lease, a
+/// body frame, a socket write) dominate unless chunks are larger. 64 KiB
+/// keeps 200 idle readers (two chunks each) under half the default budget.
+pub const BINARY_CHUNK_BYTES: usize = 64 << 10;
 const CHUNK_SLACK_BYTES: usize = 256;
 
 /// A JSON value around a record array: what goes before and after it.
@@ -50,19 +56,56 @@ impl Framed {
     }
 }
 
+/// What a chunked body is made of: JSON around records, or a page in the
+/// binary read format.
+pub enum Source {
+    Json(Framed),
+    Binary(RecordFrames),
+}
+
+impl From<Framed> for Source {
+    fn from(f: Framed) -> Self {
+        Source::Json(f)
+    }
+}
+
+impl Source {
+    fn chunk_bytes(&self) -> usize {
+        match self {
+            Source::Json(_) => CHUNK_BYTES,
+            Source::Binary(_) => BINARY_CHUNK_BYTES,
+        }
+    }
+
+    /// Fills `out` with the next chunk; whether it was the last.
+    fn next_chunk(&mut self, out: &mut Vec<u8>) -> bool {
+        match self {
+            Source::Json(f) => f.next_chunk(out),
+            Source::Binary(b) => b.write(out, BINARY_CHUNK_BYTES),
+        }
+    }
+
+    fn content_type(&self) -> HeaderValue {
+        HeaderValue::from_static(match self {
+            Source::Json(_) => fencelog_api::header::JSON,
+            Source::Binary(_) => read_batch::CONTENT_TYPE,
+        })
+    }
+}
+
 /// Chunks of `framed`, each leased from `budget`, waiting at most `wait`
 /// for budget per chunk.
 pub struct Chunks {
-    framed: Framed,
+    source: Source,
     budget: MemoryBudget,
     wait: Duration,
     finished: bool,
 }
 
 impl Chunks {
-    pub fn new(framed: Framed, budget: MemoryBudget, wait: Duration) -> Self {
+    pub fn new(source: impl Into<Source>, budget: MemoryBudget, wait: Duration) -> Self {
         Chunks {
-            framed,
+            source: source.into(),
             budget,
             wait,
             finished: false,
@@ -79,32 +122,29 @@ impl Chunks {
         if self.finished {
             return Ok(None);
         }
-        let size = CHUNK_BYTES + CHUNK_SLACK_BYTES;
+        let size = self.source.chunk_bytes() + CHUNK_SLACK_BYTES;
         let lease = self
             .budget
             .take(Pool::Responses, size, self.wait)
             .await
             .ok_or_else(|| overloaded("responses"))?;
         let mut out = Vec::with_capacity(size);
-        self.finished = self.framed.next_chunk(&mut out);
+        self.finished = self.source.next_chunk(&mut out);
         Ok(Some(leased(out, lease)))
     }
 }
 
-/// A JSON response of `framed`: whole (with a length) when it fits one
-/// chunk, streamed otherwise. 503 `overloaded` when the first chunk gets
-/// no budget within the budget's wait.
-pub async fn json_response(
-    framed: Framed,
+/// A response of `source` (JSON or binary records): whole (with a length)
+/// when it fits one chunk, streamed otherwise. 503 `overloaded` when the
+/// first chunk gets no budget within the budget's wait.
+pub async fn records_response(
+    source: Source,
     budget: &MemoryBudget,
     write_wait: Duration,
 ) -> Result<Response, ApiError> {
-    let mut chunks = Chunks::new(framed, budget.clone(), budget.wait);
+    let content_type = [(header::CONTENT_TYPE, source.content_type())];
+    let mut chunks = Chunks::new(source, budget.clone(), budget.wait);
     let first = chunks.next().await?.unwrap_or_default();
-    let content_type = [(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(fencelog_api::header::JSON),
-    )];
     if chunks.is_finished() {
         return Ok((content_type, Body::from(first)).into_response());
     }

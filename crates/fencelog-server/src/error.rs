@@ -5,7 +5,7 @@
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use fencelog_api::{ErrorBody, ErrorCode, Field};
+use fencelog_api::{fixed_json, ErrorBody, ErrorCode, Field};
 use fencelog_engine::{ReadError, StorageFailure, WriteError};
 use serde_json::Value;
 
@@ -77,6 +77,41 @@ impl IntoResponse for ApiError {
                 .insert(header::RETRY_AFTER, HeaderValue::from(s));
         }
         r
+    }
+}
+
+/// The answer to a stale token on `stream`, written without building an
+/// [`ErrorBody`]: the bytes are exactly those of `write_error`'s answer
+/// (fencelog-api's `stale` module holds the two to the same text).
+pub fn stale_response(stream: &str, presented: u64, highest: u64, next_seq: u64) -> Response {
+    let err = WriteError::StaleToken {
+        presented,
+        highest,
+        next_seq,
+    };
+    // The engine's message is about 110 bytes; room for it at once.
+    let mut body = Vec::with_capacity(fixed_json::stale_body_bytes(stream.len(), 128));
+    fixed_json::write_stale_body(&mut body, stream, &err, presented, highest, next_seq);
+    json_response(status(ErrorCode::StaleFencingToken), body)
+}
+
+/// A response of JSON `body` already written (what `Json` sends, without
+/// serde).
+pub fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
+    let mut r = Response::new(axum::body::Body::from(body));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// So a handler that answers some refusals as prepared responses (see
+/// [`stale_response`]) can still refuse the rest with `?`.
+impl From<ApiError> for Response {
+    fn from(e: ApiError) -> Response {
+        e.into_response()
     }
 }
 
@@ -211,6 +246,33 @@ fn read_answer(stream: &str, err: ReadError) -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The prepared stale answer says exactly what the general mapping
+    /// says: same status, same type, same bytes (message included).
+    #[tokio::test]
+    async fn the_prepared_stale_answer_is_the_general_one() {
+        for (stream, presented, highest, next_seq) in
+            [("orders", 4, 5, 9), ("a.b:c-d_e", 0, u64::MAX, u64::MAX)]
+        {
+            let err = WriteError::StaleToken {
+                presented,
+                highest,
+                next_seq,
+            };
+            let general = write_error(stream, err);
+            let want = serde_json::to_vec(&general.body).unwrap();
+            let r = stale_response(stream, presented, highest, next_seq);
+            assert_eq!(r.status(), general.status());
+            assert_eq!(r.headers()[header::CONTENT_TYPE], "application/json");
+            let got = axum::body::to_bytes(r.into_body(), usize::MAX)
+                .await
+                .unwrap();
+            assert_eq!(
+                String::from_utf8(got.to_vec()).unwrap(),
+                String::from_utf8(want).unwrap()
+            );
+        }
+    }
 
     #[test]
     fn every_code_has_a_valid_status() {

@@ -6,6 +6,7 @@
 
 use crate::state::AppState;
 use axum::extract::{MatchedPath, Request, State};
+use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::Response;
 use fencelog_engine::Record;
@@ -16,6 +17,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
+use std::borrow::Cow;
 use std::sync::atomic::AtomicI64;
 use std::sync::Arc;
 use std::time::Instant;
@@ -24,11 +26,40 @@ use std::time::Instant;
 /// router): one label for all of them, whatever path was asked for.
 pub const UNMATCHED_ROUTE: &str = "unmatched";
 
+/// Borrowed where the label is one of a fixed set (the route table's paths,
+/// the standard methods), so counting a request allocates nothing.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
-    method: String,
-    route: String,
+    method: Cow<'static, str>,
+    route: &'static str,
     status: u16,
+}
+
+/// The route table's own copy of a matched path: the label, unallocated.
+fn route_label(request: &Request) -> &'static str {
+    let Some(matched) = request.extensions().get::<MatchedPath>() else {
+        return UNMATCHED_ROUTE;
+    };
+    let path = matched.as_str();
+    crate::openapi::ROUTES
+        .iter()
+        .find(|r| r.path == path)
+        .map_or(UNMATCHED_ROUTE, |r| r.path)
+}
+
+fn method_label(method: &Method) -> Cow<'static, str> {
+    // `Method::as_str` of a standard method is a static string, but its
+    // signature ties it to the method.
+    Cow::Borrowed(match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        Method::PATCH => "PATCH",
+        _ => return Cow::Owned(method.as_str().to_string()),
+    })
 }
 
 type LatencyFamily = Family<RequestLabels, Histogram, fn() -> Histogram>;
@@ -145,16 +176,18 @@ impl Drop for TailGuard {
     }
 }
 
-/// Middleware: counts and times every request by its route and status.
+/// Middleware, the only one in front of the router: counts and times
+/// every request by its route and status, and refuses headers over the
+/// limit (one layer for both, because every layer costs each request a
+/// boxed future and a clone of the service behind it).
 pub async fn track(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let started = Instant::now();
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or(UNMATCHED_ROUTE, |p| p.as_str())
-        .to_string();
-    let method = request.method().as_str().to_string();
-    let response = next.run(request).await;
+    let route = route_label(&request);
+    let method = method_label(request.method());
+    let response = match crate::ops::headers_over_limit(&state, &request) {
+        Some(refused) => refused,
+        None => next.run(request).await,
+    };
     let labels = RequestLabels {
         method,
         route,

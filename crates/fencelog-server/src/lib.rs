@@ -73,11 +73,9 @@ pub fn app(state: AppState) -> Router {
             axum::middleware::from_fn_with_state((state.clone(), route.access), auth::check);
         router = router.route(route.path, (route.handler)().route_layer(guard));
     }
-    let limit = axum::middleware::from_fn_with_state(state.clone(), ops::limit_headers);
     router
         .fallback(ops::not_found)
         .method_not_allowed_fallback(ops::method_not_allowed)
-        .layer(limit)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             http_metrics::track,

@@ -129,7 +129,7 @@ pub const ROUTES: &[Route] = &[
         path: "/v1/streams/{stream}/records",
         operation_id: "read",
         access: Access::Scope(Scope::Read),
-        summary: "Read durable records, one page at a time: continue from the page's next_start_seq (next_seq is the tail). Long-poll with wait_ms; live tail over SSE with Accept: text/event-stream or follow=true (events: records with id = the next seq, caught_up whenever the consumer reaches the tail, ping when idle, sealed once a sealed stream's last record was sent, error)",
+        summary: "Read durable records, one page at a time: continue from the page's next_start_seq (next_seq is the tail). Long-poll with wait_ms; live tail over SSE with Accept: text/event-stream or follow=true (events: records with id = the next seq, caught_up whenever the consumer reaches the tail, ping when idle, sealed once a sealed stream's last record was sent, error). Accept: application/vnd.fencelog.batch asks for the page in the binary read format instead of JSON",
         handler: || get(records::read),
         query: &[
             Param::new("start_seq", "first seq to read (default 0); at most one of start_seq, tail_offset, start_timestamp_ms", Schema::Integer),
@@ -147,7 +147,7 @@ pub const ROUTES: &[Route] = &[
         headers: &[Param::new("Last-Event-ID", "SSE resume: the next seq to read", Schema::Integer)],
         request_body: None,
         responses: &[
-            Answer::Ok(200, "records from the start (or an SSE stream of records, caught_up, ping and sealed events)", "ReadResult"),
+            Answer::Ok(200, "records from the start (or an SSE stream of records, caught_up, ping and sealed events; or, with Accept: application/vnd.fencelog.batch, the binary read format with the page's positions in the Next-Start-Seq, Next-Seq and Stream-Sealed headers). Refusals are JSON whatever Accept says", "ReadResult"),
             BAD,
             GONE,
             Answer::Error(ErrorCode::OutOfRange, "start_seq is past next_seq or below first_seq; carries both"),
@@ -570,7 +570,30 @@ fn answer(a: &Answer) -> (u16, Value) {
     if !schema.is_empty() {
         r["content"] = json!({ fencelog_api::header::JSON: { "schema": schema_ref(schema) } });
     }
+    if schema == "ReadResult" {
+        binary_page(&mut r);
+    }
     (status, r)
+}
+
+/// The read's second form: the binary read format and its headers
+/// (`fencelog_api::read_batch`, where the layout is defined).
+fn binary_page(r: &mut Value) {
+    use fencelog_api::read_batch;
+    r["content"][read_batch::CONTENT_TYPE] = json!({
+        "schema": {
+            "type": "string",
+            "format": "binary",
+            "description": "the records one after another, integers little-endian: seq u64, fencing_token u64, timestamp_ms u64, header_count u16, per header (name_len u16, name, value_len u32, value), body_len u32, body. An empty page is an empty body",
+        }
+    });
+    let header =
+        |description: &str| json!({ "description": description, "schema": { "type": "string" } });
+    r["headers"] = json!({
+        "Next-Start-Seq": header("binary pages: where the next page starts (the JSON page's next_start_seq)"),
+        "Next-Seq": header("binary pages: the stream's tail when the read ran (next_seq)"),
+        "Stream-Sealed": header("binary pages: true when the stream is sealed (absent otherwise)"),
+    });
 }
 
 fn components() -> Value {

@@ -59,11 +59,9 @@ pub async fn method_not_allowed() -> ApiError {
 
 /// 431 with the JSON body when a request's headers are over the limit
 /// (hyper's own buffer limit is a backstop further out, see `conn_io`).
-pub async fn limit_headers(
-    State(state): State<AppState>,
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> Response {
+/// Called by [`crate::http_metrics::track`], the one middleware in front
+/// of the router, so the refusal is counted like any other answer.
+pub fn headers_over_limit(state: &AppState, request: &axum::extract::Request) -> Option<Response> {
     let bytes: usize = request
         .headers()
         .iter()
@@ -71,11 +69,15 @@ pub async fn limit_headers(
         .sum();
     let limit = state.limits.header_bytes_max;
     if bytes > limit {
-        return ApiError::new(
-            ErrorCode::HeadersTooLarge,
-            format!("the request headers are {bytes} bytes, over the server's limit of {limit}"),
-        )
-        .into_response();
+        return Some(
+            ApiError::new(
+                ErrorCode::HeadersTooLarge,
+                format!(
+                    "the request headers are {bytes} bytes, over the server's limit of {limit}"
+                ),
+            )
+            .into_response(),
+        );
     }
-    next.run(request).await
+    None
 }

@@ -4,8 +4,8 @@
 use crate::append_body::{body_kind, AppendBody, BodyKind};
 use crate::auth::Caller;
 use crate::body::{read_capped, Upload};
-use crate::chunked::{self, Framed};
-use crate::error::{read_error, write_error, ApiError};
+use crate::chunked::{self, Framed, Source};
+use crate::error::{json_response, read_error, write_error, ApiError};
 use crate::params::{
     refuse_raw_headers, seq_from_header, stream_name, token_from_header, QueryParams, ReadParams,
 };
@@ -14,16 +14,18 @@ use crate::state::AppState;
 use crate::{json_append, sse};
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, Request, State};
-use axum::http::{header, HeaderMap};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::Response;
 use axum::Extension;
-use axum::Json;
 use bytes::Bytes;
 use fencelog_api::read::param;
-use fencelog_api::{batch, header as wire, next_start_seq, AppendAck, Field, ReadStart};
+use fencelog_api::read_batch::{self, RecordFrames};
+use fencelog_api::{
+    batch, fixed_json, header as wire, next_start_seq, AppendAck, Field, ReadStart,
+};
 use fencelog_engine::{
-    validate_headers, AppendOptions, Engine, Header, HeaderError, ProducerSeq, ReadError, RecordIn,
-    WriteError, HEADERS_PER_RECORD_MAX, HEADER_BYTES_PER_RECORD_MAX,
+    validate_headers, AppendOptions, Engine, Header, HeaderError, ProducerSeq, ReadBatch,
+    ReadError, RecordIn, WriteError, HEADERS_PER_RECORD_MAX, HEADER_BYTES_PER_RECORD_MAX,
 };
 use std::collections::HashMap;
 
@@ -39,7 +41,7 @@ pub async fn append(
     caller: Option<Extension<Caller>>,
     path: Result<Path<String>, PathRejection>,
     request: Request,
-) -> Result<Json<AppendAck>, ApiError> {
+) -> Result<Response, Response> {
     let caller = caller.map(|Extension(c)| c).unwrap_or_default();
     let stream = stream_name(path)?;
     // Held until the engine has answered: the records are slices of it.
@@ -76,7 +78,10 @@ pub async fn append(
     match result {
         Ok(ack) => {
             state.written(&caller, &stream, "append", before, ack.fencing_token);
-            Ok(Json(AppendAck::new(stream, ack)))
+            let ack = AppendAck::new(stream, ack);
+            let mut body = Vec::with_capacity(fixed_json::append_ack_bytes(ack.stream.len()));
+            fixed_json::write_append_ack(&mut body, &ack);
+            Ok(json_response(StatusCode::OK, body))
         }
         Err(e) => Err(state.write_refused(&caller, &stream, e)),
     }
@@ -351,10 +356,41 @@ async fn read_stream(
         }
     }
     state.http_metrics.read(&batch.records);
+    page_response(&state, batch, start_seq, wants_binary(headers)).await
+}
+
+fn wants_binary(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(read_batch::accepts)
+}
+
+/// A page of records read from `start_seq`: the `ReadPage` JSON, or with
+/// `binary` the binary read format with the page's positions in headers.
+async fn page_response(
+    state: &AppState,
+    batch: ReadBatch,
+    start_seq: u64,
+    binary: bool,
+) -> Result<Response, ApiError> {
+    let next_start = next_start_seq(batch.records.last().map(|r| r.seq), start_seq);
+    if binary {
+        let source = Source::Binary(RecordFrames::new(batch.records));
+        let mut r =
+            chunked::records_response(source, &state.budget, state.limits.write_timeout).await?;
+        let h = r.headers_mut();
+        h.insert(read_batch::NEXT_START_SEQ, HeaderValue::from(next_start));
+        h.insert(read_batch::NEXT_SEQ, HeaderValue::from(batch.next_seq));
+        if batch.sealed {
+            h.insert(read_batch::SEALED, HeaderValue::from_static("true"));
+        }
+        return Ok(r);
+    }
     // The `ReadPage` JSON, streamed in pieces leased from the memory
     // budget: `{"records":[...],"next_start_seq":N,"next_seq":T}`, and
     // `"sealed":true` when sealed (as `ReadPage` serialises it).
-    let next_start = next_start_seq(batch.records.last().map(|r| r.seq), start_seq);
     let sealed = if batch.sealed { ",\"sealed\":true" } else { "" };
     let framed = Framed::new(
         b"{\"records\":".to_vec(),
@@ -365,7 +401,7 @@ async fn read_stream(
         )
         .into_bytes(),
     );
-    chunked::json_response(framed, &state.budget, state.limits.write_timeout).await
+    chunked::records_response(framed.into(), &state.budget, state.limits.write_timeout).await
 }
 
 /// Waits for `wait`, or until the server starts draining: a server that

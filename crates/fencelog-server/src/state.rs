@@ -4,8 +4,9 @@
 use crate::audit::Audit;
 use crate::auth::{Auth, Caller};
 use crate::budget::MemoryBudget;
-use crate::error::{write_error, ApiError};
+use crate::error::write_error;
 use crate::http_metrics::HttpMetrics;
+use axum::response::{IntoResponse, Response};
 use fencelog_engine::{Config, Engine, WriteError};
 use std::sync::Arc;
 use std::time::Duration;
@@ -134,7 +135,7 @@ impl AppState {
     /// so with concurrent rises on one stream it may be older than the
     /// token the writer replaced.
     pub fn token_before(&self, stream: &str) -> u64 {
-        self.engine.state(stream).map_or(0, |s| s.highest_token)
+        self.engine.highest_token(stream)
     }
 
     /// Logs an accepted write that raised the stream's token.
@@ -146,14 +147,19 @@ impl AppState {
     }
 
     /// The answer to a refused write, with the refusal in the aggregated
-    /// stale log when it is one. Every write handler refuses through here.
-    pub fn write_refused(&self, caller: &Caller, stream: &str, err: WriteError) -> ApiError {
+    /// stale log when it is one. Every write handler refuses through here;
+    /// a stale token, the answer a flood of stale writers gets, skips the
+    /// general error body for the same bytes written directly.
+    pub fn write_refused(&self, caller: &Caller, stream: &str, err: WriteError) -> Response {
         if let WriteError::StaleToken {
-            presented, highest, ..
+            presented,
+            highest,
+            next_seq,
         } = err
         {
             self.audit.stale(caller.name(), stream, presented, highest);
+            return crate::error::stale_response(stream, presented, highest, next_seq);
         }
-        write_error(stream, err)
+        write_error(stream, err).into_response()
     }
 }

@@ -11,6 +11,7 @@ use axum::body::Body;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
+use axum::response::Response;
 use axum::{Extension, Json};
 use fencelog_api::stream::{LIST_LIMIT_CAP, LIST_LIMIT_DEFAULT};
 use fencelog_api::{ErrorCode, StreamInfo, StreamList};
@@ -88,7 +89,7 @@ pub async fn fence(
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: Body,
-) -> Result<Json<StreamInfo>, ApiError> {
+) -> Result<Json<StreamInfo>, Response> {
     let caller = caller.map(|Extension(c)| c).unwrap_or_default();
     let stream = stream_name(path)?;
     let (token, not_after_ms) = fence_token(&state, &headers, body)

@@ -25,6 +25,16 @@ impl Engine {
             .ok_or(ReadError::NotFound)
     }
 
+    /// The stream's highest accepted (durable) token, 0 for a stream that
+    /// does not exist or a name that is not valid: [`Engine::state`]'s
+    /// `highest_token` without the snapshot, for callers on the write path
+    /// that only compare tokens.
+    pub fn highest_token(&self, stream: &str) -> u64 {
+        locks::read(&self.shared().streams)
+            .get(stream)
+            .map_or(0, |s| s.highest_token())
+    }
+
     /// Streams whose names start with `prefix`, in name order, starting
     /// after `start_after` (for pagination), at most `limit` of them.
     /// Tombstones are not listed.

@@ -314,6 +314,12 @@ impl Writer {
             shared.nudge_reclaimer();
         }
         if mutated!(ServeUnsynced) {
+            // The bug at its most visible: readers are woken and given a
+            // moment to read what is not durable yet. Without the pause,
+            // whether a protocol-simulation run saw it depended on thread
+            // timing (it once survived 60 seeds at load average 12).
+            shared.notify_streams(touched.iter().map(|n| &**n));
+            std::thread::sleep(std::time::Duration::from_millis(1));
             if let Err(f) = persist::sync_active(shared) {
                 return publish::fail_group(shared, f, &mut self.answers);
             }

@@ -4,6 +4,7 @@
 
 mod bad_input;
 mod binary_batch;
+mod binary_reads;
 mod client_producer;
 mod console_assets;
 mod fencing;
