@@ -210,6 +210,14 @@ impl Conn {
         let Some(tls) = self.config.tls.clone() else {
             return self.http(tcp).await;
         };
+        // Boxed: a TLS session (rustls' state, inline in the handshake and
+        // connection futures) would otherwise size every connection's
+        // task, plaintext ones too — and an idle SSE tail's task is a
+        // large part of what the tail costs (issue 13).
+        Box::pin(self.tls(tcp, tls)).await
+    }
+
+    async fn tls(self, tcp: TcpStream, tls: Arc<Tls>) {
         let mut first = [0u8; 1];
         let limit = self.config.header_read_timeout;
         match tokio::time::timeout(limit, tcp.peek(&mut first)).await {
