@@ -145,6 +145,11 @@ pub struct Args {
     /// answered 503 with `outcome_unknown` [default: 10000].
     #[arg(long, env = "FENCELOG_COMMIT_TIMEOUT_MS")]
     pub commit_timeout_ms: Option<u64>,
+    /// A file holding the secret every node of the cluster shares (at
+    /// least 16 bytes): Raft RPCs and forwarded writes carry it. Required
+    /// in cluster mode when access tokens are configured.
+    #[arg(long, env = "FENCELOG_CLUSTER_SECRET_FILE")]
+    pub cluster_secret_file: Option<PathBuf>,
 }
 
 /// The config file: every setting optional, unknown keys refused so a typo
@@ -183,6 +188,7 @@ pub(super) struct FileSettings {
     pub(super) raft_heartbeat_ms: Option<u64>,
     pub(super) raft_election_ms: Option<String>,
     pub(super) commit_timeout_ms: Option<u64>,
+    pub(super) cluster_secret_file: Option<PathBuf>,
 }
 
 /// What the server runs with, after file, environment and flags.

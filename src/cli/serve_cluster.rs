@@ -4,9 +4,11 @@
 
 use super::serve::{report_dropped_log_lines, stop_signal, Args, FileSettings, Prepared, Settings};
 use super::server_log::ServerLog;
+use fencelog_cluster::http_auth::ClusterAuth;
 use fencelog_cluster::http_transport::HttpTransport;
 use fencelog_cluster::node::{Node, NodeOptions, Timing};
 use fencelog_cluster::shard::{SHARDS_DEFAULT, SHARDS_MAX};
+use fencelog_server::auth::Auth;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::ExitCode;
@@ -31,6 +33,8 @@ pub struct ClusterSettings {
     pub commit_timeout_ms: u64,
     #[serde(skip)]
     pub election: (u64, u64),
+    /// Where the peer secret is read from (never printed).
+    pub cluster_secret_file: Option<std::path::PathBuf>,
 }
 
 /// `1=a:1,2=b:2` as a member map.
@@ -114,6 +118,10 @@ impl ClusterSettings {
                 .unwrap_or(10_000)
                 .max(1),
             raft_election_ms,
+            cluster_secret_file: args
+                .cluster_secret_file
+                .clone()
+                .or(file.cluster_secret_file.clone()),
         }))
     }
 
@@ -136,18 +144,36 @@ impl ClusterSettings {
     }
 }
 
-/// Starts the node and serves it until SIGTERM or Ctrl-C. Access tokens
-/// are refused for now: the cluster's write routes do not check them yet.
+impl ClusterSettings {
+    /// The node's client tokens and peer secret, checked: tokens need a
+    /// secret, and a secret file must be readable and long enough.
+    fn access(&self, auth: &Auth) -> Result<(ClusterAuth, Option<String>), String> {
+        let secret = match &self.cluster_secret_file {
+            None => None,
+            Some(path) => Some(
+                std::fs::read_to_string(path)
+                    .map_err(|e| format!("cluster_secret_file {}: {e}", path.display()))?,
+            ),
+        };
+        let access = ClusterAuth::new(auth.clone(), secret.as_deref())?;
+        Ok((access, secret))
+    }
+}
+
+/// Starts the node and serves it until SIGTERM or Ctrl-C.
 pub(super) fn open_and_serve(
     settings: &Settings,
     c: &ClusterSettings,
     p: Prepared,
     log: &ServerLog,
 ) -> ExitCode {
-    if !matches!(p.auth, fencelog_server::auth::Auth::Open) {
-        tracing::error!("access tokens are not supported in cluster mode yet");
-        return ExitCode::from(2);
-    }
+    let access = match c.access(&p.auth) {
+        Ok(a) => a,
+        Err(e) => {
+            tracing::error!("{e}");
+            return ExitCode::from(2);
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -158,12 +184,18 @@ pub(super) fn open_and_serve(
             return ExitCode::FAILURE;
         }
     };
-    let code = runtime.block_on(serve(settings, c, p, log.clone()));
+    let code = runtime.block_on(serve(settings, c, p, access, log.clone()));
     drop(runtime);
     code
 }
 
-async fn serve(settings: &Settings, c: &ClusterSettings, p: Prepared, log: ServerLog) -> ExitCode {
+async fn serve(
+    settings: &Settings,
+    c: &ClusterSettings,
+    p: Prepared,
+    (access, secret): (ClusterAuth, Option<String>),
+    log: ServerLog,
+) -> ExitCode {
     tokio::spawn(report_dropped_log_lines(log.clone()));
     let listener = match tokio::net::TcpListener::bind(&c.listen).await {
         Ok(l) => l,
@@ -172,7 +204,12 @@ async fn serve(settings: &Settings, c: &ClusterSettings, p: Prepared, log: Serve
             return ExitCode::FAILURE;
         }
     };
-    let node = match Node::start(c.options(settings, &p), Arc::new(HttpTransport::new())).await {
+    let node = match Node::start(
+        c.options(settings, &p),
+        Arc::new(HttpTransport::with_secret(secret)),
+    )
+    .await
+    {
         Ok(n) => Arc::new(n),
         Err(e) => {
             tracing::error!(data_dir = %settings.data_dir.display(), error = %e, "cannot start the cluster node");
@@ -198,7 +235,7 @@ async fn serve(settings: &Settings, c: &ClusterSettings, p: Prepared, log: Serve
     println!("listening on {addr}");
     let _ = std::io::stdout().flush();
     let app_node = node.clone();
-    let build = move |shutdown| fencelog_cluster::http::app(app_node, limits, shutdown);
+    let build = move |shutdown| fencelog_cluster::http::app(app_node, access, limits, shutdown);
     let served = fencelog_server::serve_router(listener, build, server_config, stop).await;
     node.shutdown().await;
     match served {

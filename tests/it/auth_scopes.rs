@@ -15,13 +15,13 @@ use std::process::Command;
 /// The prefix every per-scope token is confined to.
 const PREFIX: &str = "in-";
 
-fn secret_for(scope: Scope) -> String {
+pub(crate) fn secret_for(scope: Scope) -> String {
     format!("secret-{scope}")
 }
 
 /// A config with one token per scope (prefix `in-`) and a `setup` token
 /// that can write anywhere.
-fn write_config(dir: &Path) -> std::path::PathBuf {
+pub(crate) fn write_config(dir: &Path) -> std::path::PathBuf {
     let mut text = String::new();
     for scope in Scope::ALL {
         text.push_str(&format!(
@@ -48,7 +48,7 @@ fn start(dir: &Path, extra: &[&str]) -> ServerProcess {
         .start()
 }
 
-async fn send(
+pub(crate) async fn send(
     http: &reqwest::Client,
     method: &str,
     url: &str,
@@ -85,7 +85,7 @@ async fn send(
 }
 
 /// The 403 the server owes `scope`'s token for a route needing `needed`.
-fn forbidden(token_scope: Scope, needed: Scope, stream: Option<&str>) -> Value {
+pub(crate) fn forbidden(token_scope: Scope, needed: Scope, stream: Option<&str>) -> Value {
     let name = format!("only-{token_scope}");
     let message = match stream {
         Some(s) if token_scope == needed => {
@@ -154,7 +154,15 @@ async fn every_route_every_scope_inside_and_outside_the_prefix() {
     let tmp = tempfile::tempdir().unwrap();
     let srv = start(tmp.path(), &[]);
     let http = reqwest::Client::new();
-    let base = srv.url().to_string();
+    every_route_every_scope(&http, srv.url()).await;
+    srv.sigterm_and_wait();
+}
+
+/// The walk of the test above against the server at `base`, whose config
+/// is [`write_config`]'s (also a cluster node's, issue 14).
+pub(crate) async fn every_route_every_scope(http: &reqwest::Client, base: &str) {
+    let http = http.clone();
+    let base = base.to_string();
     for s in ["in-s", "out-s"] {
         let url = format!("{base}/v1/streams/{s}/records");
         let resp = http
@@ -235,7 +243,6 @@ async fn every_route_every_scope_inside_and_outside_the_prefix() {
     );
     let (status, _, _) = send(&http, "get", &format!("{base}/healthz"), None).await;
     assert_eq!(status, 200);
-    srv.sigterm_and_wait();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -32,6 +32,12 @@ pub fn free_ports(n: usize) -> Vec<u16> {
 
 impl ProcCluster {
     pub fn start(n: usize, shards: u32, extra: &[&str]) -> ProcCluster {
+        Self::start_with(n, shards, extra, reqwest::Client::new())
+    }
+
+    /// As [`ProcCluster::start`], its own requests (status included) sent
+    /// with `http` (a client with an admin token, when auth is on).
+    pub fn start_with(n: usize, shards: u32, extra: &[&str], http: reqwest::Client) -> ProcCluster {
         let addrs: Vec<String> = free_ports(n)
             .into_iter()
             .map(|p| format!("127.0.0.1:{p}"))
@@ -41,7 +47,7 @@ impl ProcCluster {
             addrs,
             procs: (0..n).map(|_| None).collect(),
             shards,
-            http: reqwest::Client::new(),
+            http,
         };
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         let starting: Vec<_> = (0..n).map(|i| c.builder(i + 1, &extra).spawn()).collect();

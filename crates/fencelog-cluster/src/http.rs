@@ -1,24 +1,29 @@
 //! A cluster node's HTTP API on the client port: the Raft RPCs under
-//! `/_cluster/`, appends and fences through Raft, and every other read
-//! served by the stream's shard engine through the single-node handlers
-//! (after a read-index, so tail answers are linearizable). Trim, seal and
-//! delete go through Raft like a fence. Writes the cluster does not
-//! replicate yet (config, cursor commits, batches) are refused rather than
-//! applied to one replica.
+//! `/_cluster/`, every write through Raft (appends, fences, trims, seals,
+//! deletes here; config changes, cursor commits, batches and the merged
+//! stream listing in [`crate::http_ops`]), and every other read served by
+//! the stream's shard engine through the single-node handlers (after a
+//! read-index, so tail answers are linearizable). Who may call what is
+//! [`crate::http_auth`]'s.
 
+use crate::http_auth::{self, guarded, ClusterAuth};
 use crate::network::RpcKind;
 use crate::node::{Node, WriteOutcome};
-use crate::types::{ClusterOp, ShardId};
+use crate::types::{ClusterOp, ConfigView, ShardId};
 use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
-use axum::{Json, Router};
+use axum::routing::{delete, get, post, put};
+use axum::{Extension, Json, Router};
 use bytes::Bytes;
 use fencelog_api::{AppendAck, ErrorCode, Field, StreamInfo};
-use fencelog_engine::{validate_stream_name, Applied, Header, WriteError};
+use fencelog_engine::{validate_stream_config, validate_stream_name, Applied, Header, WriteError};
+use fencelog_server::audit::Audit;
+use fencelog_server::auth::Caller;
+use fencelog_server::budget::MemoryBudget;
 use fencelog_server::error::write_error;
+use fencelog_server::http_metrics::HttpMetrics;
 use fencelog_server::lifecycle;
 use fencelog_server::{ApiError, AppState, HttpLimits, Shutdown};
 use std::sync::Arc;
@@ -29,33 +34,89 @@ pub const LEADER_HEADER: &str = "fencelog-leader";
 /// Largest Raft RPC body (a whole snapshot travels in one, v1).
 pub const RPC_BODY_BYTES_MAX: usize = 256 << 20;
 
+/// What every handler of the node shares. The single-node parts (auth,
+/// audit, memory budget, HTTP metrics) are one per node, whichever shard
+/// a request reaches.
 #[derive(Clone)]
-struct ClusterState {
-    node: Arc<Node>,
+pub(crate) struct ClusterState {
+    pub(crate) node: Arc<Node>,
     limits: HttpLimits,
     shutdown: Shutdown,
+    pub(crate) access: ClusterAuth,
+    audit: Arc<Audit>,
+    budget: MemoryBudget,
+    http_metrics: Arc<HttpMetrics>,
 }
 
-/// The node's router.
-pub fn app(node: Arc<Node>, limits: HttpLimits, shutdown: Shutdown) -> Router {
+/// The node's router: every route, then [`http_auth::guard`] over all of
+/// them (the `/_cluster/` prefix), added last so it covers every route.
+pub fn app(node: Arc<Node>, access: ClusterAuth, limits: HttpLimits, shutdown: Shutdown) -> Router {
     let state = ClusterState {
         node,
         limits,
         shutdown,
+        access: access.clone(),
+        audit: Arc::default(),
+        budget: MemoryBudget::default(),
+        http_metrics: Arc::default(),
     };
+    routes(&state)
+        .with_state(state)
+        .layer(axum::middleware::from_fn_with_state(
+            access,
+            http_auth::guard,
+        ))
+}
+
+/// Every route. A client route the cluster serves itself carries the
+/// single node's scope check for it ([`guarded`]); the rest reach the
+/// single node's router, checks included ([`to_shard`]).
+fn routes(s: &ClusterState) -> Router<ClusterState> {
+    let a = &s.access;
+    let records = "/v1/streams/{stream}/records";
+    let stream = "/v1/streams/{stream}";
+    let fence_path = "/v1/streams/{stream}/fence";
+    let trim_path = "/v1/streams/{stream}/trim";
+    let seal_path = "/v1/streams/{stream}/seal";
+    let config_path = "/v1/streams/{stream}/config";
+    let cursor_path = "/v1/streams/{stream}/cursors/{name}";
     Router::new()
         .route(
             "/_cluster/raft/{shard}/{kind}",
             post(raft_rpc).layer(DefaultBodyLimit::max(RPC_BODY_BYTES_MAX)),
         )
         .route("/_cluster/admin/status", get(status))
-        .route("/v1/streams/{stream}/records", post(append).get(to_shard))
-        .route("/v1/streams/{stream}/fence", post(fence))
-        .route("/v1/streams/{stream}/trim", post(trim))
-        .route("/v1/streams/{stream}/seal", post(seal))
-        .route("/v1/streams/{stream}", delete(remove).fallback(to_shard))
+        .route(
+            records,
+            guarded(a, Method::POST, records, post(append)).get(to_shard),
+        )
+        .route(
+            fence_path,
+            guarded(a, Method::POST, fence_path, post(fence)),
+        )
+        .route(trim_path, guarded(a, Method::POST, trim_path, post(trim)))
+        .route(seal_path, guarded(a, Method::POST, seal_path, post(seal)))
+        .route(
+            stream,
+            guarded(a, Method::DELETE, stream, delete(remove)).fallback(to_shard),
+        )
+        .route(
+            config_path,
+            guarded(a, Method::PUT, config_path, put(config)),
+        )
+        .route(
+            cursor_path,
+            guarded(a, Method::PUT, cursor_path, put(crate::http_ops::cursor)).get(to_shard),
+        )
+        .route(
+            "/v1/batch",
+            guarded(a, Method::POST, "/v1/batch", post(crate::http_ops::batch)),
+        )
+        .route(
+            "/v1/streams",
+            guarded(a, Method::GET, "/v1/streams", get(crate::http_ops::list)),
+        )
         .fallback(to_shard)
-        .with_state(state)
 }
 
 async fn raft_rpc(
@@ -73,14 +134,21 @@ async fn raft_rpc(
 }
 
 impl ClusterState {
-    /// The single-node state of shard `k`'s engine (its limits are ours).
-    fn shard_state(&self, k: ShardId) -> AppState {
-        let mut state = AppState::new(self.node.engine(k)).with_limits(self.limits.clone());
-        state.shutdown = self.shutdown.clone();
-        state
+    /// The single-node state of shard `k`'s engine (its limits, tokens,
+    /// audit log and budget are the node's).
+    pub(crate) fn shard_state(&self, k: ShardId) -> AppState {
+        AppState {
+            engine: self.node.engine(k),
+            limits: self.limits.clone(),
+            shutdown: self.shutdown.clone(),
+            auth: self.access.auth.clone(),
+            audit: self.audit.clone(),
+            budget: self.budget.clone(),
+            http_metrics: self.http_metrics.clone(),
+        }
     }
 
-    fn leader_header(&self, k: ShardId, headers: &mut HeaderMap) {
+    pub(crate) fn leader_header(&self, k: ShardId, headers: &mut HeaderMap) {
         let Some(l) = self.node.leader_of(k) else {
             return;
         };
@@ -90,32 +158,73 @@ impl ClusterState {
         }
     }
 
-    /// Proposes `op` and shapes the answer; `ok` renders an accepted op.
-    async fn write(
+    /// Proposes `op` (or forwards it): the decided result, or the 503 of
+    /// a write whose outcome is none (`unavailable`) or unknown.
+    pub(crate) async fn decide(
         &self,
         k: ShardId,
-        stream: &str,
         op: ClusterOp,
-        ok: fn(&str, Applied) -> Response,
-    ) -> Response {
-        let mut resp = match self.node.write(op).await {
-            WriteOutcome::Decided(r) => match r.to_engine() {
-                Ok(applied) => ok(stream, applied),
-                Err(e) => write_error(stream, e).into_response(),
-            },
-            WriteOutcome::Unavailable(m) => ApiError::new(ErrorCode::Unavailable, m)
-                .with(Field::OutcomeUnknown, false)
-                .into_response(),
-            WriteOutcome::Unknown(m) => ApiError::new(ErrorCode::Unavailable, m)
-                .with(Field::OutcomeUnknown, true)
-                .into_response(),
-        };
+    ) -> Result<Result<Applied, WriteError>, Response> {
+        match self.node.write(op).await {
+            WriteOutcome::Decided(r) => Ok(r.to_engine()),
+            WriteOutcome::Unavailable(m) => {
+                let e = ApiError::new(ErrorCode::Unavailable, m).with(Field::OutcomeUnknown, false);
+                Err(self.with_leader(k, e.into_response()))
+            }
+            WriteOutcome::Unknown(m) => {
+                let e = ApiError::new(ErrorCode::Unavailable, m).with(Field::OutcomeUnknown, true);
+                Err(self.with_leader(k, e.into_response()))
+            }
+        }
+    }
+
+    pub(crate) fn with_leader(&self, k: ShardId, mut resp: Response) -> Response {
         self.leader_header(k, resp.headers_mut());
         resp
     }
+
+    /// Proposes a one-stream `op` and shapes the answer as the single
+    /// node's route does: `ok` renders an accepted op; a token rise goes
+    /// to the audit log and a stale refusal to its aggregate, under the
+    /// caller's name.
+    async fn write(
+        &self,
+        caller: &Caller,
+        k: ShardId,
+        what: &str,
+        op: ClusterOp,
+        ok: fn(&str, Applied) -> Response,
+    ) -> Response {
+        let stream = op.stream().to_string();
+        let state = self.shard_state(k);
+        let before = state.token_before(&stream);
+        let resp = match self.decide(k, op).await {
+            Ok(Ok(applied)) => {
+                state.written(caller, &stream, what, before, token_of(&applied));
+                ok(&stream, applied)
+            }
+            Ok(Err(e)) => state.write_refused(caller, &stream, e),
+            Err(unavailable) => return unavailable,
+        };
+        self.with_leader(k, resp)
+    }
 }
 
-fn stream_of(
+/// The token an accepted op leaves on its stream (0: none of its own).
+fn token_of(applied: &Applied) -> u64 {
+    match applied {
+        Applied::Appended(a) => a.fencing_token,
+        Applied::State(s) => s.highest_token,
+        Applied::Cursor(_) | Applied::Batch(_) => 0,
+    }
+}
+
+/// Who made the request, as the route's check found (open: nobody).
+pub(crate) fn caller_of(caller: Option<Extension<Caller>>) -> Caller {
+    caller.map(|Extension(c)| c).unwrap_or_default()
+}
+
+pub(crate) fn stream_of(
     path: Result<Path<String>, axum::extract::rejection::PathRejection>,
 ) -> Result<String, ApiError> {
     let Path(stream) = path.map_err(|e| ApiError::bad_request(e.to_string()))?;
@@ -165,6 +274,7 @@ fn check_append(
 
 async fn append(
     State(s): State<ClusterState>,
+    caller: Option<Extension<Caller>>,
     path: Result<Path<String>, axum::extract::rejection::PathRejection>,
     request: Request,
 ) -> Result<Response, ApiError> {
@@ -197,15 +307,19 @@ async fn append(
     };
     // The records are copied into the op: the upload's budget share goes.
     drop(upload);
-    Ok(s.write(k, &stream, op, |stream, applied| match applied {
-        Applied::Appended(ack) => Json(AppendAck::new(stream.to_string(), ack)).into_response(),
-        Applied::State(_) => unreachable!("an append answers an ack"),
-    })
-    .await)
+    let caller = caller_of(caller);
+    Ok(
+        s.write(&caller, k, "append", op, |stream, applied| match applied {
+            Applied::Appended(ack) => Json(AppendAck::new(stream.to_string(), ack)).into_response(),
+            _ => unreachable!("an append answers an ack"),
+        })
+        .await,
+    )
 }
 
 async fn fence(
     State(s): State<ClusterState>,
+    caller: Option<Extension<Caller>>,
     path: Result<Path<String>, axum::extract::rejection::PathRejection>,
     headers: HeaderMap,
     body: Body,
@@ -224,14 +338,15 @@ async fn fence(
         token,
         not_after_ms,
     };
-    Ok(s.write(k, &stream, op, state_answer).await)
+    let caller = caller_of(caller);
+    Ok(s.write(&caller, k, "fence", op, state_answer).await)
 }
 
 /// A fence's, trim's, seal's or delete's answer: the stream's state.
 fn state_answer(_: &str, applied: Applied) -> Response {
     match applied {
         Applied::State(st) => Json(StreamInfo::from(st)).into_response(),
-        Applied::Appended(_) => unreachable!("a state change answers a state"),
+        _ => unreachable!("a state change answers a state"),
     }
 }
 
@@ -242,6 +357,7 @@ type StreamPath = Result<Path<String>, axum::extract::rejection::PathRejection>;
 /// forwarded like a fence.
 async fn state_change<T, F>(
     s: &ClusterState,
+    (caller, what): (Option<Extension<Caller>>, &str),
     path: StreamPath,
     parse: impl FnOnce(AppState) -> F,
     op: impl FnOnce(String, T) -> ClusterOp,
@@ -254,14 +370,15 @@ where
     let parsed = parse(s.shard_state(k))
         .await
         .map_err(|e| e.on_stream(&stream))?;
-    let op = op(stream.clone(), parsed);
-    Ok(s.write(k, &stream, op, state_answer).await)
+    let op = op(stream, parsed);
+    Ok(s.write(&caller_of(caller), k, what, op, state_answer).await)
 }
 
 /// `POST /v1/streams/{stream}/trim`, replicated: the single node's body,
 /// decided in apply on every replica.
 async fn trim(
     State(s): State<ClusterState>,
+    caller: Option<Extension<Caller>>,
     path: StreamPath,
     headers: HeaderMap,
     body: Body,
@@ -269,6 +386,7 @@ async fn trim(
     let parse = |st: AppState| async move { lifecycle::trim_body(&st, &headers, body).await };
     state_change(
         &s,
+        (caller, "trim"),
         path,
         parse,
         |stream, (token, trim_seq, not_after_ms)| ClusterOp::Trim {
@@ -284,34 +402,68 @@ async fn trim(
 /// `POST /v1/streams/{stream}/seal`, replicated.
 async fn seal(
     State(s): State<ClusterState>,
+    caller: Option<Extension<Caller>>,
     path: StreamPath,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
     let parse = |st: AppState| async move { lifecycle::seal_body(&st, &headers, body).await };
-    state_change(&s, path, parse, |stream, (token, not_after_ms)| {
-        ClusterOp::Seal {
+    state_change(
+        &s,
+        (caller, "seal"),
+        path,
+        parse,
+        |stream, (token, not_after_ms)| ClusterOp::Seal {
             stream,
             token,
             not_after_ms,
-        }
-    })
+        },
+    )
     .await
 }
 
 /// `DELETE /v1/streams/{stream}`, replicated: a tombstone on every replica.
 async fn remove(
     State(s): State<ClusterState>,
+    caller: Option<Extension<Caller>>,
     path: StreamPath,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
     let parse = |st: AppState| async move { lifecycle::delete_token(&st, &headers, body).await };
-    state_change(&s, path, parse, |stream, token| ClusterOp::Delete {
-        stream,
-        token,
+    state_change(&s, (caller, "delete"), path, parse, |stream, token| {
+        ClusterOp::Delete { stream, token }
     })
     .await
+}
+
+/// `PUT /v1/streams/{stream}/config`, replicated: the single node's body
+/// and checks (token 0, then the settings' ranges) before proposing; the
+/// fencing rule decides in apply on every replica.
+async fn config(
+    State(s): State<ClusterState>,
+    caller: Option<Extension<Caller>>,
+    path: StreamPath,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let stream = stream_of(path)?;
+    let k = s.node.shard_of(&stream);
+    let (token, config) = lifecycle::config_body(&s.shard_state(k), &headers, body)
+        .await
+        .map_err(|e| e.on_stream(&stream))?;
+    let checked = match token {
+        Some(0) => Err(WriteError::ZeroToken),
+        _ => validate_stream_config(&config),
+    };
+    checked.map_err(|e| write_error(&stream, e))?;
+    let op = ClusterOp::Config {
+        stream,
+        token,
+        config: ConfigView::of(&config),
+    };
+    Ok(s.write(&caller_of(caller), k, "config", op, state_answer)
+        .await)
 }
 
 /// The stream a `/v1/streams/{stream}...` path names.
@@ -322,28 +474,32 @@ fn path_stream(path: &str) -> Option<&str> {
 
 /// Every other request: reads of one stream go to its shard's engine after
 /// a read-index; node-wide GETs (health, metrics, the API document) to
-/// shard 0's; writes that are not replicated yet are refused.
+/// shard 0's. Every write route is the cluster's own, so any other method
+/// is answered as the single node's router answers an unknown route or
+/// method, and never reaches a shard engine directly.
 async fn to_shard(State(s): State<ClusterState>, request: Request) -> Response {
     let path = request.uri().path().to_string();
     let read = request.method() == Method::GET || request.method() == Method::HEAD;
     if !read {
-        return not_replicated(request.method(), &path).into_response();
-    }
-    if path == "/v1/streams" {
-        return ApiError::bad_request("listing streams is not supported in cluster mode yet")
-            .into_response();
+        return match known_path(&path) {
+            true => fencelog_server::ops::method_not_allowed().await,
+            false => fencelog_server::ops::not_found().await,
+        }
+        .into_response();
     }
     let k = match path_stream(&path) {
         Some(stream) => {
             let k = s.node.shard_of(stream);
+            // No read-index round for a caller without a valid token.
+            if let Err(resp) = http_auth::authenticated(&s.access, &request) {
+                return resp;
+            }
             if let Err(m) = s.node.read_barrier(k).await {
-                let mut resp = ApiError::new(
+                let e = ApiError::new(
                     ErrorCode::Unavailable,
                     format!("no read index for shard {k}: {m}"),
-                )
-                .into_response();
-                s.leader_header(k, resp.headers_mut());
-                return resp;
+                );
+                return s.with_leader(k, e.into_response());
             }
             k
         }
@@ -359,17 +515,19 @@ async fn to_shard(State(s): State<ClusterState>, request: Request) -> Response {
     }
 }
 
-/// A write the cluster does not replicate yet (config, cursor commits,
-/// multi-stream batches): refused before anything is
-/// applied anywhere, never applied to one replica only. A stream route's
-/// refusal names its stream, as every stream route's error does.
-fn not_replicated(method: &Method, path: &str) -> ApiError {
-    let m = format!("{method} {path} is not replicated in cluster mode yet; nothing was changed");
-    let e = ApiError::bad_request(m);
-    match path_stream(path) {
-        Some(stream) => e.on_stream(stream),
-        None => e,
-    }
+/// Whether some route of the single node's table has `path`'s shape
+/// (`{name}` matches any one segment).
+fn known_path(path: &str) -> bool {
+    fencelog_server::openapi::ROUTES.iter().any(|r| {
+        let (mut want, mut got) = (r.path.split('/'), path.split('/'));
+        loop {
+            match (want.next(), got.next()) {
+                (None, None) => return true,
+                (Some(w), Some(g)) if w == g || (w.starts_with('{') && !g.is_empty()) => {}
+                _ => return false,
+            }
+        }
+    })
 }
 
 /// `GET /_cluster/admin/status`: this node's view of every shard.

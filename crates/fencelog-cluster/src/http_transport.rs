@@ -14,9 +14,19 @@ pub const RAFT_CONTENT_TYPE: &str = "application/vnd.fencelog.raft";
 /// The HTTP transport of one node.
 pub struct HttpTransport {
     client: reqwest::Client,
+    /// Sent with every RPC ([`crate::http_auth::PEER_SECRET_HEADER`]).
+    peer_secret: Option<String>,
 }
 
 impl HttpTransport {
+    /// A transport whose RPCs carry the cluster's peer secret.
+    pub fn with_secret(peer_secret: Option<String>) -> HttpTransport {
+        HttpTransport {
+            peer_secret: peer_secret.map(|s| s.trim().to_string()),
+            ..HttpTransport::new()
+        }
+    }
+
     /// A transport with its own connection pool.
     pub fn new() -> HttpTransport {
         let client = reqwest::Client::builder()
@@ -25,7 +35,10 @@ impl HttpTransport {
             .connect_timeout(Duration::from_secs(1))
             .build()
             .expect("an HTTP client without TLS always builds");
-        HttpTransport { client }
+        HttpTransport {
+            client,
+            peer_secret: None,
+        }
     }
 }
 
@@ -46,12 +59,15 @@ impl Transport for HttpTransport {
         timeout: Duration,
     ) -> RpcFuture {
         let url = format!("http://{addr}/_cluster/raft/{shard}/{}", kind.name());
-        let request = self
+        let mut request = self
             .client
             .post(url)
             .header(reqwest::header::CONTENT_TYPE, RAFT_CONTENT_TYPE)
             .timeout(timeout)
             .body(body);
+        if let Some(secret) = &self.peer_secret {
+            request = request.header(crate::http_auth::PEER_SECRET_HEADER, secret);
+        }
         Box::pin(async move {
             let resp = request.send().await.map_err(|e| classify(target, e))?;
             let status = resp.status();

@@ -7,10 +7,13 @@
 #![warn(missing_docs)]
 
 pub mod http;
+pub mod http_auth;
+mod http_ops;
 pub mod http_transport;
 pub mod log_store;
 pub mod network;
 pub mod node;
+pub mod op_views;
 pub mod proposer;
 pub mod router;
 pub mod shard;

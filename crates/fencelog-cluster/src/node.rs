@@ -242,7 +242,16 @@ impl Node {
             | ClusterOp::Fence { token, .. }
             | ClusterOp::Trim { token, .. }
             | ClusterOp::Seal { token, .. }
-            | ClusterOp::Delete { token, .. } => *token,
+            | ClusterOp::Delete { token, .. }
+            | ClusterOp::Config {
+                token: Some(token), ..
+            } => *token,
+            // An operator's config change is not fenced, a cursor has its
+            // own token, and a batch answers every op's outcome: apply
+            // decides those.
+            ClusterOp::Config { token: None, .. }
+            | ClusterOp::Cursor { .. }
+            | ClusterOp::Batch { .. } => return None,
         };
         // A sealed stream or a tombstone answers what apply decides (the
         // rule's order of checks differs per op there).
@@ -372,11 +381,8 @@ impl Node {
     }
 
     async fn handle_forward(&self, k: ShardId, op: ClusterOp) -> Proposed {
-        if self.shard_of(op.stream()) != k {
-            return Proposed::Applied(OpResult::Invalid(format!(
-                "{} is not in shard {k}",
-                op.stream()
-            )));
+        if let Some(s) = op.streams().into_iter().find(|s| self.shard_of(s) != k) {
+            return Proposed::Applied(OpResult::Invalid(format!("{s} is not in shard {k}")));
         }
         if let Some(r) = self.early_refusal(k, &op) {
             return Proposed::Applied(r);

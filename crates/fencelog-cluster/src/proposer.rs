@@ -64,10 +64,13 @@ fn op_bytes(op: &ClusterOp) -> usize {
                 .sum();
             bodies + names_values
         }
+        ClusterOp::Batch { ops, .. } => ops.iter().map(|o| o.bytes()).sum(),
         ClusterOp::Fence { .. }
         | ClusterOp::Trim { .. }
         | ClusterOp::Seal { .. }
-        | ClusterOp::Delete { .. } => 0,
+        | ClusterOp::Delete { .. }
+        | ClusterOp::Config { .. }
+        | ClusterOp::Cursor { .. } => 0,
     }
 }
 

@@ -7,9 +7,11 @@
 //! entry. The leader's clock reading travels in the entry; apply never
 //! reads a clock.
 
+pub use crate::op_views::{BatchOpView, ConfigView, CursorView, RetentionView};
 use bytes::Bytes;
 use fencelog_engine::{
-    Ack, AppendOptions, Applied, Header, ProducerSeq, ReplicatedOp, StreamState, WriteError,
+    Ack, AppendOptions, Applied, BatchAck, Header, ProducerSeq, ReplicatedOp, StreamState,
+    WriteError,
 };
 use serde::{Deserialize, Serialize};
 
@@ -80,6 +82,35 @@ pub enum ClusterOp {
         /// Its fencing token.
         token: u64,
     },
+    /// New retention settings (`PUT .../config`); fenced when `token` is
+    /// given, an operator's change otherwise.
+    Config {
+        /// The stream.
+        stream: String,
+        /// Fences the change when given.
+        token: Option<u64>,
+        /// The settings, checked in range before proposing.
+        config: ConfigView,
+    },
+    /// A fenced cursor commit (`PUT .../cursors/{name}`).
+    Cursor {
+        /// The stream.
+        stream: String,
+        /// The cursor's name.
+        name: String,
+        /// The cursor's own token.
+        token: u64,
+        /// The seq it moves to.
+        seq: u64,
+    },
+    /// A multi-stream batch (`POST /v1/batch`) whose streams are all in
+    /// one shard: all of it or none, decided in apply.
+    Batch {
+        /// 1..=64 ops, in order.
+        ops: Vec<BatchOpView>,
+        /// Shared by every op.
+        not_after_ms: Option<u64>,
+    },
 }
 
 impl ClusterOp {
@@ -90,7 +121,19 @@ impl ClusterOp {
             | ClusterOp::Fence { stream, .. }
             | ClusterOp::Trim { stream, .. }
             | ClusterOp::Seal { stream, .. }
-            | ClusterOp::Delete { stream, .. } => stream,
+            | ClusterOp::Delete { stream, .. }
+            | ClusterOp::Config { stream, .. }
+            | ClusterOp::Cursor { stream, .. } => stream,
+            // Never empty: the route refuses an empty batch.
+            ClusterOp::Batch { ops, .. } => ops.first().map_or("", |o| o.stream.as_str()),
+        }
+    }
+
+    /// Every stream the op changes (a batch's may be several).
+    pub fn streams(&self) -> Vec<&str> {
+        match self {
+            ClusterOp::Batch { ops, .. } => ops.iter().map(|o| o.stream.as_str()).collect(),
+            op => vec![op.stream()],
         }
     }
 
@@ -159,6 +202,30 @@ impl ClusterOp {
                 stream: stream.clone(),
                 token: *token,
             },
+            ClusterOp::Config {
+                stream,
+                token,
+                config,
+            } => ReplicatedOp::Config {
+                stream: stream.clone(),
+                token: *token,
+                config: config.to_engine(),
+            },
+            ClusterOp::Cursor {
+                stream,
+                name,
+                token,
+                seq,
+            } => ReplicatedOp::Cursor {
+                stream: stream.clone(),
+                name: name.clone(),
+                token: *token,
+                seq: *seq,
+            },
+            ClusterOp::Batch { ops, not_after_ms } => ReplicatedOp::Batch {
+                ops: ops.iter().map(BatchOpView::to_engine).collect(),
+                not_after_ms: *not_after_ms,
+            },
         }
     }
 }
@@ -190,10 +257,18 @@ pub struct StateView {
     pub sealed: bool,
     /// A tombstone.
     pub deleted: bool,
+    /// Retention by age in force on the leader's shard engine.
+    pub retention_age_s: Option<u64>,
+    /// Retention by size in force.
+    pub retention_bytes: Option<u64>,
+    /// Retention never trims past a cursor.
+    pub retention_respect_cursors: bool,
+    /// Bytes of the stream's readable records on the leader.
+    pub bytes: u64,
 }
 
 impl StateView {
-    fn of(s: &StreamState) -> Self {
+    pub(crate) fn of(s: &StreamState) -> Self {
         StateView {
             stream: s.stream.clone(),
             first_seq: s.first_seq,
@@ -202,10 +277,14 @@ impl StateView {
             last_timestamp_ms: s.last_timestamp_ms,
             sealed: s.sealed,
             deleted: s.deleted,
+            retention_age_s: s.retention_age_s,
+            retention_bytes: s.retention_bytes,
+            retention_respect_cursors: s.retention_respect_cursors,
+            bytes: s.bytes,
         }
     }
 
-    /// The engine's stream state (retention fields unknown here).
+    /// The engine's stream state, as the leader's apply answered it.
     pub fn to_state(&self) -> StreamState {
         StreamState {
             stream: self.stream.clone(),
@@ -215,10 +294,10 @@ impl StateView {
             last_timestamp_ms: self.last_timestamp_ms,
             sealed: self.sealed,
             deleted: self.deleted,
-            retention_age_s: None,
-            retention_bytes: None,
-            retention_respect_cursors: false,
-            bytes: 0,
+            retention_age_s: self.retention_age_s,
+            retention_bytes: self.retention_bytes,
+            retention_respect_cursors: self.retention_respect_cursors,
+            bytes: self.bytes,
         }
     }
 }
@@ -290,6 +369,19 @@ pub enum OpResult {
     },
     /// A trim or seal of a stream that does not exist (or a tombstone).
     NotFound,
+    /// An accepted cursor commit.
+    Cursor(CursorView),
+    /// A cursor commit past the stream's next seq.
+    CursorOutOfRange {
+        /// The commit's seq.
+        seq: u64,
+        /// The stream's next seq.
+        next_seq: u64,
+    },
+    /// An accepted batch: each op's `Appended` or `Fenced`.
+    Batch(Vec<OpResult>),
+    /// A refused batch (nothing applied): every op's outcome.
+    BatchRefused(Vec<OpResult>),
 }
 
 impl OpResult {
@@ -306,6 +398,22 @@ impl OpResult {
                 duplicate: a.duplicate,
             },
             Ok(Applied::State(s)) => OpResult::Fenced(StateView::of(s)),
+            Ok(Applied::Cursor(c)) => OpResult::Cursor(CursorView::of(c)),
+            Ok(Applied::Batch(acks)) => OpResult::Batch(acks.iter().map(batch_ack).collect()),
+            Err(WriteError::BatchRefused(outcomes)) => {
+                let mut out = Vec::with_capacity(outcomes.len());
+                for o in outcomes {
+                    out.push(match o {
+                        Ok(a) => batch_ack(a),
+                        Err(e) => OpResult::of(&Err(e.clone()))?,
+                    });
+                }
+                OpResult::BatchRefused(out)
+            }
+            Err(WriteError::CursorOutOfRange { seq, next_seq }) => OpResult::CursorOutOfRange {
+                seq: *seq,
+                next_seq: *next_seq,
+            },
             Err(WriteError::StaleToken {
                 presented,
                 highest,
@@ -388,8 +496,41 @@ impl OpResult {
             OpResult::DeadlineExceeded { writer_ms } => Err(WriteError::DeadlineExceeded {
                 writer_ms: *writer_ms,
             }),
+            OpResult::Cursor(c) => Ok(Applied::Cursor(c.to_engine())),
+            OpResult::CursorOutOfRange { seq, next_seq } => Err(WriteError::CursorOutOfRange {
+                seq: *seq,
+                next_seq: *next_seq,
+            }),
+            OpResult::Batch(items) => Ok(Applied::Batch(
+                items
+                    .iter()
+                    .map(|i| i.to_batch_ack())
+                    .collect::<Result<_, _>>()?,
+            )),
+            OpResult::BatchRefused(items) => Err(WriteError::BatchRefused(
+                items.iter().map(OpResult::to_batch_ack).collect(),
+            )),
         }
     }
+
+    /// One op of a batch: an append's ack, a fence's state, or its refusal.
+    fn to_batch_ack(&self) -> Result<BatchAck, WriteError> {
+        match self.to_engine()? {
+            Applied::Appended(a) => Ok(BatchAck::Append(a)),
+            Applied::State(s) => Ok(BatchAck::Fence(s)),
+            other => Err(WriteError::BadInput(format!(
+                "a batch op answered {other:?}"
+            ))),
+        }
+    }
+}
+
+fn batch_ack(a: &BatchAck) -> OpResult {
+    let r = match a {
+        BatchAck::Append(a) => Ok(Applied::Appended(a.clone())),
+        BatchAck::Fence(s) => Ok(Applied::State(s.clone())),
+    };
+    OpResult::of(&r).expect("an accepted op is a result")
 }
 
 /// The apply result (`C::R`): one result per op; empty for blank and

@@ -65,6 +65,7 @@ pub use config::Config;
 pub use engine::Engine;
 /// Operations one multi-stream batch may carry.
 pub use engine::BATCH_OPS_MAX;
+pub use engine::{validate_short_name, validate_stream_config};
 pub use error::{Corruption, OpenError, ReadError, StorageFailure, WriteError};
 pub use metrics::Metrics;
 pub use mutation::{node_mutation, wal_mutation, NodeMutation, WalMutation};

@@ -175,6 +175,10 @@ mod imp {
         /// a retry of the producer's applied append after a fence is 409
         /// instead of its original ack (issue 11 in cluster mode).
         ProducerRefusedEarly,
+        /// A replicated shard engine (issue 14) applies a trim, seal or
+        /// delete whose token is below the stream's highest as if it
+        /// carried the highest: a stale lifecycle op accepted in apply.
+        ApplyLifecycleUnfenced,
     }
 
     thread_local! {

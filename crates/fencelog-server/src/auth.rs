@@ -8,7 +8,6 @@
 //! or with `--insecure-no-auth`.
 
 use crate::error::ApiError;
-use crate::state::AppState;
 use axum::extract::rejection::RawPathParamsRejection;
 use axum::extract::{RawPathParams, Request, State};
 use axum::http::{header, HeaderValue};
@@ -310,7 +309,7 @@ impl Caller {
 
 /// The middleware every route is wrapped in, with the route's access.
 pub async fn check(
-    State((state, access)): State<(AppState, Access)>,
+    State((auth, access)): State<(Auth, Access)>,
     params: Result<RawPathParams, RawPathParamsRejection>,
     mut request: Request,
     next: Next,
@@ -319,10 +318,7 @@ pub async fn check(
         Access::Open => return next.run(request).await,
         Access::Scope(scope) => scope,
     };
-    let principal = match state
-        .auth
-        .authenticate(request.headers().get(header::AUTHORIZATION))
-    {
+    let principal = match auth.authenticate(request.headers().get(header::AUTHORIZATION)) {
         Ok(p) => p,
         Err(e) => return with_challenge(e),
     };
@@ -341,7 +337,7 @@ pub async fn check(
 }
 
 /// A 401 tells the client how to authenticate (RFC 6750).
-fn with_challenge(e: ApiError) -> Response {
+pub fn with_challenge(e: ApiError) -> Response {
     let mut r = e.into_response();
     r.headers_mut()
         .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
@@ -380,7 +376,7 @@ fn parse_hex32(text: &str) -> Option<[u8; 32]> {
 /// only ORs differences together, so how long it takes does not depend on
 /// where the first difference is. (`black_box` keeps the optimiser from
 /// turning the fold back into a short-circuiting compare.)
-fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
+pub fn constant_time_eq(a: &[u8; 32], b: &[u8; 32]) -> bool {
     let mut diff = 0u8;
     for i in 0..32 {
         diff |= std::hint::black_box(a[i] ^ b[i]);

@@ -70,7 +70,7 @@ pub fn app(state: AppState) -> Router {
     let mut router = Router::new();
     for route in openapi::ROUTES {
         let guard =
-            axum::middleware::from_fn_with_state((state.clone(), route.access), auth::check);
+            axum::middleware::from_fn_with_state((state.auth.clone(), route.access), auth::check);
         router = router.route(route.path, (route.handler)().route_layer(guard));
     }
     router

@@ -184,7 +184,20 @@ pub async fn config(
     body: Body,
 ) -> Result<Json<StreamInfo>, ApiError> {
     let stream = stream_name(path)?;
-    let obj = json_object(&state, &headers, body, &CONFIG_FIELDS).await?;
+    let (token, config) = config_body(&state, &headers, body).await?;
+    match state.engine.set_config(&stream, token, config).await {
+        Ok(s) => Ok(Json(s.into())),
+        Err(e) => Err(write_error(&stream, e)),
+    }
+}
+
+/// A config body's `(fencing_token, settings)` (also the cluster's).
+pub async fn config_body(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(Option<u64>, StreamConfig), ApiError> {
+    let obj = json_object(state, headers, body, &CONFIG_FIELDS).await?;
     let token = match obj.get("fencing_token") {
         None | Some(Value::Null) => None,
         v => Some(token_from_json(v)?),
@@ -203,8 +216,5 @@ pub async fn config(
         retention_bytes: retention_from_json("retention_bytes", obj.get("retention_bytes"))?,
         respect_cursors,
     };
-    match state.engine.set_config(&stream, token, config).await {
-        Ok(s) => Ok(Json(s.into())),
-        Err(e) => Err(write_error(&stream, e)),
-    }
+    Ok((token, config))
 }

@@ -21,7 +21,7 @@ use fencelog_api::{
     AppendAck, CursorInfo, CursorList, ErrorCode, FenceJson, FenceList, Field, ProducerInfo,
     StreamInfo,
 };
-use fencelog_engine::{BatchAck, BatchAction, BatchOp, WriteError};
+use fencelog_engine::{BatchAck, BatchAction, BatchOp, CursorEntry, WriteError};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 
@@ -98,12 +98,32 @@ pub async fn put_cursor(
     body: Body,
 ) -> Result<Json<CursorInfo>, ApiError> {
     let (stream, name) = two_names(path)?;
-    let obj = json_object(&state, &headers, body, &["fencing_token", "seq"]).await?;
+    let (token, seq) = cursor_body(&state, &headers, body).await?;
+    let r = state.engine.commit_cursor(&stream, &name, token, seq).await;
+    cursor_answer(&stream, &name, r)
+}
+
+/// A cursor commit's `(fencing_token, seq)` (also the cluster's).
+pub async fn cursor_body(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(u64, u64), ApiError> {
+    let obj = json_object(state, headers, body, &["fencing_token", "seq"]).await?;
     let token = token_from_json(obj.get("fencing_token"))?;
     let seq = required_seq("seq", obj.get("seq"))?;
-    match state.engine.commit_cursor(&stream, &name, token, seq).await {
-        Ok(c) => Ok(Json(CursorInfo::new(&stream, c))),
-        Err(e) => Err(write_error(&stream, e).with(Field::Cursor, name)),
+    Ok((token, seq))
+}
+
+/// A cursor commit's answer: the cursor, or the refusal naming it.
+pub fn cursor_answer(
+    stream: &str,
+    name: &str,
+    r: Result<CursorEntry, WriteError>,
+) -> Result<Json<CursorInfo>, ApiError> {
+    match r {
+        Ok(c) => Ok(Json(CursorInfo::new(stream, c))),
+        Err(e) => Err(write_error(stream, e).with(Field::Cursor, name)),
     }
 }
 
@@ -159,7 +179,20 @@ pub async fn batch(
     body: Body,
 ) -> Result<Json<Value>, ApiError> {
     let caller = caller.map(|Extension(c)| c).unwrap_or_default();
-    let upload = read_capped(&headers, body, &state.limits, &state.budget).await?;
+    let (ops, not_after_ms) = batch_body(&state, &caller, &headers, body).await?;
+    let streams: Vec<String> = ops.iter().map(|o| o.stream.clone()).collect();
+    batch_answer(&streams, state.engine.batch(ops, not_after_ms).await)
+}
+
+/// A batch body's ops and deadline, each op authorized for its own scope
+/// on its own stream (also the cluster's).
+pub async fn batch_body(
+    state: &AppState,
+    caller: &Caller,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(Vec<BatchOp>, Option<u64>), ApiError> {
+    let upload = read_capped(headers, body, &state.limits, &state.budget).await?;
     let value: Value = serde_json::from_slice(&upload.bytes)
         .map_err(|e| ApiError::bad_request(format!("malformed JSON: {e}")))?;
     let Value::Object(obj) = value else {
@@ -185,12 +218,19 @@ pub async fn batch(
         };
         authorize(caller.0.as_ref(), scope, Some(&op.stream))?;
     }
-    let streams: Vec<String> = ops.iter().map(|o| o.stream.clone()).collect();
-    match state.engine.batch(ops, not_after_ms).await {
+    Ok((ops, not_after_ms))
+}
+
+/// A batch's answer: every op's ack, or the refusal with every outcome.
+pub fn batch_answer(
+    streams: &[String],
+    r: Result<Vec<BatchAck>, WriteError>,
+) -> Result<Json<Value>, ApiError> {
+    match r {
         Ok(acks) => {
             let out = acks
                 .into_iter()
-                .zip(&streams)
+                .zip(streams)
                 .map(|(a, s)| ack_json(s, a))
                 .collect();
             Ok(Json(Value::Object(Map::from_iter([(
@@ -198,7 +238,7 @@ pub async fn batch(
                 Value::Array(out),
             )]))))
         }
-        Err(WriteError::BatchRefused(outcomes)) => Err(refused(&streams, outcomes)),
+        Err(WriteError::BatchRefused(outcomes)) => Err(refused(streams, outcomes)),
         Err(e) => Err(write_error(streams.first().map_or("", |s| s), e)),
     }
 }

@@ -15,7 +15,7 @@ use axum::response::Response;
 use axum::{Extension, Json};
 use fencelog_api::stream::{LIST_LIMIT_CAP, LIST_LIMIT_DEFAULT};
 use fencelog_api::{ErrorCode, StreamInfo, StreamList};
-use fencelog_engine::ReadError;
+use fencelog_engine::{ReadError, StreamState};
 use std::collections::HashMap;
 
 /// `GET /v1/streams/{stream}`: durable state, or 404 `stream_not_found`
@@ -55,6 +55,19 @@ pub async fn list(
 ) -> Result<Json<StreamList>, ApiError> {
     let caller = caller.map(|Extension(c)| c).unwrap_or_default();
     let q = QueryParams::from_extractor(query)?;
+    list_page(&caller, &q, |prefix, after, n| {
+        state.engine.list_streams(prefix, after, n)
+    })
+}
+
+/// One page of a listing from `lister(prefix, start_after, limit)` (names
+/// in order, tombstones left out): the single node's engine, or a cluster
+/// node's merge of its shards (issue 14).
+pub fn list_page(
+    caller: &Caller,
+    q: &QueryParams,
+    lister: impl FnOnce(&str, Option<&str>, usize) -> Vec<StreamState>,
+) -> Result<Json<StreamList>, ApiError> {
     let limit = q.positive_capped("limit", LIST_LIMIT_DEFAULT, LIST_LIMIT_CAP)? as usize;
     let Some(prefix) = effective_prefix(q.str("prefix").unwrap_or(""), caller.stream_prefix())
     else {
@@ -64,9 +77,7 @@ pub async fn list(
         }));
     };
     // One extra tells whether another page exists without a second call.
-    let mut page = state
-        .engine
-        .list_streams(prefix, q.str("start_after"), limit + 1);
+    let mut page = lister(prefix, q.str("start_after"), limit + 1);
     let next_start_after = if page.len() > limit {
         page.truncate(limit);
         page.last().map(|s| s.stream.clone())

@@ -21,6 +21,22 @@ impl Engine {
         ops: Vec<BatchOp>,
         not_after_ms: Option<u64>,
     ) -> Result<Vec<BatchAck>, WriteError> {
+        self.check_batch_ops(&ops)?;
+        self.precheck(&ops[0].stream, None)?;
+        let stream = ops[0].stream.clone();
+        self.request(&stream, |reply| Op::Batch {
+            ops,
+            not_after_ms,
+            reply,
+        })
+        .await
+    }
+
+    /// The checks [`Engine::batch`] makes before the writer: 1..=64 ops,
+    /// valid names, no token 0, each append within this engine's limits
+    /// and all of them within its batch bytes (also a cluster node's, made
+    /// before proposing, issue 14).
+    pub fn check_batch_ops(&self, ops: &[BatchOp]) -> Result<(), WriteError> {
         if ops.is_empty() || ops.len() > BATCH_OPS_MAX {
             return Err(WriteError::BadInput(format!(
                 "a batch has 1..={BATCH_OPS_MAX} operations, this one {}",
@@ -50,13 +66,6 @@ impl Engine {
                 actual: bytes as u64,
             });
         }
-        self.precheck(&ops[0].stream, None)?;
-        let stream = ops[0].stream.clone();
-        self.request(&stream, |reply| Op::Batch {
-            ops,
-            not_after_ms,
-            reply,
-        })
-        .await
+        Ok(())
     }
 }

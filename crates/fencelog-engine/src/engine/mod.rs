@@ -10,7 +10,7 @@ mod replicated;
 mod writes;
 
 pub use batch::BATCH_OPS_MAX;
-pub(crate) use writes::validate_short_name;
+pub use writes::{validate_short_name, validate_stream_config};
 
 use crate::config::Config;
 use crate::error::{OpenError, StorageFailure, WriteError};

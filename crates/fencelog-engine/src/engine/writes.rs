@@ -312,19 +312,7 @@ impl Engine {
         config: StreamConfig,
     ) -> Result<StreamState, WriteError> {
         self.precheck(stream, fencing_token)?;
-        let limit = crate::config::RETENTION_AGE_S_LIMIT;
-        if let Some(age) = config.retention_age_s.effective(None) {
-            if age == 0 || age > limit {
-                return Err(WriteError::BadConfig(format!(
-                    "retention_age_s must be in 1..={limit}, got {age}"
-                )));
-            }
-        }
-        if config.retention_bytes.effective(None) == Some(0) {
-            return Err(WriteError::BadConfig(
-                "retention_bytes must be at least 1".into(),
-            ));
-        }
+        validate_stream_config(&config)?;
         self.request(stream, |reply| Op::Config {
             token: fencing_token,
             config,
@@ -334,8 +322,27 @@ impl Engine {
     }
 }
 
+/// The ranges a stream's retention settings must be in (also checked in
+/// a shard engine's apply, issue 14: the same on every node).
+pub fn validate_stream_config(config: &StreamConfig) -> Result<(), WriteError> {
+    let limit = crate::config::RETENTION_AGE_S_LIMIT;
+    if let Some(age) = config.retention_age_s.effective(None) {
+        if age == 0 || age > limit {
+            return Err(WriteError::BadConfig(format!(
+                "retention_age_s must be in 1..={limit}, got {age}"
+            )));
+        }
+    }
+    if config.retention_bytes.effective(None) == Some(0) {
+        return Err(WriteError::BadConfig(
+            "retention_bytes must be at least 1".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// Producer ids and cursor names: 1..=64 bytes of `[A-Za-z0-9._:-]`.
-pub(crate) fn validate_short_name(what: &str, name: &str) -> Result<(), WriteError> {
+pub fn validate_short_name(what: &str, name: &str) -> Result<(), WriteError> {
     crate::codec::check_short_name(name.as_bytes(), crate::codec::PRODUCER_ID_BYTES_MAX)
         .map_err(|e| WriteError::BadInput(format!("{what} {name:?}: {e}")))
 }

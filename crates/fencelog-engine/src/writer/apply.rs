@@ -6,9 +6,11 @@
 //! entry's Applied marker follows in the same group, so a restart sees the
 //! entry's effects exactly when it sees its LogId.
 
+use super::batch::plan_batch;
 use super::plan::{needs_carried, pending, plan_one, IndexChange, Lookup, Out, Pending};
-use super::protocol::{Answer, AppendExtra, Applied, ApplyEntry, Op, ReplicatedOp};
+use super::protocol::{Answer, AppendExtra, Applied, ApplyEntry, BatchAction, Op, ReplicatedOp};
 use crate::codec::{encode_frame_with, AppliedMark, FrameKind, PayloadSpec, FRAME_RECORDS_MAX};
+use crate::engine::{validate_short_name, validate_stream_config, BATCH_OPS_MAX};
 use crate::error::WriteError;
 use crate::name::validate_stream_name;
 use crate::record::validate_headers;
@@ -32,8 +34,12 @@ pub(super) fn plan_apply<H>(
         .iter()
         .map(|op| {
             check_format(op)?;
+            if let ReplicatedOp::Batch { ops, not_after_ms } = op {
+                let acks = plan_batch(out, streams, lookup, ops.clone(), *not_after_ms);
+                return acks.map(Applied::Batch);
+            }
             let p = pending(streams, lookup, op.stream());
-            let local = to_op(op);
+            let local = to_op(p, op);
             if needs_carried(&local) {
                 p.load_carried(lookup, op.stream());
             }
@@ -60,6 +66,17 @@ pub(super) fn plan_apply<H>(
 /// The checks whose failure would otherwise be an encoder assertion: the
 /// format's caps, identical on every node, so refusing is deterministic.
 fn check_format(op: &ReplicatedOp) -> Result<(), WriteError> {
+    match op {
+        ReplicatedOp::Batch { ops, .. } => return check_batch_format(ops),
+        ReplicatedOp::Config { config, .. } => validate_stream_config(config)?,
+        ReplicatedOp::Cursor { name, token, .. } => {
+            validate_short_name("cursor name", name)?;
+            if *token == 0 {
+                return Err(WriteError::ZeroToken);
+            }
+        }
+        _ => {}
+    }
     validate_stream_name(op.stream()).map_err(WriteError::InvalidStreamName)?;
     if let ReplicatedOp::Append {
         records,
@@ -69,19 +86,46 @@ fn check_format(op: &ReplicatedOp) -> Result<(), WriteError> {
     } = op
     {
         if let Some(p) = &options.producer {
-            crate::engine::validate_short_name("producer_id", &p.id)?;
+            validate_short_name("producer_id", &p.id)?;
         }
-        if records.is_empty() {
-            return Err(WriteError::EmptyBatch);
-        }
-        if records.len() > FRAME_RECORDS_MAX {
-            return Err(WriteError::TooLarge {
-                what: "records in the batch",
-                limit: FRAME_RECORDS_MAX as u64,
-                actual: records.len() as u64,
-            });
-        }
+        check_records(records.len())?;
         check_headers(records.len(), headers)?;
+    }
+    Ok(())
+}
+
+fn check_records(count: usize) -> Result<(), WriteError> {
+    if count == 0 {
+        return Err(WriteError::EmptyBatch);
+    }
+    if count > FRAME_RECORDS_MAX {
+        return Err(WriteError::TooLarge {
+            what: "records in the batch",
+            limit: FRAME_RECORDS_MAX as u64,
+            actual: count as u64,
+        });
+    }
+    Ok(())
+}
+
+/// A batch's shape, as [`crate::Engine::check_batch_ops`] checks it but
+/// with the format's caps instead of this engine's limits.
+fn check_batch_format(ops: &[super::protocol::BatchOp]) -> Result<(), WriteError> {
+    if ops.is_empty() || ops.len() > BATCH_OPS_MAX {
+        return Err(WriteError::BadInput(format!(
+            "a batch has 1..={BATCH_OPS_MAX} operations, this one {}",
+            ops.len()
+        )));
+    }
+    for (i, op) in ops.iter().enumerate() {
+        let at = |e: WriteError| WriteError::BadInput(format!("ops[{i}]: {e}"));
+        validate_stream_name(&op.stream).map_err(|e| at(WriteError::InvalidStreamName(e)))?;
+        if op.fencing_token == 0 {
+            return Err(at(WriteError::ZeroToken));
+        }
+        if let BatchAction::Append { records, .. } = &op.action {
+            check_records(records.len()).map_err(at)?;
+        }
     }
     Ok(())
 }
@@ -108,7 +152,7 @@ fn check_headers(records: usize, headers: &[Vec<Header>]) -> Result<(), WriteErr
 
 /// The local request an op plans as; its reply channel is never read (the
 /// planned answer is taken out of the [`Answer`] instead).
-fn to_op(op: &ReplicatedOp) -> Op {
+fn to_op<H>(p: &Pending<H>, op: &ReplicatedOp) -> Op {
     match op {
         ReplicatedOp::Append {
             token,
@@ -148,7 +192,7 @@ fn to_op(op: &ReplicatedOp) -> Op {
             not_after_ms,
             ..
         } => Op::Trim {
-            token: *token,
+            token: lifecycle_token(p, *token),
             trim_seq: *trim_seq,
             not_after_ms: *not_after_ms,
             reply: oneshot::channel().0,
@@ -158,26 +202,47 @@ fn to_op(op: &ReplicatedOp) -> Op {
             not_after_ms,
             ..
         } => Op::Seal {
-            token: *token,
+            token: lifecycle_token(p, *token),
             not_after_ms: *not_after_ms,
             reply: oneshot::channel().0,
         },
         ReplicatedOp::Delete { token, .. } => Op::Delete {
-            token: *token,
+            token: lifecycle_token(p, *token),
             reply: oneshot::channel().0,
         },
+        ReplicatedOp::Config { token, config, .. } => Op::Config {
+            token: *token,
+            config: *config,
+            reply: oneshot::channel().0,
+        },
+        ReplicatedOp::Cursor {
+            name, token, seq, ..
+        } => Op::Cursor {
+            name: name.as_str().into(),
+            token: *token,
+            seq: *seq,
+            reply: oneshot::channel().0,
+        },
+        ReplicatedOp::Batch { .. } => unreachable!("planned by plan_batch"),
     }
+}
+
+/// A trim's, seal's or delete's token as apply checks it: the op's own,
+/// or under the mutation the stream's highest when the op's is below it
+/// (a stale lifecycle op let through apply unfenced).
+fn lifecycle_token<H>(p: &Pending<H>, token: u64) -> u64 {
+    if mutated!(ApplyLifecycleUnfenced) {
+        return token.max(p.fence.highest_token);
+    }
+    token
 }
 
 fn outcome(a: Answer) -> Result<Applied, WriteError> {
     match a {
         Answer::Append(_, r) => r.map(Applied::Appended),
         Answer::State(_, r) => r.map(Applied::State),
-        Answer::Unit(..)
-        | Answer::Relocated(..)
-        | Answer::Applied(..)
-        | Answer::Cursor(..)
-        | Answer::Batch(..) => {
+        Answer::Cursor(_, r) => r.map(Applied::Cursor),
+        Answer::Unit(..) | Answer::Relocated(..) | Answer::Applied(..) | Answer::Batch(..) => {
             unreachable!("an applied op answers an ack or a state")
         }
     }

@@ -239,6 +239,36 @@ pub enum ReplicatedOp {
         /// The writer's fencing token.
         token: u64,
     },
+    /// New retention settings, like [`crate::Engine::set_config`]
+    /// (`token: None` is an operator's change).
+    Config {
+        /// The stream.
+        stream: String,
+        /// Fences the change when given.
+        token: Option<u64>,
+        /// The settings.
+        config: StreamConfig,
+    },
+    /// A cursor commit, like [`crate::Engine::commit_cursor`].
+    Cursor {
+        /// The stream.
+        stream: String,
+        /// The cursor's name.
+        name: String,
+        /// The cursor's own fencing token.
+        token: u64,
+        /// The seq it moves to.
+        seq: u64,
+    },
+    /// A multi-stream batch, like [`crate::Engine::batch`]: all of it or
+    /// none, every stream in this engine (the cluster refuses a batch
+    /// across shards before proposing).
+    Batch {
+        /// 1..=64 ops.
+        ops: Vec<BatchOp>,
+        /// Shared by every op, compared with the entry's timestamp.
+        not_after_ms: Option<u64>,
+    },
 }
 
 impl ReplicatedOp {
@@ -249,7 +279,11 @@ impl ReplicatedOp {
             | ReplicatedOp::Fence { stream, .. }
             | ReplicatedOp::Trim { stream, .. }
             | ReplicatedOp::Seal { stream, .. }
-            | ReplicatedOp::Delete { stream, .. } => stream,
+            | ReplicatedOp::Delete { stream, .. }
+            | ReplicatedOp::Config { stream, .. }
+            | ReplicatedOp::Cursor { stream, .. } => stream,
+            // Checked non-empty in apply before anything asks.
+            ReplicatedOp::Batch { ops, .. } => ops.first().map_or("", |o| o.stream.as_str()),
         }
     }
 
@@ -269,6 +303,11 @@ impl ReplicatedOp {
             | ReplicatedOp::Trim { stream, .. }
             | ReplicatedOp::Seal { stream, .. }
             | ReplicatedOp::Delete { stream, .. } => FRAME_HEADER_BYTES + stream.len(),
+            ReplicatedOp::Config { stream, .. } => FRAME_HEADER_BYTES + stream.len() + 24,
+            ReplicatedOp::Cursor { stream, name, .. } => {
+                FRAME_HEADER_BYTES + stream.len() + 1 + name.len()
+            }
+            ReplicatedOp::Batch { ops, .. } => ops.iter().map(BatchOp::encoded_len).sum(),
         }
     }
 }
@@ -278,8 +317,13 @@ impl ReplicatedOp {
 pub enum Applied {
     /// An accepted append.
     Appended(Ack),
-    /// An accepted fence: the stream's state after it.
+    /// An accepted fence, trim, seal, delete or config: the stream's
+    /// state after it.
     State(StreamState),
+    /// An accepted cursor commit.
+    Cursor(CursorEntry),
+    /// An accepted multi-stream batch: one ack per op.
+    Batch(Vec<BatchAck>),
 }
 
 /// What an append carries besides its token, records and

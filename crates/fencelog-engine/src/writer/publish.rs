@@ -205,6 +205,22 @@ pub(super) fn answer(shared: &Shared, answers: &mut Vec<Answer>) {
                 }
                 let _ = tx.send(Ok(acks));
             }
+            Answer::Applied(tx, Ok(mut results)) => {
+                for r in results.iter_mut().flatten() {
+                    match r {
+                        super::Applied::State(state) => fill_bytes(shared, state),
+                        super::Applied::Batch(acks) => {
+                            for a in acks {
+                                if let super::BatchAck::Fence(state) = a {
+                                    fill_bytes(shared, state);
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                let _ = tx.send(Ok(results));
+            }
             a => a.send(),
         }
     }
