@@ -20,6 +20,7 @@ mod cluster_auth;
 mod cluster_history;
 mod cluster_kill;
 mod cluster_lifecycle;
+mod cluster_ops;
 mod cluster_partition;
 mod cluster_procs;
 mod cluster_producers;

@@ -449,9 +449,8 @@ async fn config(
 ) -> Result<Response, ApiError> {
     let stream = stream_of(path)?;
     let k = s.node.shard_of(&stream);
-    let (token, config) = lifecycle::config_body(&s.shard_state(k), &headers, body)
-        .await
-        .map_err(|e| e.on_stream(&stream))?;
+    // As on a single node, a body error does not name the stream.
+    let (token, config) = lifecycle::config_body(&s.shard_state(k), &headers, body).await?;
     let checked = match token {
         Some(0) => Err(WriteError::ZeroToken),
         _ => validate_stream_config(&config),
