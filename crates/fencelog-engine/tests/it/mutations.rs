@@ -244,6 +244,15 @@ fn an_applied_id_not_durable_with_its_frames_is_caught() {
     });
 }
 
+/// A trim, seal or delete let through apply without its fence (issue 14)
+/// is caught by the apply test of stale lifecycle ops.
+#[test]
+fn an_unfenced_applied_lifecycle_op_is_caught() {
+    replicated_test_fails(Mutation::ApplyLifecycleUnfenced, || {
+        Box::pin(crate::replicated::stale_lifecycle_ops_are_refused())
+    });
+}
+
 /// Issue 11 through apply (issue 14): a duplicate written again, or a
 /// deadline compared with the replica's clock, is caught by the apply test.
 #[test]

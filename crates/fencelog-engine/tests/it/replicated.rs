@@ -334,3 +334,157 @@ async fn applied_trim_seal_and_delete_are_fenced_and_durable() {
     );
     assert!(e.state("d").unwrap().deleted);
 }
+
+/// Issue 14's config, cursor and batch ops through apply: decided by the
+/// fencing rule in order, at the entry's timestamp, all or nothing for a
+/// batch, and the same after a restart.
+#[tokio::test]
+async fn applied_config_cursor_and_batch_ops_are_fenced_and_durable() {
+    use fencelog_engine::{BatchAck, BatchAction, BatchOp, Retention, StreamConfig};
+    let dir = tempfile::tempdir().unwrap();
+    let e = Engine::open(dir.path()).unwrap();
+    let config = |token, age| ReplicatedOp::Config {
+        stream: "s".into(),
+        token,
+        config: StreamConfig {
+            retention_age_s: Retention::Limit(age),
+            ..StreamConfig::default()
+        },
+    };
+    let cursor = |token, seq| ReplicatedOp::Cursor {
+        stream: "s".into(),
+        name: "c".into(),
+        token,
+        seq,
+    };
+    let op = |stream: &str, token, records: Option<&str>| BatchOp {
+        stream: stream.into(),
+        fencing_token: token,
+        action: match records {
+            Some(b) => BatchAction::Append {
+                records: vec![Bytes::from(b.to_string())],
+                match_seq_num: None,
+            },
+            None => BatchAction::Fence,
+        },
+    };
+    let batch = |ops| ReplicatedOp::Batch {
+        ops,
+        not_after_ms: None,
+    };
+    let ops = vec![
+        append("s", 5, "a"),
+        config(Some(5), 60),
+        config(Some(4), 1),
+        config(None, 0),
+        cursor(2, 1),
+        cursor(1, 1),
+        cursor(2, 7),
+        batch(vec![op("s", 5, Some("b")), op("t", 3, None)]),
+        batch(vec![op("t", 3, Some("x")), op("s", 4, Some("stale"))]),
+        batch(vec![]),
+    ];
+    let r = e.apply_batch(at(1, b""), 2_000, ops).await.unwrap();
+    assert!(matches!(&r[0], Ok(Applied::Appended(_))));
+    assert!(matches!(&r[1], Ok(Applied::State(s)) if s.retention_age_s == Some(60)));
+    assert!(matches!(
+        &r[2],
+        Err(WriteError::StaleToken {
+            presented: 4,
+            highest: 5,
+            ..
+        })
+    ));
+    assert!(matches!(&r[3], Err(WriteError::BadConfig(m)) if m.contains("retention_age_s")));
+    assert!(
+        matches!(&r[4], Ok(Applied::Cursor(c)) if c.seq == 1 && c.token == 2 && c.timestamp_ms == 2_000)
+    );
+    assert!(matches!(
+        &r[5],
+        Err(WriteError::StaleToken { presented: 1, .. })
+    ));
+    assert!(matches!(
+        &r[6],
+        Err(WriteError::CursorOutOfRange {
+            seq: 7,
+            next_seq: 1
+        })
+    ));
+    match &r[7] {
+        Ok(Applied::Batch(acks)) => assert!(matches!(
+            &acks[..],
+            [BatchAck::Append(a), BatchAck::Fence(t)] if a.first_seq == 1 && t.highest_token == 3
+        )),
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        matches!(&r[8], Err(WriteError::BatchRefused(o)) if o[0].is_ok() && o[1].is_err()),
+        "{:?}",
+        r[8]
+    );
+    assert!(matches!(&r[9], Err(WriteError::BadInput(_))));
+    let seen = |e: &Engine| {
+        (
+            e.state("s").unwrap(),
+            e.state("t").unwrap().next_seq,
+            e.cursors("s").unwrap(),
+            e.read("s", 0, 10, 1 << 20).unwrap().records.len(),
+        )
+    };
+    let before = seen(&e);
+    assert_eq!(
+        (before.1, before.3),
+        (0, 2),
+        "the refused batch wrote nothing"
+    );
+    e.shutdown().await;
+    drop(e);
+    let e = Engine::open(dir.path()).unwrap();
+    assert_eq!(seen(&e), before);
+    assert_eq!(e.applied().map(|a| a.index), Some(1));
+}
+
+/// A stale trim, seal or delete is refused in apply, and nothing changes.
+#[tokio::test]
+async fn applied_stale_lifecycle_ops_are_refused() {
+    stale_lifecycle_ops_are_refused().await;
+}
+
+/// The body of the test above (also run under a mutation).
+pub(crate) async fn stale_lifecycle_ops_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Engine::open(dir.path()).unwrap();
+    let ops = vec![
+        append("s", 5, "a"),
+        append("s", 5, "b"),
+        ReplicatedOp::Trim {
+            stream: "s".into(),
+            token: 4,
+            trim_seq: 1,
+            not_after_ms: None,
+        },
+        ReplicatedOp::Seal {
+            stream: "s".into(),
+            token: 3,
+            not_after_ms: None,
+        },
+        ReplicatedOp::Delete {
+            stream: "s".into(),
+            token: 2,
+        },
+    ];
+    let r = e.apply_batch(at(1, b""), 1_000, ops).await.unwrap();
+    for (i, presented) in [(2, 4), (3, 3), (4, 2)] {
+        assert_eq!(
+            r[i],
+            Err(WriteError::StaleToken {
+                presented,
+                highest: 5,
+                next_seq: 2
+            }),
+            "op {i}"
+        );
+    }
+    let s = e.state("s").unwrap();
+    assert_eq!((s.first_seq, s.sealed, s.deleted), (0, false, false));
+}
