@@ -3,6 +3,22 @@
 //! logs to check it against.
 
 use fencelog_testkit::history::{Call, FinalLog, History, Outcome, Rec, Replica};
+
+/// Whether `stream` is a tombstone on node `url`: listed nowhere and 404,
+/// but a stale token 1 write is refused 409 (a stream that never existed
+/// would be created by it, so only streams known to be written call
+/// this; the probe's token 1 is below every token the tests delete with).
+async fn tombstone(http: &reqwest::Client, url: &str, stream: &str) -> bool {
+    let r = http
+        .post(format!("{url}/v1/streams/{stream}/trim"))
+        .json(&json!({ "fencing_token": 1, "trim_seq": 0 }))
+        .send()
+        .await
+        .unwrap();
+    // A trim of a stream that does not exist is 404 and changes nothing;
+    // of a tombstone, the fencing rule answers first.
+    r.status().as_u16() != 404
+}
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -46,8 +62,24 @@ pub async fn append(
     token: u64,
     bodies: &[String],
 ) -> Outcome {
+    produce(h, http, url, (stream, token, None), bodies).await
+}
+
+/// An append, as an idempotent producer's `(id, seq)` when given (its
+/// retry of an applied append answers the original ack), recorded.
+pub async fn produce(
+    h: &History,
+    http: &reqwest::Client,
+    url: &str,
+    (stream, token, producer): (&str, u64, Option<(&str, u64)>),
+    bodies: &[String],
+) -> Outcome {
     let records: Vec<Value> = bodies.iter().map(|b| json!({ "body": b })).collect();
-    let req = json!({ "fencing_token": token, "records": records });
+    let mut req = json!({ "fencing_token": token, "records": records });
+    if let Some((id, seq)) = producer {
+        req["producer_id"] = json!(id);
+        req["producer_seq"] = json!(seq);
+    }
     let call = Call::Append {
         stream: stream.to_string(),
         token,
@@ -87,6 +119,34 @@ pub async fn fence(
     let outcome = write_outcome(sent, "next_seq").await;
     h.complete(at, call, outcome.clone());
     outcome
+}
+
+/// A trim, seal or delete through `url`, recorded.
+pub async fn lifecycle(h: &History, http: &reqwest::Client, url: &str, call: Call) -> Outcome {
+    let (stream, token) = (call.stream().to_string(), call_token(&call));
+    let base = format!("{url}/v1/streams/{stream}");
+    let req = match &call {
+        Call::Trim { trim_seq, .. } => http
+            .post(format!("{base}/trim"))
+            .json(&json!({ "fencing_token": token, "trim_seq": trim_seq })),
+        Call::Seal { .. } => http
+            .post(format!("{base}/seal"))
+            .json(&json!({ "fencing_token": token })),
+        Call::Delete { .. } => http.delete(base).json(&json!({ "fencing_token": token })),
+        other => panic!("not a lifecycle op: {other:?}"),
+    };
+    let at = h.invoke();
+    let sent = req.timeout(REQUEST_TIMEOUT).send().await;
+    let outcome = write_outcome(sent, "next_seq").await;
+    h.complete(at, call, outcome.clone());
+    outcome
+}
+
+fn call_token(call: &Call) -> u64 {
+    match call {
+        Call::Trim { token, .. } | Call::Seal { token, .. } | Call::Delete { token, .. } => *token,
+        _ => 0,
+    }
 }
 
 fn records_of(v: &Value) -> Vec<Rec> {
@@ -141,13 +201,23 @@ pub async fn replica(http: &reqwest::Client, url: &str, streams: &[&str]) -> Rep
             .await
             .unwrap();
         if info.status() == 404 {
-            out.insert(s.to_string(), FinalLog::default());
+            // Never created, or a tombstone: the fence history says which
+            // (404 for both), so the record of a delete decides below.
+            let deleted = tombstone(http, url, s).await;
+            out.insert(
+                s.to_string(),
+                FinalLog {
+                    deleted,
+                    ..FinalLog::default()
+                },
+            );
             continue;
         }
         let info: Value = info.json().await.unwrap();
+        let first_seq = info["first_seq"].as_u64().unwrap();
         let page: Value = http
             .get(format!(
-                "{url}/v1/streams/{s}/records?count={READ_COUNT_MAX}"
+                "{url}/v1/streams/{s}/records?start_seq={first_seq}&count={READ_COUNT_MAX}"
             ))
             .send()
             .await
@@ -159,10 +229,12 @@ pub async fn replica(http: &reqwest::Client, url: &str, streams: &[&str]) -> Rep
             next_seq: info["next_seq"].as_u64().unwrap(),
             highest_token: info["highest_token"].as_u64().unwrap(),
             records: records_of(&page),
+            sealed: info["sealed"].as_bool().unwrap(),
+            deleted: false,
         };
         assert_eq!(
             log.records.len() as u64,
-            log.next_seq - info["first_seq"].as_u64().unwrap(),
+            log.next_seq - first_seq,
             "{url} {s}: the final read covers the log"
         );
         out.insert(s.to_string(), log);

@@ -9,6 +9,13 @@
 //! append lost, no stale token accepted, every 409 explained, every read a
 //! contiguous slice with a linearizable tail.
 //!
+//! The owners also trim (stream a) and append as an idempotent producer
+//! that retries unknown outcomes (stream b), and a lifecycle client seals
+//! or deletes one fresh stream after another and then writes to it with
+//! the same and a lower token: the checker's rules for those (nothing
+//! lost but below a trim or with a delete, no body twice, nothing accepted
+//! after a seal or at a deleted token) judge them too.
+//!
 //! `FENCELOG_CLUSTER_KILL_CYCLES` (default 30) and
 //! `FENCELOG_CLUSTER_KILL_SEED` size it.
 
@@ -16,15 +23,44 @@ use crate::cluster_history;
 use crate::cluster_support::ProcCluster;
 use crate::support::env_or;
 use fencelog_engine::sim::Rng;
-use fencelog_testkit::history::{self, History, Outcome};
+use fencelog_testkit::history::{self, Call, History, Outcome};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 const STREAMS: [&str; 2] = ["kill.a", "kill.b"];
+/// Streams the lifecycle client seals or deletes, one after another.
+const LIFE_STREAMS: usize = 40;
+
+fn life_stream(n: usize) -> String {
+    format!("kill.life.{n}")
+}
+
+/// Tries an idempotent producer's append until its outcome is definite
+/// (a bounded number of times): a retry after an unknown outcome is the
+/// same append (same seq, token and body), answered with the original
+/// ack if the first attempt applied.
+async fn produce(
+    (h, http, urls, rng): (&History, &reqwest::Client, &[String], &mut Rng),
+    (name, token, producer): (&str, u64, (&str, u64)),
+    body: String,
+) -> Outcome {
+    let mut outcome = Outcome::Unknown("not sent".into());
+    for _ in 0..5 {
+        let url = &urls[rng.below(urls.len() as u64) as usize];
+        let who = (name, token, Some(producer));
+        outcome = cluster_history::produce(h, http, url, who, std::slice::from_ref(&body)).await;
+        if !matches!(outcome, Outcome::Unknown(_)) {
+            break;
+        }
+    }
+    outcome
+}
 
 /// One writer until `stop`: the owner fences with a fresh token every few
-/// appends; the stale writer always uses token 1.
+/// appends, and trims its stream behind it (stream 0) or appends as an
+/// idempotent producer that retries unknown outcomes (stream 1); the
+/// stale writer always uses token 1.
 async fn writer(
     urls: Vec<String>,
     (stream, owner, seed): (usize, bool, u64),
@@ -47,7 +83,64 @@ async fn writer(
         }
         n += 1;
         let body = format!("{}-{seed}-{n}", if owner { "own" } else { "stale" });
-        cluster_history::append(&h, &http, url, name, token, &[body]).await;
+        if owner && stream == 1 {
+            let p = (format!("p{seed}"), n);
+            let ctx = (&*h, &http, &urls[..], &mut rng);
+            produce(ctx, (name, token, (&p.0, p.1)), body).await;
+            continue;
+        }
+        let r = cluster_history::append(&h, &http, url, name, token, &[body]).await;
+        if let (true, Outcome::Appended { first_seq }) = (owner && n.is_multiple_of(16), r) {
+            let trim = Call::Trim {
+                stream: name.into(),
+                token,
+                trim_seq: first_seq.saturating_sub(4),
+            };
+            cluster_history::lifecycle(&h, &http, url, trim).await;
+        }
+    }
+}
+
+/// Until `stop` (or out of streams): on a fresh stream, a fence, two
+/// appends, then a seal or a delete with the fence's token, then writes
+/// that must be refused after it (the same token and a lower one), each
+/// through a random node.
+async fn lifecycler(
+    urls: Vec<String>,
+    seed: u64,
+    tokens: Arc<AtomicU64>,
+    h: Arc<History>,
+    stop: Arc<AtomicBool>,
+) {
+    let http = reqwest::Client::new();
+    let mut rng = Rng::new(seed);
+    for n in 0..LIFE_STREAMS {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let mut url = || urls[rng.below(urls.len() as u64) as usize].clone();
+        let name = life_stream(n);
+        let t = tokens.fetch_add(1, Ordering::Relaxed);
+        cluster_history::fence(&h, &http, &url(), &name, t).await;
+        for i in 0..2 {
+            let body = vec![format!("life-{n}-{i}")];
+            cluster_history::append(&h, &http, &url(), &name, t, &body).await;
+        }
+        let end = match n % 2 {
+            0 => Call::Seal {
+                stream: name.clone(),
+                token: t,
+            },
+            _ => Call::Delete {
+                stream: name.clone(),
+                token: t,
+            },
+        };
+        cluster_history::lifecycle(&h, &http, &url(), end).await;
+        for (i, token) in [t, t - 1].into_iter().enumerate() {
+            let body = vec![format!("after-{n}-{i}")];
+            cluster_history::append(&h, &http, &url(), &name, token, &body).await;
+        }
     }
 }
 
@@ -81,6 +174,13 @@ async fn killing_shard_leaders_loses_nothing_and_accepts_nothing_stale() {
             tokio::spawn(writer(urls.clone(), who, t, h, stop))
         })
         .collect();
+    clients.push(tokio::spawn(lifecycler(
+        urls.clone(),
+        seed + 20,
+        tokens.clone(),
+        h.clone(),
+        stop.clone(),
+    )));
     clients.push(tokio::spawn(reader(
         urls.clone(),
         seed + 10,
@@ -107,9 +207,12 @@ async fn killing_shard_leaders_loses_nothing_and_accepts_nothing_stale() {
     for k in 0..2 {
         c.converged(k, &ids).await;
     }
+    let life: Vec<String> = (0..LIFE_STREAMS).map(life_stream).collect();
+    let mut streams: Vec<&str> = STREAMS.to_vec();
+    streams.extend(life.iter().map(String::as_str));
     let mut replicas = Vec::new();
     for url in &urls {
-        replicas.push(cluster_history::replica(&c.http, url, &STREAMS).await);
+        replicas.push(cluster_history::replica(&c.http, url, &streams).await);
     }
     let report =
         history::check(&h.ops(), &replicas).unwrap_or_else(|e| panic!("seed {seed:#x}: {e}"));
@@ -117,4 +220,20 @@ async fn killing_shard_leaders_loses_nothing_and_accepts_nothing_stale() {
     assert!(report.acked > cycles, "the clients made progress");
     assert!(report.stale > 0, "the stale writers were refused");
     assert!(report.read_records > 0, "the reader saw records");
+    let ops = h.ops();
+    let accepted = |f: fn(&Call) -> bool| {
+        ops.iter()
+            .filter(|o| f(&o.call) && matches!(o.outcome, Outcome::Fenced { .. }))
+            .count()
+    };
+    let counts = (
+        accepted(|c| matches!(c, Call::Trim { .. })),
+        accepted(|c| matches!(c, Call::Seal { .. })),
+        accepted(|c| matches!(c, Call::Delete { .. })),
+    );
+    eprintln!("accepted trims, seals, deletes: {counts:?}");
+    assert!(
+        counts.0 > 0 && counts.1 > 0 && counts.2 > 0,
+        "the loop drove trims, seals and deletes: {counts:?}"
+    );
 }

@@ -16,7 +16,14 @@
 //!   before the 409 came back that was not itself refused;
 //! - every read is a contiguous slice of the final log, and its `next_seq`
 //!   covers every append acknowledged before the read was sent (tail
-//!   answers are linearizable) and never passes the final one.
+//!   answers are linearizable) and never passes the final one;
+//! - with trims, seals, deletes and idempotent producers in the history
+//!   (issue 14's kill loop drives them), the rules of
+//!   [`crate::history_lifecycle`]: a record may be missing only below an
+//!   unrefused trim's point, or from a stream an unrefused delete removed;
+//!   no body is in a log twice (a producer's retry written again); nothing
+//!   is accepted on a stream after its seal was acknowledged, nor with a
+//!   token at or below an acknowledged delete's.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -45,6 +52,20 @@ pub enum Call {
         stream: String,
         token: u64,
     },
+    /// Records below `trim_seq` become unreadable.
+    Trim {
+        stream: String,
+        token: u64,
+        trim_seq: u64,
+    },
+    Seal {
+        stream: String,
+        token: u64,
+    },
+    Delete {
+        stream: String,
+        token: u64,
+    },
     Read {
         stream: String,
         start: u64,
@@ -56,13 +77,20 @@ impl Call {
         match self {
             Call::Append { stream, .. }
             | Call::Fence { stream, .. }
+            | Call::Trim { stream, .. }
+            | Call::Seal { stream, .. }
+            | Call::Delete { stream, .. }
             | Call::Read { stream, .. } => stream,
         }
     }
 
-    fn token(&self) -> Option<u64> {
+    pub(crate) fn token(&self) -> Option<u64> {
         match self {
-            Call::Append { token, .. } | Call::Fence { token, .. } => Some(*token),
+            Call::Append { token, .. }
+            | Call::Fence { token, .. }
+            | Call::Trim { token, .. }
+            | Call::Seal { token, .. }
+            | Call::Delete { token, .. } => Some(*token),
             Call::Read { .. } => None,
         }
     }
@@ -73,7 +101,7 @@ impl Call {
 pub enum Outcome {
     /// 200 to an append.
     Appended { first_seq: u64 },
-    /// 200 to a fence, with the stream's `next_seq`.
+    /// 200 to a fence, trim, seal or delete, with the stream's `next_seq`.
     Fenced { next_seq: u64 },
     /// 409 `stale_fencing_token`, citing the stream's highest token.
     Stale { highest: u64 },
@@ -136,6 +164,10 @@ pub struct FinalLog {
     pub highest_token: u64,
     /// From the stream's first readable seq on.
     pub records: Vec<Rec>,
+    pub sealed: bool,
+    /// A tombstone: no records, and its token is not readable (it answers
+    /// 404), so `highest_token` is 0.
+    pub deleted: bool,
 }
 
 /// Every stream of one replica.
@@ -166,6 +198,7 @@ pub fn check(ops: &[Op], replicas: &[Replica]) -> Result<Report, String> {
     let mut report = Report::default();
     for (name, log) in first {
         check_log(name, log)?;
+        crate::history_lifecycle::no_body_twice(name, log)?;
         report.final_records += log.records.len() as u64;
     }
     for (i, op) in ops.iter().enumerate() {
@@ -200,7 +233,7 @@ fn check_log(name: &str, log: &FinalLog) -> Result<(), String> {
     Ok(())
 }
 
-fn at(log: &FinalLog, seq: u64) -> Option<&Rec> {
+pub(crate) fn at(log: &FinalLog, seq: u64) -> Option<&Rec> {
     let first_seq = log.next_seq - log.records.len() as u64;
     log.records
         .get(usize::try_from(seq.checked_sub(first_seq)?).ok()?)
@@ -217,11 +250,19 @@ fn check_op(op: &Op, ops: &[Op], log: &FinalLog, report: &mut Report) -> Result<
                     token: *token,
                     body: body.clone(),
                 };
-                if at(log, seq) != Some(&want) {
+                let gone = crate::history_lifecycle::may_be_gone(op, ops, log, seq);
+                if !gone && at(log, seq) != Some(&want) {
                     return Err(format!("acknowledged record at seq {seq} lost"));
                 }
             }
-            not_below_acked(op, ops)
+            not_below_acked(op, ops)?;
+            crate::history_lifecycle::after_seal_or_delete(op, ops)
+        }
+        (Call::Trim { .. } | Call::Seal { .. } | Call::Delete { .. }, Outcome::Fenced { .. }) => {
+            report.fenced += 1;
+            not_below_acked(op, ops)?;
+            crate::history_lifecycle::after_seal_or_delete(op, ops)?;
+            crate::history_lifecycle::final_state_shows(op, log)
         }
         (Call::Fence { token, .. }, Outcome::Fenced { next_seq }) => {
             report.fenced += 1;
@@ -235,7 +276,8 @@ fn check_op(op: &Op, ops: &[Op], log: &FinalLog, report: &mut Report) -> Result<
                     r.seq, r.token
                 ));
             }
-            not_below_acked(op, ops)
+            not_below_acked(op, ops)?;
+            crate::history_lifecycle::after_seal_or_delete(op, ops)
         }
         (call, Outcome::Stale { highest }) => {
             report.stale += 1;
@@ -244,7 +286,7 @@ fn check_op(op: &Op, ops: &[Op], log: &FinalLog, report: &mut Report) -> Result<
                     return Err("a refused record is in the log".into());
                 }
             }
-            explained(op, ops, *highest, log.highest_token)
+            explained(op, ops, *highest, log)
         }
         (Call::Read { start, .. }, Outcome::Read { records, next_seq }) => {
             report.reads += 1;
@@ -284,14 +326,17 @@ fn not_below_acked(op: &Op, ops: &[Op]) -> Result<(), String> {
 }
 
 /// A 409: a committed higher token explains it.
-fn explained(op: &Op, ops: &[Op], highest: u64, final_highest: u64) -> Result<(), String> {
+fn explained(op: &Op, ops: &[Op], highest: u64, log: &FinalLog) -> Result<(), String> {
     let token = op.call.token().ok_or("a 409 to a read")?;
-    if highest > final_highest {
+    let final_highest = log.highest_token;
+    // A tombstone's token is not readable: the bound is unknown.
+    if highest > final_highest && !log.deleted {
         return Err(format!(
             "cites token {highest} above the final {final_highest}"
         ));
     }
-    if highest <= token {
+    let tombstone = highest == token && crate::history_lifecycle::tombstone_of(op, ops, token);
+    if highest <= token && !tombstone {
         return Err(format!(
             "cites token {highest}, not above the {token} presented"
         ));
@@ -319,6 +364,10 @@ fn check_read(
     records: &[Rec],
     next_seq: u64,
 ) -> Result<(), String> {
+    if log.deleted && crate::history_lifecycle::deleted_by(op, ops) {
+        // The log it was a slice of is gone with the tombstone.
+        return Ok(());
+    }
     if next_seq > log.next_seq {
         return Err(format!(
             "next_seq {next_seq} past the final {}",
@@ -327,7 +376,9 @@ fn check_read(
     }
     for (k, r) in records.iter().enumerate() {
         let seq = start + k as u64;
-        if r.seq != seq || at(log, seq) != Some(r) {
+        // Trimmed (or deleted) since the read: nothing left to compare.
+        let gone = crate::history_lifecycle::may_be_gone(op, ops, log, seq);
+        if r.seq != seq || (!gone && at(log, seq) != Some(r)) {
             return Err(format!(
                 "record {k} is not the final log's record at seq {seq}"
             ));

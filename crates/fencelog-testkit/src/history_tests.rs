@@ -34,6 +34,7 @@ fn replica(records: Vec<Rec>, highest_token: u64) -> Replica {
         next_seq,
         highest_token,
         records,
+        ..FinalLog::default()
     };
     BTreeMap::from([("s".to_string(), log)])
 }
@@ -154,4 +155,73 @@ fn holes_in_the_log_are_caught() {
     let mut r = replica(vec![rec(0, 1, "a"), rec(2, 1, "b")], 1);
     r.get_mut("s").unwrap().next_seq = 3;
     refused(&[], &[r], "not dense");
+}
+
+fn life(call: fn(String, u64) -> Call, token: u64, at: u64) -> Op {
+    op(
+        call("s".into(), token),
+        Outcome::Fenced { next_seq: 2 },
+        at,
+        at + 1,
+    )
+}
+
+fn seal(stream: String, token: u64) -> Call {
+    Call::Seal { stream, token }
+}
+
+fn delete(stream: String, token: u64) -> Call {
+    Call::Delete { stream, token }
+}
+
+/// A trim to 1 makes seq 0's acknowledged record legitimately gone (and
+/// a read of it from before the trim still fine); without the trim the
+/// same final log loses it; a trim that left the final log untrimmed is
+/// caught too.
+#[test]
+fn trims_explain_missing_records_and_must_show() {
+    let (mut ops, _) = good();
+    let trim = Call::Trim {
+        stream: "s".into(),
+        token: 2,
+        trim_seq: 1,
+    };
+    let trimmed = {
+        let mut r = replica(vec![rec(1, 2, "b")], 2);
+        r.get_mut("s").unwrap().next_seq = 2;
+        r
+    };
+    refused(&ops, std::slice::from_ref(&trimmed), "lost");
+    ops.push(op(trim, Outcome::Fenced { next_seq: 2 }, 10, 11));
+    check(&ops, std::slice::from_ref(&trimmed)).unwrap();
+    let (_, untrimmed) = good();
+    refused(&ops, &[untrimmed], "acknowledged trim to 1");
+}
+
+#[test]
+fn a_body_written_twice_is_caught() {
+    let r = replica(vec![rec(0, 1, "a"), rec(1, 1, "a")], 1);
+    refused(&[], &[r], "written twice");
+}
+
+/// Nothing is accepted after an acknowledged seal; nothing at or below an
+/// acknowledged delete's token; and each shows in the final state.
+#[test]
+fn writes_after_a_seal_or_at_a_deleted_token_are_caught() {
+    let (ops, r) = good();
+    let mut sealed = ops.clone();
+    sealed.insert(3, life(seal, 2, 5));
+    let mut late = op(append(2, "b"), Outcome::Appended { first_seq: 1 }, 7, 8);
+    sealed[2] = late.clone();
+    let mut sealed_log = r.clone();
+    sealed_log.get_mut("s").unwrap().sealed = true;
+    refused(&sealed, std::slice::from_ref(&sealed_log), "after the seal");
+    sealed.remove(2);
+    sealed.truncate(3);
+    refused(&sealed, std::slice::from_ref(&r), "not sealed");
+    late.call = append(2, "z");
+    let deleted = vec![ops[0].clone(), life(delete, 2, 2), late];
+    let mut tomb = replica(vec![], 0);
+    tomb.get_mut("s").unwrap().deleted = true;
+    refused(&deleted, &[tomb], "after the delete with 2");
 }
