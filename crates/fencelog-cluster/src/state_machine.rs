@@ -13,8 +13,8 @@
 
 use crate::shard_dir::ShardDir;
 use crate::types::{
-    BatchResult, Entry, LogId, OpResult, ShardSnapshot, Snapshot, SnapshotMeta, StorageError,
-    StoredMembership, TypeConfig,
+    BatchResult, ClusterOp, Entry, LogId, OpResult, ShardSnapshot, Snapshot, SnapshotMeta,
+    StorageError, StoredMembership, TypeConfig,
 };
 use fencelog_engine::{AppliedState, Config, Engine};
 use openraft::storage::RaftStateMachine;
@@ -38,11 +38,15 @@ pub struct ShardSm {
     gate: Arc<tokio::sync::Mutex<()>>,
     current: Arc<Mutex<Option<(SnapshotMeta, ShardSnapshot)>>>,
     built: Arc<std::sync::atomic::AtomicU64>,
+    /// A reclamation pass is queued (at most one per shard).
+    reclaiming: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The engine configuration of a shard, from the node's: no background
-/// reclamation (its files change only through apply, which snapshots rely
-/// on) and no disk budget (apply must not refuse on local limits; the
+/// reclamation on the engine's own timer (its files change only under the
+/// apply gate, which snapshots rely on: [`ShardSm::reclaim`] runs the pass
+/// there instead), no retention (a retention trim decided by one replica's
+/// clock would make replicas differ) and no disk budget (apply must not refuse on local limits; the
 /// leader checks them before proposing).
 pub fn shard_engine_config(base: &Config) -> Config {
     Config {
@@ -75,6 +79,7 @@ impl ShardSm {
             gate: Arc::new(tokio::sync::Mutex::new(())),
             current: Arc::new(Mutex::new(None)),
             built: Arc::new(0.into()),
+            reclaiming: Arc::new(false.into()),
         })
     }
 
@@ -145,6 +150,42 @@ impl ShardSm {
     }
 }
 
+/// Whether an entry trims or deletes (so segments may have died).
+fn frees_space(entry: &Entry) -> bool {
+    let EntryPayload::Normal(batch) = &entry.payload else {
+        return false;
+    };
+    batch
+        .ops
+        .iter()
+        .any(|op| matches!(op, ClusterOp::Trim { .. } | ClusterOp::Delete { .. }))
+}
+
+impl ShardSm {
+    /// Queues one reclamation pass (compaction, checkpoint, segment
+    /// deletion; issue 10) after the current apply: it runs under the apply
+    /// gate, so no snapshot reads the files while it changes them, and the
+    /// checkpoint it writes carries the applied position and every fence,
+    /// so a reclaimed segment takes no token with it.
+    fn reclaim_soon(&self) {
+        use std::sync::atomic::Ordering;
+        if self.reclaiming.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let sm = self.clone();
+        tokio::spawn(async move {
+            let gate = sm.gate.lock().await;
+            sm.reclaiming.store(false, Ordering::Release);
+            let engine = sm.engine();
+            if let Err(e) = engine.reclaim().await {
+                // The engine answers its own failure to the next apply.
+                tracing::warn!(error = %e, "a shard's reclamation pass failed");
+            }
+            drop(gate);
+        });
+    }
+}
+
 impl RaftSnapshotBuilder<TypeConfig> for ShardSm {
     async fn build_snapshot(&mut self) -> Result<Snapshot, StorageError> {
         let gate = self.gate.lock().await;
@@ -190,8 +231,13 @@ impl RaftStateMachine<TypeConfig> for ShardSm {
     {
         let _gate = self.gate.lock().await;
         let mut out = Vec::new();
+        let mut frees = false;
         for entry in entries {
+            frees |= frees_space(&entry);
             out.push(self.apply_one(entry).await?);
+        }
+        if frees {
+            self.reclaim_soon();
         }
         Ok(out)
     }

@@ -4,6 +4,7 @@ mod support;
 
 mod cluster;
 mod producers;
+mod reclaim;
 mod snapshot;
 mod suite;
 mod wal_crash;

@@ -21,6 +21,8 @@ pub struct TestCluster {
     pub members: BTreeMap<NodeId, String>,
     pub shards: u32,
     pub timing: Timing,
+    /// The nodes' engine limits (small segments for reclamation tests).
+    pub engine: fencelog_engine::Config,
 }
 
 /// Polls `check` until it answers `Some`, or panics naming `what`.
@@ -77,6 +79,15 @@ impl TestCluster {
     }
 
     pub async fn start_with(n: u64, shards: u32, timing: Timing) -> TestCluster {
+        Self::start_with_engine(n, shards, timing, fencelog_engine::Config::default()).await
+    }
+
+    pub async fn start_with_engine(
+        n: u64,
+        shards: u32,
+        timing: Timing,
+        engine: fencelog_engine::Config,
+    ) -> TestCluster {
         let members = (1..=n).map(|i| (i, format!("node-{i}"))).collect();
         let c = TestCluster {
             router: Router::new(),
@@ -84,6 +95,7 @@ impl TestCluster {
             members,
             shards,
             timing,
+            engine,
         };
         for id in 1..=n {
             c.boot(id).await;
@@ -102,7 +114,7 @@ impl TestCluster {
             shards: self.shards,
             data_dir: self.data_dir(id),
             timing: self.timing,
-            engine: fencelog_engine::Config::default(),
+            engine: self.engine.clone(),
             commit_timeout: Duration::from_secs(10),
         };
         let node = Arc::new(Node::start(options, self.router.port(id)).await.unwrap());
@@ -148,7 +160,9 @@ impl TestCluster {
     pub fn records(&self, id: NodeId, stream: &str) -> Vec<Rec> {
         let node = self.node(id);
         let engine = node.engine(node.shard_of(stream));
-        let Ok(batch) = engine.read(stream, 0, 100_000, 1 << 30) else {
+        // From the first readable seq: a trimmed stream's start is gone.
+        let first_seq = engine.state(stream).map_or(0, |s| s.first_seq);
+        let Ok(batch) = engine.read(stream, first_seq, 100_000, 1 << 30) else {
             return Vec::new();
         };
         batch
