@@ -148,9 +148,10 @@ pub fn guarded<S: Clone + Send + Sync + 'static>(
 /// A 401 before anything else is done for a request that carries no
 /// valid token (a read-index round costs the leader a quorum heartbeat):
 /// the same answer the single node's check gives it.
-pub fn authenticated(a: &ClusterAuth, request: &Request) -> Result<(), Response> {
+/// `None` when the request may go on.
+pub fn unauthenticated(a: &ClusterAuth, request: &Request) -> Option<Response> {
     a.auth
         .authenticate(request.headers().get(header::AUTHORIZATION))
-        .map(drop)
-        .map_err(with_challenge)
+        .err()
+        .map(with_challenge)
 }
