@@ -1,9 +1,8 @@
 //! Issue 11's append options in cluster mode (issue 14), against three real
 //! processes: an idempotent producer's duplicate and a deadline are decided
 //! in apply, from the replicated producer table and the leader's carried
-//! timestamp, the same on every replica; the writes the cluster does not
-//! replicate yet (multi-stream batches, cursor commits) are refused before
-//! anything changes anywhere.
+//! timestamp, the same on every replica. (Batches and cursor commits,
+//! once refused here, are replicated: `cluster_ops.rs`.)
 
 use crate::cluster_support::{others, ProcCluster};
 use serde_json::{json, Value};
@@ -89,59 +88,5 @@ async fn producers_and_deadlines_are_decided_in_apply_on_every_replica() {
             "node {id}"
         );
         assert_eq!(c.get(id, "/v1/streams/p/fences").await, fences, "node {id}");
-    }
-}
-
-/// A multi-stream batch and a cursor commit cannot be made correct across
-/// replicas yet: each is refused with a 400 naming the route (and the
-/// stream, for a stream route), and no replica changes.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn batches_and_cursor_commits_are_refused_in_cluster_mode() {
-    let c = ProcCluster::start(3, 1, &[]);
-    let ids = [1, 2, 3];
-    let leader = c.leader(0, &ids).await;
-    let (s, _) = c.append(leader, "s", 1, "x").await;
-    assert_eq!(s, 200);
-    let batch = json!({"ops": [{"stream": "s", "fencing_token": 1, "fence": {}}]});
-    let (s, v, _) = c.post(leader, "/v1/batch", &batch).await;
-    assert_eq!(
-        (s, v),
-        (
-            400,
-            json!({"error": "bad_request",
-            "message": "POST /v1/batch is not replicated in cluster mode yet; nothing was changed"})
-        )
-    );
-    let url = format!("{}/v1/streams/s/cursors/c1", c.url(others(&ids, leader)[0]));
-    let r = c
-        .http
-        .put(url)
-        .json(&json!({"fencing_token": 1, "seq": 1}))
-        .send()
-        .await
-        .unwrap();
-    let status = r.status().as_u16();
-    let v: Value = r.json().await.unwrap();
-    assert_eq!(
-        (status, v),
-        (
-            400,
-            json!({"error": "bad_request", "stream": "s",
-            "message": "PUT /v1/streams/s/cursors/c1 is not replicated in cluster mode yet; nothing was changed"})
-        )
-    );
-    c.converged(0, &ids).await;
-    for id in ids {
-        let (s, v) = c.get(id, "/v1/streams/s/cursors/c1").await;
-        assert_eq!(
-            (s, &v["error"]),
-            (404, &json!("cursor_not_found")),
-            "node {id}: {v}"
-        );
-        assert_eq!(
-            c.records(id, "s").await,
-            vec![(0, 1, "x".to_string())],
-            "node {id}"
-        );
     }
 }
