@@ -12,56 +12,11 @@
 //! `FENCELOG_CLUSTER_KILL_CYCLES` (default 30) and
 //! `FENCELOG_CLUSTER_KILL_SEED` size it.
 
-use crate::cluster_history;
+use crate::cluster_load::Load;
 use crate::cluster_support::ProcCluster;
 use crate::support::env_or;
 use fencelog_engine::sim::Rng;
-use fencelog_testkit::history::{self, History, Outcome};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
-
-const STREAMS: [&str; 2] = ["kill.a", "kill.b"];
-
-/// One writer until `stop`: the owner fences with a fresh token every few
-/// appends; the stale writer always uses token 1.
-async fn writer(
-    urls: Vec<String>,
-    (stream, owner, seed): (usize, bool, u64),
-    tokens: Arc<AtomicU64>,
-    h: Arc<History>,
-    stop: Arc<AtomicBool>,
-) {
-    let http = reqwest::Client::new();
-    let mut rng = Rng::new(seed);
-    let name = STREAMS[stream];
-    let mut token = 1;
-    let mut n = 0u64;
-    while !stop.load(Ordering::Relaxed) {
-        let url = &urls[rng.below(urls.len() as u64) as usize];
-        if owner && n.is_multiple_of(8) {
-            let t = tokens.fetch_add(1, Ordering::Relaxed);
-            if let Outcome::Fenced { .. } = cluster_history::fence(&h, &http, url, name, t).await {
-                token = t;
-            }
-        }
-        n += 1;
-        let body = format!("{}-{seed}-{n}", if owner { "own" } else { "stale" });
-        cluster_history::append(&h, &http, url, name, token, &[body]).await;
-    }
-}
-
-/// One reader until `stop`: reads both streams from a random seq through
-/// random nodes (a slice of the applied prefix, with a linearizable tail).
-async fn reader(urls: Vec<String>, seed: u64, h: Arc<History>, stop: Arc<AtomicBool>) {
-    let http = reqwest::Client::new();
-    let mut rng = Rng::new(seed);
-    while !stop.load(Ordering::Relaxed) {
-        let url = &urls[rng.below(urls.len() as u64) as usize];
-        let name = STREAMS[rng.below(2) as usize];
-        cluster_history::read(&h, &http, url, name, rng.below(64)).await;
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_shard_leaders_loses_nothing_and_accepts_nothing_stale() {
@@ -71,22 +26,7 @@ async fn killing_shard_leaders_loses_nothing_and_accepts_nothing_stale() {
     let mut c = ProcCluster::start(3, 2, &["--commit-timeout-ms", "3000"]);
     let ids = [1, 2, 3];
     let urls: Vec<String> = ids.iter().map(|i| c.url(*i)).collect();
-    let h = Arc::new(History::default());
-    let stop = Arc::new(AtomicBool::new(false));
-    let tokens = Arc::new(AtomicU64::new(2));
-    let mut clients: Vec<_> = (0..4)
-        .map(|i| {
-            let who = (i % 2, i < 2, seed + i as u64);
-            let (t, h, stop) = (tokens.clone(), h.clone(), stop.clone());
-            tokio::spawn(writer(urls.clone(), who, t, h, stop))
-        })
-        .collect();
-    clients.push(tokio::spawn(reader(
-        urls.clone(),
-        seed + 10,
-        h.clone(),
-        stop.clone(),
-    )));
+    let load = Load::start(&urls, seed);
     let mut rng = Rng::new(seed);
     for cycle in 0..cycles {
         let k = rng.below(2) as u32;
@@ -100,19 +40,7 @@ async fn killing_shard_leaders_loses_nothing_and_accepts_nothing_stale() {
         }
         eprintln!("cycle {cycle}: killed node {leader} (leader of shard {k})");
     }
-    stop.store(true, Ordering::Relaxed);
-    for cl in clients {
-        cl.await.unwrap();
-    }
-    for k in 0..2 {
-        c.converged(k, &ids).await;
-    }
-    let mut replicas = Vec::new();
-    for url in &urls {
-        replicas.push(cluster_history::replica(&c.http, url, &STREAMS).await);
-    }
-    let report =
-        history::check(&h.ops(), &replicas).unwrap_or_else(|e| panic!("seed {seed:#x}: {e}"));
+    let report = load.finish(&c, &ids).await;
     eprintln!("{report:?}");
     assert!(report.acked > cycles, "the clients made progress");
     assert!(report.stale > 0, "the stale writers were refused");

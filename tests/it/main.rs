@@ -19,6 +19,8 @@ mod client_tail_restart;
 mod cluster_history;
 mod cluster_kill;
 mod cluster_lifecycle;
+mod cluster_load;
+mod cluster_membership;
 mod cluster_partition;
 mod cluster_procs;
 mod cluster_producers;

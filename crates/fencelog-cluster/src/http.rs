@@ -38,6 +38,8 @@ struct ClusterState {
 
 /// The node's router.
 pub fn app(node: Arc<Node>, limits: HttpLimits, shutdown: Shutdown) -> Router {
+    let admin = crate::admin::routes(node.clone());
+    let redirect = axum::middleware::from_fn_with_state(node.clone(), crate::redirect::redirect_writes);
     let state = ClusterState {
         node,
         limits,
@@ -55,7 +57,9 @@ pub fn app(node: Arc<Node>, limits: HttpLimits, shutdown: Shutdown) -> Router {
         .route("/v1/streams/{stream}/seal", post(seal))
         .route("/v1/streams/{stream}", delete(remove).fallback(to_shard))
         .fallback(to_shard)
+        .layer(redirect)
         .with_state(state)
+        .merge(admin)
 }
 
 async fn raft_rpc(
@@ -374,24 +378,5 @@ fn not_replicated(method: &Method, path: &str) -> ApiError {
 
 /// `GET /_cluster/admin/status`: this node's view of every shard.
 async fn status(State(s): State<ClusterState>) -> Json<serde_json::Value> {
-    let shards: Vec<serde_json::Value> = (0..s.node.shard_count())
-        .map(|k| {
-            let m = s.node.raft(k).metrics().borrow().clone();
-            serde_json::json!({
-                "shard": k,
-                "state": format!("{:?}", m.state),
-                "leader": m.current_leader,
-                "term": m.current_term,
-                "last_log_index": m.last_log_index,
-                "applied_index": m.last_applied.map(|l| l.index),
-                "snapshot_index": m.snapshot.map(|l| l.index),
-                "purged_index": m.purged.map(|l| l.index),
-            })
-        })
-        .collect();
-    Json(serde_json::json!({
-        "node_id": s.node.id(),
-        "healthy": s.node.wal().poisoned().is_none(),
-        "shards": shards,
-    }))
+    Json(crate::admin::status(&s.node))
 }

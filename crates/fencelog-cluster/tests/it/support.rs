@@ -104,6 +104,8 @@ impl TestCluster {
             timing: self.timing,
             engine: fencelog_engine::Config::default(),
             commit_timeout: Duration::from_secs(10),
+            redirect: false,
+            rebalance: None,
         };
         let node = Arc::new(Node::start(options, self.router.port(id)).await.unwrap());
         self.router.register(node.clone());
