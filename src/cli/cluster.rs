@@ -12,8 +12,13 @@ use std::process::ExitCode;
 pub struct Args {
     #[command(subcommand)]
     pub command: ClusterCommand,
+}
+
+/// What every cluster command takes.
+#[derive(Debug, ClapArgs)]
+pub struct Common {
     /// Print the node's JSON answer on one line.
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub json: bool,
     #[command(flatten)]
     pub server: ServerArgs,
@@ -23,7 +28,10 @@ pub struct Args {
 pub enum ClusterCommand {
     /// Every shard as the node sees it: leader, term, voters, learners,
     /// applied index, preferred leader; and the shards each node leads.
-    Status,
+    Status {
+        #[command(flatten)]
+        common: Common,
+    },
     /// Add a node started with `fencelog serve --node-id ID --join ...`:
     /// a learner of every shard, caught up, then a voter.
     Add {
@@ -31,11 +39,15 @@ pub enum ClusterCommand {
         node_id: u64,
         /// Its address (HOST:PORT), as the other nodes reach it.
         addr: String,
+        #[command(flatten)]
+        common: Common,
     },
     /// Remove a node from every shard (its leaderships move first).
     Remove {
         /// The node's id.
         node_id: u64,
+        #[command(flatten)]
+        common: Common,
     },
     /// Move a shard's leadership to a node (a voter of the shard).
     Transfer {
@@ -43,29 +55,43 @@ pub enum ClusterCommand {
         shard: u32,
         /// The node to lead it.
         node_id: u64,
+        #[command(flatten)]
+        common: Common,
     },
 }
 
+impl ClusterCommand {
+    fn common(&self) -> &Common {
+        match self {
+            ClusterCommand::Status { common }
+            | ClusterCommand::Add { common, .. }
+            | ClusterCommand::Remove { common, .. }
+            | ClusterCommand::Transfer { common, .. } => common,
+        }
+    }
+}
+
 pub fn run(args: Args) -> ExitCode {
-    let client = match args.server.client() {
+    let Common { json, server } = args.command.common();
+    let client = match server.client() {
         Ok(c) => c,
-        Err(e) => return common::fail(&e, args.json),
+        Err(e) => return common::fail(&e, *json),
     };
     let answer = common::block_on(async {
         match &args.command {
-            ClusterCommand::Status => client.cluster_status().await,
-            ClusterCommand::Add { node_id, addr } => client.cluster_add(*node_id, addr).await,
-            ClusterCommand::Remove { node_id } => client.cluster_remove(*node_id).await,
-            ClusterCommand::Transfer { shard, node_id } => {
+            ClusterCommand::Status { .. } => client.cluster_status().await,
+            ClusterCommand::Add { node_id, addr, .. } => client.cluster_add(*node_id, addr).await,
+            ClusterCommand::Remove { node_id, .. } => client.cluster_remove(*node_id).await,
+            ClusterCommand::Transfer { shard, node_id, .. } => {
                 client.cluster_transfer(*shard, *node_id).await
             }
         }
     });
     let v = match answer {
         Ok(v) => v,
-        Err(e) => return common::fail(&e, args.json),
+        Err(e) => return common::fail(&e, *json),
     };
-    if args.json {
+    if *json {
         println!("{v}");
     } else {
         print!("{}", text(&args.command, &v));
@@ -99,7 +125,7 @@ fn or_dash(v: &Value) -> String {
 /// The human-readable answer, lines ending in newlines.
 pub fn text(command: &ClusterCommand, v: &Value) -> String {
     match command {
-        ClusterCommand::Status => status_text(v),
+        ClusterCommand::Status { .. } => status_text(v),
         ClusterCommand::Add { .. } => format!(
             "node {} ({}) is a voter of shards {}\n",
             v["node_id"],
@@ -125,7 +151,7 @@ pub fn status_text(v: &Value) -> String {
     for s in v["shards"].as_array().into_iter().flatten() {
         out.push_str(&format!(
             "{:<6} {:<10} {:<7} {:<10} {:<5} {:<9} {:<9} {}\n",
-            s["shard"],
+            or_dash(&s["shard"]),
             or_dash(&s["state"]),
             or_dash(&s["leader"]),
             or_dash(&s["preferred_leader"]),

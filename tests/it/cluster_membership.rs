@@ -121,8 +121,8 @@ async fn a_removed_leader_hands_over_and_the_rest_keep_serving() {
     let report = load.finish(&c, &rest).await;
     assert!(report.acked > 0, "{report:?}");
     let (s, v) = admin(&c, 2, "remove", json!({ "node_id": 3 })).await;
-    let gone = json!({ "error": "not_found", "message": "node 3 is not a member of any shard" });
-    assert_eq!((s, v), (404, gone));
+    let gone = json!({ "error": "bad_request", "message": "node 3 is not a member of any shard" });
+    assert_eq!((s, v), (400, gone));
     c.kill9(1);
     c.restart(1, &extra);
     for k in 0..2 {
@@ -149,16 +149,10 @@ async fn transfers_under_load_lose_nothing_and_accept_nothing_stale() {
         for to in [2u64, 3, 1] {
             for k in 0..2u32 {
                 let via = 1 + (round + k as usize) % 3;
+                let t0 = Instant::now();
                 let (s, v) = admin(&c, via, "transfer", json!({ "shard": k, "to": to })).await;
-                if s != 200 {
-                    for id in ids {
-                        let t = c.proc(id).log_text();
-                        let lines: Vec<&str> = t.lines().filter(|l| l.contains("reject") || l.contains("handover") || l.contains("elect") || l.contains("vote is changing")).collect();
-                        let n = lines.len();
-                        eprintln!("==== node {id}\n{}", lines[n.saturating_sub(40)..].join("\n"));
-                    }
-                }
                 assert_eq!((s, v), (200, json!({ "shard": k, "leader": to })));
+                eprintln!("shard {k} -> node {to}: {:?}", t0.elapsed());
                 assert_eq!(c.leader(k, &ids).await, to as usize);
             }
         }
@@ -203,14 +197,14 @@ async fn bad_admin_requests_are_refused_exactly() {
         (
             "transfer",
             json!({ "shard": 1, "to": 9 }),
-            404,
-            json!({ "error": "not_found", "message": "node 9 is not a voter of shard 1 (voters: 1,2,3)" }),
+            400,
+            json!({ "error": "bad_request", "message": "node 9 is not a voter of shard 1 (voters: 1,2,3)" }),
         ),
         (
             "remove",
             json!({ "node_id": 9 }),
-            404,
-            json!({ "error": "not_found", "message": "node 9 is not a member of any shard" }),
+            400,
+            json!({ "error": "bad_request", "message": "node 9 is not a member of any shard" }),
         ),
         (
             "add",

@@ -16,6 +16,7 @@ mod cli_serve_config;
 mod client_errors;
 mod client_lifecycle;
 mod client_tail_restart;
+mod cluster_cli;
 mod cluster_history;
 mod cluster_kill;
 mod cluster_lifecycle;

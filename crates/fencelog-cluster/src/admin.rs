@@ -71,7 +71,6 @@ pub fn status(node: &Node) -> Value {
 fn refusal(e: AdminError) -> Response {
     let (code, m) = match e {
         AdminError::BadRequest(m) => (ErrorCode::BadRequest, m),
-        AdminError::NotFound(m) => (ErrorCode::NotFound, m),
         AdminError::Unavailable(m) => (ErrorCode::Unavailable, m),
     };
     ApiError::new(code, m).into_response()

@@ -179,8 +179,6 @@ pub enum MemberAnswer {
 pub enum AdminError {
     /// The request is wrong (400).
     BadRequest(String),
-    /// No such node or shard member (404).
-    NotFound(String),
     /// Not done in time, or a peer could not be reached (503): the change
     /// may be partly done; every step is idempotent, so run it again.
     Unavailable(String),
@@ -505,7 +503,7 @@ pub async fn remove_node(node: &Node, n: NodeId, deadline: Instant) -> Result<Re
         .filter(|k| members(node, *k).contains(&n))
         .collect();
     if shards.is_empty() {
-        return Err(AdminError::NotFound(format!(
+        return Err(AdminError::BadRequest(format!(
             "node {n} is not a member of any shard"
         )));
     }

@@ -55,7 +55,9 @@ pub(crate) async fn campaign(
 ) -> Result<(), String> {
     let (raft, id) = (node.raft(k), node.id());
     let timing = node.options().timing;
-    let round = Duration::from_millis(timing.election_min_ms);
+    // One election may take up to the longest election timeout: a round
+    // never cuts its own candidacy short by starting the next term.
+    let round = Duration::from_millis(timing.election_max_ms);
     let handover = MemberCmd::Handover {
         to: id,
         budget_ms: timing.election_max_ms,
@@ -70,7 +72,9 @@ pub(crate) async fn campaign(
         if Instant::now() >= deadline {
             return Err(format!("node {id} did not win shard {k}'s election in time"));
         }
+        let candidate = raft.metrics().borrow().state == ServerState::Candidate;
         let ready = match node.leader_of(k).filter(|l| *l != id) {
+            _ if candidate => false,
             None => true,
             Some(l) => match call(node, l, k, &handover, HANDOVER_MAX + NOTICE_TIMEOUT).await {
                 Ok(MemberAnswer::Done) => true,
@@ -157,7 +161,7 @@ pub async fn transfer(
     check_shard(node, k)?;
     let voters = voters(node, k);
     if !voters.contains(&to) {
-        return Err(AdminError::NotFound(format!(
+        return Err(AdminError::BadRequest(format!(
             "node {to} is not a voter of shard {k} (voters: {})",
             list(&voters)
         )));
