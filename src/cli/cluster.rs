@@ -145,7 +145,11 @@ pub fn text(command: &ClusterCommand, v: &Value) -> String {
 
 /// `cluster status`: a header, one line per shard, the leaders per node.
 pub fn status_text(v: &Value) -> String {
-    let health = if v["healthy"] == true { "healthy" } else { "UNHEALTHY" };
+    let health = if v["healthy"] == true {
+        "healthy"
+    } else {
+        "UNHEALTHY"
+    };
     let mut out = format!("node {} ({health})\n", v["node_id"]);
     out.push_str("shard  state      leader  preferred  term  voters    learners  applied\n");
     for s in v["shards"].as_array().into_iter().flatten() {

@@ -124,7 +124,9 @@ impl ClusterSettings {
             (_, Some(l)) => l,
             (Some(own), None) => own.clone(),
             (None, None) if join.is_some() => {
-                return Err("join needs listen: the address the other nodes reach this node at".into())
+                return Err(
+                    "join needs listen: the address the other nodes reach this node at".into(),
+                )
             }
             (None, None) => return Err(format!("node_id {node_id} is not in cluster")),
         };

@@ -18,13 +18,22 @@ fn cluster(url: &str, args: &[&str]) -> (i32, String, String) {
         .output()
         .unwrap();
     let text = |b: &[u8]| String::from_utf8(b.to_vec()).unwrap();
-    (out.status.code().unwrap(), text(&out.stdout), text(&out.stderr))
+    (
+        out.status.code().unwrap(),
+        text(&out.stdout),
+        text(&out.stderr),
+    )
 }
 
 /// One status line as `cluster status` prints it, from the JSON status.
 fn shard_line(s: &Value) -> String {
     let ids = |v: &Value| {
-        let v: Vec<String> = v.as_array().unwrap().iter().map(|i| i.to_string()).collect();
+        let v: Vec<String> = v
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i.to_string())
+            .collect();
         if v.is_empty() {
             "-".to_string()
         } else {
@@ -53,7 +62,10 @@ async fn cluster_commands_print_exactly_what_they_did() {
     }
     let url = c.url(2);
     let (code, out, err) = cluster(&url, &["transfer", "0", "1"]);
-    assert_eq!((code, out.as_str(), err.as_str()), (0, "shard 0 is led by node 1\n", ""));
+    assert_eq!(
+        (code, out.as_str(), err.as_str()),
+        (0, "shard 0 is led by node 1\n", "")
+    );
     let (code, out, _) = cluster(&url, &["transfer", "1", "3", "--json"]);
     assert_eq!((code, out.as_str()), (0, "{\"leader\":3,\"shard\":1}\n"));
     for k in 0..2 {
@@ -69,17 +81,35 @@ async fn cluster_commands_print_exactly_what_they_did() {
     expected.extend(v["shards"].as_array().unwrap().iter().map(shard_line));
     expected.push("leaders: node 1: 0; node 2: -; node 3: 1".to_string());
     assert_eq!(out.lines().collect::<Vec<_>>(), expected, "{v}");
-    assert!(out.contains("\n0      Follower   1       1          "), "{out}");
+    assert!(
+        out.contains("\n0      Follower   1       1          "),
+        "{out}"
+    );
     let (code, out, _) = cluster(&url, &["status", "--json"]);
     let json: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!((code, &json["node_id"], &json["leaders"]), (0, &json!(2), &json!({"1": [0], "2": [], "3": [1]})));
+    assert_eq!(
+        (code, &json["node_id"], &json["leaders"]),
+        (0, &json!(2), &json!({"1": [0], "2": [], "3": [1]}))
+    );
     let refused = [
-        (&["transfer", "9", "1"][..], 4, "fencelog: bad request: shard 9 does not exist: the cluster has 2 shards\n"),
-        (&["remove", "7"][..], 4, "fencelog: bad request: node 7 is not a member of any shard\n"),
+        (
+            &["transfer", "9", "1"][..],
+            4,
+            "fencelog: bad request: shard 9 does not exist: the cluster has 2 shards\n",
+        ),
+        (
+            &["remove", "7"][..],
+            4,
+            "fencelog: bad request: node 7 is not a member of any shard\n",
+        ),
     ];
     for (args, want_code, want_err) in refused {
         let (code, out, err) = cluster(&url, args);
-        assert_eq!((code, out.as_str(), err.as_str()), (want_code, "", want_err), "{args:?}");
+        assert_eq!(
+            (code, out.as_str(), err.as_str()),
+            (want_code, "", want_err),
+            "{args:?}"
+        );
     }
     let (code, _, err) = cluster(&url, &["add", "5", "127.0.0.1:1", "--json"]);
     let e: Value = serde_json::from_str(&err).unwrap();
@@ -108,20 +138,34 @@ async fn a_redirecting_follower_answers_307_and_clients_follow_it() {
         .unwrap();
     assert_eq!(r.status().as_u16(), 307);
     let header = |name: &str| r.headers()[name].to_str().unwrap().to_string();
-    assert_eq!(header("location"), format!("http://{lead_addr}/v1/streams/r/records?wait=1"));
+    assert_eq!(
+        header("location"),
+        format!("http://{lead_addr}/v1/streams/r/records?wait=1")
+    );
     assert_eq!(header("fencelog-leader"), format!("{leader}={lead_addr}"));
     let client = fencelog_client::Client::new(c.url(follower)).unwrap();
     let ack = client.append("r", 1, ["a"]).await.unwrap();
     assert_eq!((ack.first_seq, ack.last_seq), (0, 0));
     let out = Command::new(BIN)
-        .args(["append", "r", "--token", "1", "b", "--server", &c.url(follower)])
+        .args([
+            "append",
+            "r",
+            "--token",
+            "1",
+            "b",
+            "--server",
+            &c.url(follower),
+        ])
         .env_remove("FENCELOG_URL")
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
     client.fence("r", 5).await.unwrap();
     let stale = client.append("r", 4, ["late"]).await.unwrap_err();
-    assert!(matches!(stale, fencelog_client::ClientError::StaleToken { .. }), "{stale:?}");
+    assert!(
+        matches!(stale, fencelog_client::ClientError::StaleToken { .. }),
+        "{stale:?}"
+    );
     c.converged(0, &ids).await;
     let expected = vec![(0, 1, "a".to_string()), (1, 1, "b".to_string())];
     for id in ids {

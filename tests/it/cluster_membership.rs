@@ -39,12 +39,7 @@ pub async fn admin(c: &ProcCluster, via: usize, op: &str, body: Value) -> (u16, 
     (s, v)
 }
 
-const SNAPSHOTS: [&str; 4] = [
-    "--raft-snapshot-logs",
-    "40",
-    "--commit-timeout-ms",
-    "3000",
-];
+const SNAPSHOTS: [&str; 4] = ["--raft-snapshot-logs", "40", "--commit-timeout-ms", "3000"];
 
 /// A 4th node joins a running 3-node cluster under client load: every
 /// node's log was purged before it started, so it can only catch up by
@@ -110,7 +105,10 @@ async fn a_removed_leader_hands_over_and_the_rest_keep_serving() {
     let urls: Vec<String> = rest.iter().map(|i| c.url(*i)).collect();
     let load = Load::start(&urls, 0x4e02);
     let (s, v) = admin(&c, 1, "remove", json!({ "node_id": 3 })).await;
-    assert_eq!((s, v), (200, json!({ "node_id": 3, "removed_from": [0, 1] })));
+    assert_eq!(
+        (s, v),
+        (200, json!({ "node_id": 3, "removed_from": [0, 1] }))
+    );
     for id in rest {
         for k in 0..2 {
             assert_eq!(shard_field(&c, id, k, "voters").await, json!([1, 2]));
@@ -214,14 +212,21 @@ async fn bad_admin_requests_are_refused_exactly() {
         ),
     ];
     for (op, body, status, expected) in refused {
-        assert_eq!(admin(&c, 1, op, body.clone()).await, (status, expected), "{op} {body}");
+        assert_eq!(
+            admin(&c, 1, op, body.clone()).await,
+            (status, expected),
+            "{op} {body}"
+        );
     }
     let (s, v) = admin(&c, 1, "add", json!({ "node_id": 5, "nodes": 1 })).await;
     assert_eq!((s, &v["error"]), (400, &json!("bad_request")), "{v}");
     let (s, v) = admin(&c, 1, "add", json!({ "node_id": 5, "addr": "127.0.0.1:1" })).await;
     assert_eq!((s, &v["error"]), (503, &json!("unavailable")), "{v}");
     let m = v["message"].as_str().unwrap();
-    assert!(m.starts_with("cannot reach node 5 at 127.0.0.1:1 (start it with --join first): "), "{m}");
+    assert!(
+        m.starts_with("cannot reach node 5 at 127.0.0.1:1 (start it with --join first): "),
+        "{m}"
+    );
     for k in 0..2 {
         assert_eq!(shard_field(&c, 1, k, "voters").await, json!([1, 2, 3]));
         assert_eq!(shard_field(&c, 1, k, "learners").await, json!([]));

@@ -13,7 +13,11 @@ use reqwest::StatusCode;
 pub const REDIRECTS_MAX: usize = 3;
 
 fn location(resp: &reqwest::Response) -> Option<reqwest::Url> {
-    let raw = resp.headers().get(reqwest::header::LOCATION)?.to_str().ok()?;
+    let raw = resp
+        .headers()
+        .get(reqwest::header::LOCATION)?
+        .to_str()
+        .ok()?;
     let url = resp.url().join(raw).ok()?;
     matches!(url.scheme(), "http" | "https").then_some(url)
 }

@@ -103,7 +103,10 @@ struct AddBody {
 }
 
 /// `POST /_cluster/admin/add {"node_id", "addr", "timeout_ms"?}`.
-async fn add(State(node): State<Arc<Node>>, parsed: Result<Json<AddBody>, JsonRejection>) -> Response {
+async fn add(
+    State(node): State<Arc<Node>>,
+    parsed: Result<Json<AddBody>, JsonRejection>,
+) -> Response {
     let b = match body(parsed) {
         Ok(b) => b,
         Err(r) => return r,

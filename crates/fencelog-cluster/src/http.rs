@@ -39,7 +39,8 @@ struct ClusterState {
 /// The node's router.
 pub fn app(node: Arc<Node>, limits: HttpLimits, shutdown: Shutdown) -> Router {
     let admin = crate::admin::routes(node.clone());
-    let redirect = axum::middleware::from_fn_with_state(node.clone(), crate::redirect::redirect_writes);
+    let redirect =
+        axum::middleware::from_fn_with_state(node.clone(), crate::redirect::redirect_writes);
     let state = ClusterState {
         node,
         limits,

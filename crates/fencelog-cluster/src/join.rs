@@ -31,7 +31,13 @@ pub async fn shard_count(
     let url = format!("http://{join}/_cluster/admin/status");
     let status: serde_json::Value = async {
         let client = reqwest::Client::builder().timeout(timeout).build()?;
-        client.get(&url).send().await?.error_for_status()?.json().await
+        client
+            .get(&url)
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await
     }
     .await
     .map_err(|e| format!("join: cannot read {url}: {e}"))?;

@@ -8,8 +8,8 @@
 
 pub mod admin;
 pub mod http;
-pub mod join;
 pub mod http_transport;
+pub mod join;
 pub mod log_store;
 pub mod membership;
 pub mod network;

@@ -346,7 +346,9 @@ async fn on_leader(
         if let Some(l) = node.leader_of(k) {
             match call(node, l, k, cmd, left(deadline).max(POLL)).await {
                 Ok(MemberAnswer::Refused(m)) => return Err(AdminError::BadRequest(m)),
-                Ok(MemberAnswer::NotLeader(_)) => why = format!("node {l} no longer leads shard {k}"),
+                Ok(MemberAnswer::NotLeader(_)) => {
+                    why = format!("node {l} no longer leads shard {k}")
+                }
                 Ok(MemberAnswer::Retry(m)) => why = m,
                 Ok(a) => return Ok(a),
                 Err(m) => why = m,
@@ -395,7 +397,9 @@ pub struct Added {
 async fn probe(node: &Node, n: NodeId, addr: &str) -> Result<(), AdminError> {
     let answer = call_at(node, n, addr, 0, &MemberCmd::Whoami, PROBE_TIMEOUT).await;
     match answer {
-        Ok(MemberAnswer::Whoami { node: id, shards }) if id == n && shards == node.shard_count() => {
+        Ok(MemberAnswer::Whoami { node: id, shards })
+            if id == n && shards == node.shard_count() =>
+        {
             Ok(())
         }
         Ok(MemberAnswer::Whoami { node: id, shards }) => Err(AdminError::BadRequest(format!(

@@ -62,7 +62,11 @@ async fn take(node: &Node, k: ShardId, every: std::time::Duration) {
     }
     let deadline = Instant::now() + every * 2;
     match crate::transfer::campaign(node, k, deadline, false).await {
-        Ok(()) => tracing::info!(shard = k, node = node.id(), "rebalanced: leads its preferred shard"),
+        Ok(()) => tracing::info!(
+            shard = k,
+            node = node.id(),
+            "rebalanced: leads its preferred shard"
+        ),
         Err(e) => {
             tracing::info!(shard = k, error = %e, "rebalance campaign failed; holding off");
             node.admin().hold(k, every * 3);

@@ -53,8 +53,10 @@ pub async fn redirect_writes(State(node): State<Arc<Node>>, req: Request, next: 
     let Some((hint, location)) = redirect_to(&node, &req) else {
         return next.run(req).await;
     };
-    let (Ok(hint), Ok(location)) = (HeaderValue::from_str(&hint), HeaderValue::from_str(&location))
-    else {
+    let (Ok(hint), Ok(location)) = (
+        HeaderValue::from_str(&hint),
+        HeaderValue::from_str(&location),
+    ) else {
         return next.run(req).await;
     };
     let mut resp = StatusCode::TEMPORARY_REDIRECT.into_response();

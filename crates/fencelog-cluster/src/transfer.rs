@@ -70,7 +70,9 @@ pub(crate) async fn campaign(
             return Err(format!("node {id} is not a voter of shard {k}"));
         }
         if Instant::now() >= deadline {
-            return Err(format!("node {id} did not win shard {k}'s election in time"));
+            return Err(format!(
+                "node {id} did not win shard {k}'s election in time"
+            ));
         }
         let candidate = raft.metrics().borrow().state == ServerState::Candidate;
         let ready = match node.leader_of(k).filter(|l| *l != id) {
@@ -101,7 +103,12 @@ pub const HANDOVER_MAX: Duration = Duration::from_secs(10);
 /// leadership is lost) and waits up to `budget` until node `to` matched
 /// its whole log. A paused op is proposed after the pause or, once this
 /// node no longer leads, forwarded to the new leader: never both.
-pub(crate) async fn handover(node: &Node, k: ShardId, to: NodeId, budget: Duration) -> MemberAnswer {
+pub(crate) async fn handover(
+    node: &Node,
+    k: ShardId,
+    to: NodeId,
+    budget: Duration,
+) -> MemberAnswer {
     if !voters(node, k).contains(&to) {
         return MemberAnswer::Refused(format!("node {to} is not a voter of shard {k}"));
     }
@@ -179,10 +186,11 @@ pub async fn transfer(
         Ok(other) => Err(AdminError::Unavailable(format!(
             "shard {k}: node {to}: {other:?}"
         ))),
-        Err(m) => Err(AdminError::Unavailable(format!("shard {k}: node {to}: {m}"))),
+        Err(m) => Err(AdminError::Unavailable(format!(
+            "shard {k}: node {to}: {m}"
+        ))),
     }
 }
-
 
 /// Asks node `to` to campaign for shard `k` (a removal moving leadership
 /// off the node it removes); whatever the outcome, the caller looks again.
