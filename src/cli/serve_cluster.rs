@@ -179,7 +179,6 @@ impl ClusterSettings {
             snapshot_logs: self.raft_snapshot_logs,
             keep_logs: (self.raft_snapshot_logs / 4).min(Timing::DEFAULT.keep_logs),
             purge_batch: (self.raft_snapshot_logs / 8).clamp(1, Timing::DEFAULT.purge_batch),
-            ..Timing::DEFAULT
         };
         NodeOptions {
             id: self.node_id,

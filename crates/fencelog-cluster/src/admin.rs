@@ -81,10 +81,10 @@ fn deadline(timeout_ms: Option<u64>) -> Instant {
     Instant::now() + t.min(ADMIN_TIMEOUT_MAX)
 }
 
-fn body<T>(parsed: Result<Json<T>, JsonRejection>) -> Result<T, Response> {
+fn body<T>(parsed: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
     parsed
         .map(|Json(t)| t)
-        .map_err(|e| ApiError::bad_request(e.body_text()).into_response())
+        .map_err(|e| ApiError::bad_request(e.body_text()))
 }
 
 fn answer<T: serde::Serialize>(done: Result<T, AdminError>) -> Response {
@@ -109,7 +109,7 @@ async fn add(
 ) -> Response {
     let b = match body(parsed) {
         Ok(b) => b,
-        Err(r) => return r,
+        Err(e) => return e.into_response(),
     };
     answer(membership::add_node(&node, b.node_id, &b.addr, deadline(b.timeout_ms)).await)
 }
@@ -128,7 +128,7 @@ async fn remove(
 ) -> Response {
     let b = match body(parsed) {
         Ok(b) => b,
-        Err(r) => return r,
+        Err(e) => return e.into_response(),
     };
     answer(membership::remove_node(&node, b.node_id, deadline(b.timeout_ms)).await)
 }
@@ -148,7 +148,7 @@ async fn transfer(
 ) -> Response {
     let b = match body(parsed) {
         Ok(b) => b,
-        Err(r) => return r,
+        Err(e) => return e.into_response(),
     };
     answer(crate::transfer::transfer(&node, b.shard, b.to, deadline(b.timeout_ms)).await)
 }
