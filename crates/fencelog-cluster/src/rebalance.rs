@@ -73,3 +73,19 @@ async fn take(node: &Node, k: ShardId, every: std::time::Duration) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_preferred_leader_is_the_k_mod_n_th_voter() {
+        let three = BTreeSet::from([1, 2, 3]);
+        let leaders: Vec<_> = (0..6).map(|k| preferred(k, &three)).collect();
+        assert_eq!(leaders, [1, 2, 3, 1, 2, 3].map(Some));
+        let after_a_removal = BTreeSet::from([2, 3, 4]);
+        assert_eq!(preferred(0, &after_a_removal), Some(2));
+        assert_eq!(preferred(2, &after_a_removal), Some(4));
+        assert_eq!(preferred(0, &BTreeSet::new()), None);
+    }
+}
