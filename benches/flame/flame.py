@@ -113,11 +113,36 @@ def render(root, title):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--title", default="flame graph")
+    ap.add_argument("--top", type=int, default=0,
+                    help="also print, to stderr, the N frames with the most samples of their own (self time) "
+                         "and the share of a few syscall paths (inclusive)")
     args = ap.parse_args()
     stacks = fold(sys.stdin)
     if not stacks:
         sys.exit("no samples on stdin (was `perf script` given a perf.data?)")
     sys.stdout.write(render(tree(stacks), args.title))
+    if args.top:
+        print_top(stacks, args.top)
+
+
+# Inclusive shares worth knowing for a request/response server.
+PATHS = ["__GI___writev", "__libc_write", "__GI___libc_write", "__libc_recv", "__GI___libc_read",
+         "epoll_wait", "syscall", "__GI___futex", "futex_wait", "sched_yield", "malloc", "free",
+         "hyper::proto::h1::role::parse_headers", "serde_json"]
+
+
+def print_top(stacks, n):
+    total = sum(stacks.values())
+    own = defaultdict(int)
+    for stack, count in stacks.items():
+        own[stack[-1]] += count
+    print(f"self time, {total} samples:", file=sys.stderr)
+    for f, c in sorted(own.items(), key=lambda kv: -kv[1])[:n]:
+        print(f"{100.0 * c / total:6.2f}%  {f[:110]}", file=sys.stderr)
+    print("inclusive:", file=sys.stderr)
+    for p in PATHS:
+        c = sum(count for stack, count in stacks.items() if any(f.startswith(p) for f in stack))
+        print(f"{100.0 * c / total:6.2f}%  {p}*", file=sys.stderr)
 
 
 if __name__ == "__main__":

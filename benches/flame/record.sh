@@ -55,5 +55,5 @@ sleep 1
 stop_pid "$PERF_PID" INT
 PERF_PID=""
 perf script -i "$WORK/perf.data" 2>/dev/null |
-    python3 "$HERE/flame.py" --title "fencelog server: $* ($(basename "$OUT" .svg))" >"$OUT"
+    python3 "$HERE/flame.py" --top "${TOP:-0}" --title "fencelog server: $* ($(basename "$OUT" .svg))" >"$OUT"
 echo "wrote $OUT" >&2
