@@ -8,6 +8,7 @@ use std::process::ExitCode;
 pub mod append;
 pub mod bench;
 pub mod bench_read;
+pub mod cluster;
 pub mod common;
 pub mod completions;
 pub mod demo_worker;
@@ -88,6 +89,9 @@ pub enum Command {
     Config(lifecycle::ConfigArgs),
     /// Start a three-node cluster on loopback until Ctrl-C (for trying it out).
     DevCluster(dev_cluster::Args),
+    /// A cluster's membership and leaders: status, add, remove, transfer.
+    #[command(after_help = common::EXIT_CODES_HELP)]
+    Cluster(cluster::Args),
     /// The etcd-locked worker of the end-to-end test and example.
     #[command(hide = true)]
     DemoWorker(demo_worker::Args),
@@ -122,6 +126,7 @@ pub fn run() -> ExitCode {
         Command::Delete(args) => lifecycle::delete(args),
         Command::Config(args) => lifecycle::config(args),
         Command::DevCluster(args) => dev_cluster::run(args),
+        Command::Cluster(args) => cluster::run(args),
         Command::DemoWorker(args) => demo_worker::run(args),
         Command::Bench(args) => bench::run(args),
         Command::BenchRead(args) => bench_read::run(args),

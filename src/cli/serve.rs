@@ -150,6 +150,25 @@ pub struct Args {
     /// in cluster mode when access tokens are configured.
     #[arg(long, env = "FENCELOG_CLUSTER_SECRET_FILE")]
     pub cluster_secret_file: Option<PathBuf>,
+    /// Join a running cluster through any of its nodes (HOST:PORT) instead
+    /// of creating one: the node starts empty, with the cluster's shard
+    /// count, and waits for `fencelog cluster add ID ADDR`. Needs
+    /// --node-id and --listen (the address the other nodes reach it at).
+    #[arg(long, env = "FENCELOG_JOIN", conflicts_with = "cluster")]
+    pub join: Option<String>,
+    /// Answer a write for a shard this node does not lead with 307 and the
+    /// leader's address instead of forwarding it.
+    #[arg(long, env = "FENCELOG_CLUSTER_REDIRECT")]
+    pub cluster_redirect: bool,
+    /// How often the rebalancer moves shard leadership to the shard's
+    /// preferred node, in ms; 0 turns it off [default: 3000].
+    #[arg(long, env = "FENCELOG_REBALANCE_MS")]
+    pub rebalance_ms: Option<u64>,
+    /// A Raft snapshot of a shard every this many applied entries; a
+    /// quarter of it (at most 1000) stays in the log behind each snapshot
+    /// for lagging followers, older entries are purged [default: 20000].
+    #[arg(long, env = "FENCELOG_RAFT_SNAPSHOT_LOGS")]
+    pub raft_snapshot_logs: Option<u64>,
 }
 
 /// The config file: every setting optional, unknown keys refused so a typo
@@ -189,6 +208,10 @@ pub(super) struct FileSettings {
     pub(super) raft_election_ms: Option<String>,
     pub(super) commit_timeout_ms: Option<u64>,
     pub(super) cluster_secret_file: Option<PathBuf>,
+    pub(super) join: Option<String>,
+    pub(super) cluster_redirect: Option<bool>,
+    pub(super) rebalance_ms: Option<u64>,
+    pub(super) raft_snapshot_logs: Option<u64>,
 }
 
 /// What the server runs with, after file, environment and flags.

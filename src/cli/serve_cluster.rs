@@ -17,13 +17,25 @@ use std::time::Duration;
 
 /// Most members `--cluster` may name.
 const MEMBERS_MAX: usize = 64;
+/// The rebalancer's interval when not configured.
+const REBALANCE_MS_DEFAULT: u64 = 3000;
+/// How long `--join` waits for the node it joins through to answer.
+const JOIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The cluster part of the settings.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ClusterSettings {
     pub node_id: u64,
-    /// As given: `ID=HOST:PORT,...`.
+    /// As given: `ID=HOST:PORT,...` (empty when joining).
     pub cluster: String,
+    /// A running cluster's node to join through.
+    pub join: Option<String>,
+    /// 307 instead of forwarding.
+    pub cluster_redirect: bool,
+    /// The rebalancer's interval; 0 = off.
+    pub rebalance_ms: u64,
+    /// A snapshot every this many applied entries.
+    pub raft_snapshot_logs: u64,
     #[serde(skip)]
     pub members: BTreeMap<u64, String>,
     pub listen: String,
@@ -35,6 +47,9 @@ pub struct ClusterSettings {
     pub election: (u64, u64),
     /// Where the peer secret is read from (never printed).
     pub cluster_secret_file: Option<std::path::PathBuf>,
+    /// Whether `shards` was given (a joining node checks it).
+    #[serde(skip)]
+    pub shards_given: bool,
 }
 
 /// `1=a:1,2=b:2` as a member map.
@@ -60,6 +75,19 @@ fn parse_members(text: &str) -> Result<BTreeMap<u64, String>, String> {
     Ok(members)
 }
 
+/// Fewer entries between snapshots than this would snapshot constantly.
+const SNAPSHOT_LOGS_MIN: u64 = 10;
+
+fn snapshot_logs(given: Option<u64>) -> Result<u64, String> {
+    match given {
+        None => Ok(Timing::DEFAULT.snapshot_logs),
+        Some(n) if n >= SNAPSHOT_LOGS_MIN => Ok(n),
+        Some(n) => Err(format!(
+            "raft_snapshot_logs must be at least {SNAPSHOT_LOGS_MIN}, got {n}"
+        )),
+    }
+}
+
 fn parse_range(text: &str) -> Result<(u64, u64), String> {
     let bad = || format!("raft_election_ms: {text:?} is not MIN-MAX");
     let (a, b) = text.split_once('-').ok_or_else(bad)?;
@@ -73,20 +101,42 @@ fn parse_range(text: &str) -> Result<(u64, u64), String> {
 impl ClusterSettings {
     /// Flags and environment over the file; `None` without `--cluster`.
     pub(super) fn resolve(args: &Args, file: &FileSettings) -> Result<Option<Self>, String> {
-        let Some(cluster) = args.cluster.clone().or(file.cluster.clone()) else {
-            if args.node_id.or(file.node_id).is_some() {
-                return Err("node_id needs cluster".into());
+        let join = args.join.clone().or(file.join.clone());
+        let cluster = args.cluster.clone().or(file.cluster.clone());
+        let (cluster, members) = match (cluster, &join) {
+            (Some(_), Some(_)) => {
+                return Err("cluster and join exclude each other: cluster creates a cluster, join joins a running one".into())
             }
-            return Ok(None);
+            (Some(c), None) => {
+                let members = parse_members(&c)?;
+                (c, members)
+            }
+            (None, Some(_)) => (String::new(), BTreeMap::new()),
+            (None, None) => {
+                if args.node_id.or(file.node_id).is_some() {
+                    return Err("node_id needs cluster or join".into());
+                }
+                return Ok(None);
+            }
         };
-        let members = parse_members(&cluster)?;
         let node_id = args
             .node_id
             .or(file.node_id)
-            .ok_or("cluster needs node_id")?;
-        let own = members
-            .get(&node_id)
-            .ok_or(format!("node_id {node_id} is not in cluster"))?;
+            .ok_or("cluster and join need node_id")?;
+        let listen = args.listen.clone().or(file.listen.clone());
+        let listen = match (members.get(&node_id), listen) {
+            (_, Some(l)) => l,
+            (Some(own), None) => own.clone(),
+            (None, None) if join.is_some() => {
+                return Err(
+                    "join needs listen: the address the other nodes reach this node at".into(),
+                )
+            }
+            (None, None) => return Err(format!("node_id {node_id} is not in cluster")),
+        };
+        if join.is_none() && !members.contains_key(&node_id) {
+            return Err(format!("node_id {node_id} is not in cluster"));
+        }
         let shards = args.shards.or(file.shards).unwrap_or(SHARDS_DEFAULT);
         if !(1..=SHARDS_MAX).contains(&shards) {
             return Err(format!("shards must be in 1..={SHARDS_MAX}, got {shards}"));
@@ -99,13 +149,16 @@ impl ClusterSettings {
             .unwrap_or(format!("{}-{}", d.election_min_ms, d.election_max_ms));
         Ok(Some(ClusterSettings {
             node_id,
-            listen: args
-                .listen
-                .clone()
-                .or(file.listen.clone())
-                .unwrap_or(own.clone()),
+            listen,
             members,
             cluster,
+            join,
+            cluster_redirect: args.cluster_redirect || file.cluster_redirect.unwrap_or(false),
+            rebalance_ms: args
+                .rebalance_ms
+                .or(file.rebalance_ms)
+                .unwrap_or(REBALANCE_MS_DEFAULT),
+            raft_snapshot_logs: snapshot_logs(args.raft_snapshot_logs.or(file.raft_snapshot_logs))?,
             shards,
             raft_heartbeat_ms: args
                 .raft_heartbeat_ms
@@ -122,24 +175,29 @@ impl ClusterSettings {
                 .cluster_secret_file
                 .clone()
                 .or(file.cluster_secret_file.clone()),
+            shards_given: args.shards.or(file.shards).is_some(),
         }))
     }
 
-    fn options(&self, settings: &Settings, p: &Prepared) -> NodeOptions {
+    fn options(&self, settings: &Settings, p: &Prepared, shards: u32) -> NodeOptions {
         let timing = Timing {
             heartbeat_ms: self.raft_heartbeat_ms,
             election_min_ms: self.election.0,
             election_max_ms: self.election.1,
-            ..Timing::DEFAULT
+            snapshot_logs: self.raft_snapshot_logs,
+            keep_logs: (self.raft_snapshot_logs / 4).min(Timing::DEFAULT.keep_logs),
+            purge_batch: (self.raft_snapshot_logs / 8).clamp(1, Timing::DEFAULT.purge_batch),
         };
         NodeOptions {
             id: self.node_id,
             members: self.members.clone(),
-            shards: self.shards,
+            shards,
             data_dir: settings.data_dir.clone(),
             engine: p.config.clone(),
             timing,
             commit_timeout: Duration::from_millis(self.commit_timeout_ms),
+            redirect: self.cluster_redirect,
+            rebalance: (self.rebalance_ms > 0).then(|| Duration::from_millis(self.rebalance_ms)),
         }
     }
 }
@@ -204,12 +262,15 @@ async fn serve(
             return ExitCode::FAILURE;
         }
     };
-    let node = match Node::start(
-        c.options(settings, &p),
-        Arc::new(HttpTransport::with_secret(secret)),
-    )
-    .await
-    {
+    let shards = match shard_count(settings, c).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start the cluster node");
+            return ExitCode::FAILURE;
+        }
+    };
+    let options = c.options(settings, &p, shards);
+    let node = match Node::start(options, Arc::new(HttpTransport::with_secret(secret))).await {
         Ok(n) => Arc::new(n),
         Err(e) => {
             tracing::error!(data_dir = %settings.data_dir.display(), error = %e, "cannot start the cluster node");
@@ -228,7 +289,8 @@ async fn serve(
         .local_addr()
         .map(|a| a.to_string())
         .unwrap_or_default();
-    tracing::info!(%addr, node_id = c.node_id, shards = c.shards, "serving as a cluster node");
+    fencelog_cluster::rebalance::spawn(&node);
+    tracing::info!(%addr, node_id = c.node_id, shards, "serving as a cluster node");
     // Whoever acts on `listening on` finds the startup lines in the log.
     log.sync();
     log.set_lossy(true);
@@ -248,4 +310,14 @@ async fn serve(
             ExitCode::FAILURE
         }
     }
+}
+
+/// The shard count: `--shards` when creating a cluster; when joining, see
+/// [`fencelog_cluster::join::shard_count`].
+async fn shard_count(settings: &Settings, c: &ClusterSettings) -> Result<u32, String> {
+    let Some(join) = &c.join else {
+        return Ok(c.shards);
+    };
+    let given = c.shards_given.then_some(c.shards);
+    fencelog_cluster::join::shard_count(&settings.data_dir, join, given, JOIN_TIMEOUT).await
 }

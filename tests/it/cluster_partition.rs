@@ -167,6 +167,9 @@ impl Cluster {
                 "1",
                 "--commit-timeout-ms",
                 "3000",
+                // Leadership moves only by the partitions under test.
+                "--rebalance-ms",
+                "0",
             ])
             .args([
                 "--raft-heartbeat-ms",

@@ -16,6 +16,10 @@ pub struct ProcCluster {
     pub procs: Vec<Option<ServerProcess>>,
     pub shards: u32,
     pub http: reqwest::Client,
+    /// The nodes of the initial `--cluster` (the rest joined).
+    pub initial: usize,
+    /// Each joined node's `--join` address.
+    pub joined: std::collections::BTreeMap<usize, String>,
 }
 
 /// Free loopback ports (bound then released: another process could take
@@ -48,6 +52,8 @@ impl ProcCluster {
             procs: (0..n).map(|_| None).collect(),
             shards,
             http,
+            initial: n,
+            joined: Default::default(),
         };
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         let starting: Vec<_> = (0..n).map(|i| c.builder(i + 1, &extra).spawn()).collect();
@@ -62,8 +68,7 @@ impl ProcCluster {
     }
 
     fn members(&self) -> String {
-        let m: Vec<String> = self
-            .addrs
+        let m: Vec<String> = self.addrs[..self.initial]
             .iter()
             .enumerate()
             .map(|(i, a)| format!("{}={a}", i + 1))
@@ -72,11 +77,23 @@ impl ProcCluster {
     }
 
     fn builder(&self, id: usize, extra: &[String]) -> fencelog_testkit::process::ServerBuilder {
+        let seed: Vec<String> = match self.joined.get(&id) {
+            Some(via) => vec!["--join".into(), via.clone()],
+            None => vec!["--cluster".into(), self.members()],
+        };
+        // The rebalancer moves leaders on its own: off unless a test asks.
+        let rebalance = if extra.iter().any(|a| a == "--rebalance-ms") {
+            Vec::new()
+        } else {
+            vec!["--rebalance-ms", "0"]
+        };
         serve()
             .data_dir(self.data_dir(id))
             .listen(self.addrs[id - 1].clone())
             .log_file(self.dir.path().join(format!("node-{id}.log")))
-            .args(["--node-id", &id.to_string(), "--cluster", &self.members()])
+            .args(["--node-id", &id.to_string()])
+            .args(seed)
+            .args(rebalance)
             .args(["--shards", &self.shards.to_string()])
             .args([
                 "--raft-heartbeat-ms",
@@ -85,6 +102,18 @@ impl ProcCluster {
                 "500-1000",
             ])
             .args(extra)
+    }
+
+    /// Starts node `n + 1` with `--join` through node `via` (it waits to
+    /// be added); returns its id.
+    pub fn join(&mut self, via: usize, extra: &[&str]) -> usize {
+        let port = free_ports(1)[0];
+        self.addrs.push(format!("127.0.0.1:{port}"));
+        self.procs.push(None);
+        let id = self.addrs.len();
+        self.joined.insert(id, self.addrs[via - 1].clone());
+        self.restart(id, extra);
+        id
     }
 
     /// Restarts node `id` (its process must be gone).

@@ -25,10 +25,13 @@
 //! the server applies at most once. Reads, state and listing are
 //! idempotent and are retried on transport errors.
 
+mod cluster;
 mod error;
 #[cfg(feature = "etcd")]
 pub mod etcd;
 mod producer;
+mod redirect;
+pub use redirect::REDIRECTS_MAX;
 
 pub use fencelog_api::{CursorInfo, CursorList, FenceJson, FenceList, ProducerInfo};
 pub use producer::{BatchOp, Producer, PRODUCER_RETRIES_MAX};
@@ -197,6 +200,7 @@ impl ClientBuilder {
             .connect_timeout(self.connect_timeout)
             .pool_idle_timeout(self.pool_idle_timeout)
             .tcp_nodelay(true)
+            .redirect(reqwest::redirect::Policy::none())
             .use_rustls_tls();
         for pem in &self.ca_certs {
             http =
@@ -682,7 +686,7 @@ impl Client {
         &self,
         req: reqwest::RequestBuilder,
     ) -> Result<T, ClientError> {
-        let resp = req.send().await.map_err(|source| {
+        let resp = self.execute(req).await.map_err(|source| {
             if source.is_connect() || source.is_builder() {
                 ClientError::Transport { source }
             } else {
@@ -692,7 +696,7 @@ impl Client {
         decode_response(resp).await
     }
 
-    async fn send_idempotent<T, F>(&self, make: F) -> Result<T, ClientError>
+    pub(crate) async fn send_idempotent<T, F>(&self, make: F) -> Result<T, ClientError>
     where
         T: for<'de> Deserialize<'de>,
         F: Fn() -> reqwest::RequestBuilder,
@@ -711,7 +715,7 @@ impl Client {
     {
         let mut attempt = 0;
         loop {
-            match make().send().await {
+            match self.execute(make()).await {
                 Ok(resp) => return Ok(resp),
                 Err(source) if attempt < IDEMPOTENT_RETRIES_MAX && !source.is_builder() => {
                     attempt += 1;

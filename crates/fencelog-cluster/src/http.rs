@@ -48,9 +48,14 @@ pub(crate) struct ClusterState {
     http_metrics: Arc<HttpMetrics>,
 }
 
-/// The node's router: every route, then [`http_auth::guard`] over all of
-/// them (the `/_cluster/` prefix), added last so it covers every route.
+/// The node's router: every route (the membership admin routes of
+/// [`crate::admin`] and the 307 redirect layer included), then
+/// [`http_auth::guard`] over all of them (the `/_cluster/` prefix), added
+/// last so it covers every route.
 pub fn app(node: Arc<Node>, access: ClusterAuth, limits: HttpLimits, shutdown: Shutdown) -> Router {
+    let admin = crate::admin::routes(node.clone());
+    let redirect =
+        axum::middleware::from_fn_with_state(node.clone(), crate::redirect::redirect_writes);
     let state = ClusterState {
         node,
         limits,
@@ -61,7 +66,9 @@ pub fn app(node: Arc<Node>, access: ClusterAuth, limits: HttpLimits, shutdown: S
         http_metrics: Arc::default(),
     };
     routes(&state)
+        .layer(redirect)
         .with_state(state)
+        .merge(admin)
         .layer(axum::middleware::from_fn_with_state(
             access,
             http_auth::guard,
@@ -531,24 +538,5 @@ fn known_path(path: &str) -> bool {
 
 /// `GET /_cluster/admin/status`: this node's view of every shard.
 async fn status(State(s): State<ClusterState>) -> Json<serde_json::Value> {
-    let shards: Vec<serde_json::Value> = (0..s.node.shard_count())
-        .map(|k| {
-            let m = s.node.raft(k).metrics().borrow().clone();
-            serde_json::json!({
-                "shard": k,
-                "state": format!("{:?}", m.state),
-                "leader": m.current_leader,
-                "term": m.current_term,
-                "last_log_index": m.last_log_index,
-                "applied_index": m.last_applied.map(|l| l.index),
-                "snapshot_index": m.snapshot.map(|l| l.index),
-                "purged_index": m.purged.map(|l| l.index),
-            })
-        })
-        .collect();
-    Json(serde_json::json!({
-        "node_id": s.node.id(),
-        "healthy": s.node.wal().poisoned().is_none(),
-        "shards": shards,
-    }))
+    Json(crate::admin::status(&s.node))
 }

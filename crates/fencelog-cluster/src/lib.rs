@@ -6,18 +6,24 @@
 
 #![warn(missing_docs)]
 
+pub mod admin;
 pub mod http;
 pub mod http_auth;
 mod http_ops;
 pub mod http_transport;
+pub mod join;
 pub mod log_store;
+pub mod membership;
 pub mod network;
 pub mod node;
 pub mod op_views;
 pub mod proposer;
+pub mod rebalance;
+pub mod redirect;
 pub mod router;
 pub mod shard;
 pub mod shard_dir;
 pub mod state_machine;
+pub mod transfer;
 pub mod types;
 pub mod wal;

@@ -36,6 +36,9 @@ pub enum RpcKind {
     Forward,
     /// A follower's read-index request.
     ReadIndex,
+    /// A membership, transfer or rebalancing command
+    /// ([`crate::membership::MemberCmd`]).
+    Member,
 }
 
 impl RpcKind {
@@ -47,6 +50,7 @@ impl RpcKind {
             RpcKind::Snapshot => "snapshot",
             RpcKind::Forward => "forward",
             RpcKind::ReadIndex => "read_index",
+            RpcKind::Member => "member",
         }
     }
 
@@ -58,6 +62,7 @@ impl RpcKind {
             RpcKind::Snapshot,
             RpcKind::Forward,
             RpcKind::ReadIndex,
+            RpcKind::Member,
         ]
         .into_iter()
         .find(|k| k.name() == s)

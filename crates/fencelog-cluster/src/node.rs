@@ -85,7 +85,12 @@ impl Timing {
 pub struct NodeOptions {
     /// This node.
     pub id: NodeId,
-    /// Every initial member and its address (`host:port`).
+    /// Every initial member and its address (`host:port`): the
+    /// bootstrap membership of a new cluster, used only while a shard's
+    /// group was never initialized (afterwards the membership is what the
+    /// Raft log and the shard engine's applied marker hold). Empty for a
+    /// node that joins a running cluster (`--join`): it waits, without
+    /// initializing anything, to be added as a learner.
     pub members: BTreeMap<NodeId, String>,
     /// Shards (fixed at cluster creation).
     pub shards: u32,
@@ -98,6 +103,12 @@ pub struct NodeOptions {
     pub engine: Config,
     /// How long a proposal may take before its outcome is unknown.
     pub commit_timeout: Duration,
+    /// Answer a write for a shard this node does not lead with 307 and the
+    /// leader's address instead of forwarding it.
+    pub redirect: bool,
+    /// How often the rebalancer checks whether this node should lead a
+    /// shard it prefers ([`crate::rebalance`]); `None` turns it off.
+    pub rebalance: Option<Duration>,
 }
 
 /// The outcome of a write at the node's door.
@@ -129,6 +140,8 @@ pub struct Node {
     /// A deliberate bug of the write path, read when the node starts
     /// (tests only; always `None` without the engine's `mutations`).
     mutation: NodeMutation,
+    /// Rebalancing holds and the stop flag ([`crate::membership`]).
+    admin: crate::membership::AdminState,
 }
 
 fn is_not_allowed(e: &RaftError<NodeId, InitializeError<NodeId, BasicNode>>) -> bool {
@@ -142,8 +155,8 @@ impl Node {
     pub async fn start(options: NodeOptions, transport: Arc<dyn Transport>) -> io::Result<Node> {
         let mutation = node_mutation();
         assert!(
-            options.members.contains_key(&options.id),
-            "a node is one of the members"
+            options.members.is_empty() || options.members.contains_key(&options.id),
+            "a node is one of the initial members, or joins"
         );
         let config = Arc::new(options.timing.raft_config()?);
         check_meta(&options)?;
@@ -168,7 +181,8 @@ impl Node {
             let raft = Raft::new(options.id, config.clone(), net, log, sm.clone())
                 .await
                 .map_err(|e| io::Error::other(e.to_string()))?;
-            if !raft.is_initialized().await.map_err(io::Error::other)? {
+            let joining = nodes.is_empty();
+            if !joining && !raft.is_initialized().await.map_err(io::Error::other)? {
                 match raft.initialize(nodes.clone()).await {
                     Err(e) if !is_not_allowed(&e) => return Err(io::Error::other(e.to_string())),
                     _ => {}
@@ -180,6 +194,7 @@ impl Node {
         Ok(Node {
             id: options.id,
             mutation,
+            admin: crate::membership::AdminState::new(options.shards),
             options,
             wal,
             shards,
@@ -215,6 +230,26 @@ impl Node {
     /// The node's WAL.
     pub fn wal(&self) -> &Arc<Wal> {
         &self.wal
+    }
+
+    /// How the node was started.
+    pub fn options(&self) -> &NodeOptions {
+        &self.options
+    }
+
+    /// The transport to the other nodes.
+    pub(crate) fn transport(&self) -> &Arc<dyn Transport> {
+        &self.transport
+    }
+
+    /// Shard `k`'s proposer.
+    pub(crate) fn proposer(&self, k: ShardId) -> &Proposer {
+        &self.shards[k as usize].proposer
+    }
+
+    /// Rebalancing holds and the stop flag.
+    pub(crate) fn admin(&self) -> &crate::membership::AdminState {
+        &self.admin
     }
 
     /// Who leads shard `k`, as this node knows it.
@@ -365,6 +400,7 @@ impl Node {
                 encode(&raft.install_full_snapshot(vote, snapshot).await)
             }
             RpcKind::Forward => encode(&self.handle_forward(k, decode(body)?).await),
+            RpcKind::Member => encode(&crate::membership::handle(self, k, decode(body)?).await),
             RpcKind::ReadIndex => {
                 let r = match leadership(raft, self.id) {
                     Ok(()) => raft
@@ -395,6 +431,7 @@ impl Node {
 
     /// Stops every group, then every engine, then the WAL.
     pub async fn shutdown(&self) {
+        self.admin.stop();
         for s in &self.shards {
             let _ = s.raft.shutdown().await;
         }

@@ -12,7 +12,8 @@
 
 use crate::types::{Batch, ClusterOp, NodeId, OpResult, Raft};
 use openraft::ServerState;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, oneshot};
 
 /// Most ops in one entry (the engine's group bound).
@@ -42,7 +43,15 @@ struct Waiting {
 #[derive(Clone)]
 pub struct Proposer {
     tx: mpsc::Sender<Waiting>,
+    paused: Pause,
 }
+
+/// Until when the proposer holds new proposals back (a leadership
+/// handover: the target catches up with a log that stops growing).
+type Pause = Arc<Mutex<Option<Instant>>>;
+
+/// How often a paused proposer looks at the clock and its leadership.
+const PAUSE_POLL: Duration = Duration::from_millis(5);
 
 fn now_ms() -> u64 {
     SystemTime::now()
@@ -78,8 +87,21 @@ impl Proposer {
     /// Starts the task for `raft` (node `id`).
     pub fn spawn(raft: Raft, id: NodeId, commit_timeout: Duration) -> Proposer {
         let (tx, rx) = mpsc::channel(QUEUE_OPS_MAX);
-        tokio::spawn(run(raft, id, rx, commit_timeout));
-        Proposer { tx }
+        let paused = Pause::default();
+        tokio::spawn(run(raft, id, rx, commit_timeout, paused.clone()));
+        Proposer { tx, paused }
+    }
+
+    /// Holds new proposals back for `d` (or until leadership is lost:
+    /// then they are answered "not leader" and forwarded, never proposed
+    /// here). Waiting ops keep their place.
+    pub fn pause(&self, d: Duration) {
+        *self.paused.lock().unwrap() = Some(Instant::now() + d);
+    }
+
+    /// Lets proposals go again.
+    pub fn resume(&self) {
+        *self.paused.lock().unwrap() = None;
     }
 
     /// Proposes `op` (already validated) and waits for its outcome.
@@ -103,7 +125,26 @@ pub fn leadership(raft: &Raft, id: NodeId) -> Result<(), Option<NodeId>> {
     }
 }
 
-async fn run(raft: Raft, id: NodeId, mut rx: mpsc::Receiver<Waiting>, timeout: Duration) {
+/// Waits while the proposer is paused and this node still leads.
+async fn wait_unpaused(raft: &Raft, id: NodeId, paused: &Pause) {
+    loop {
+        let until = *paused.lock().unwrap();
+        match until {
+            Some(u) if Instant::now() < u && leadership(raft, id).is_ok() => {
+                tokio::time::sleep(PAUSE_POLL).await
+            }
+            _ => return,
+        }
+    }
+}
+
+async fn run(
+    raft: Raft,
+    id: NodeId,
+    mut rx: mpsc::Receiver<Waiting>,
+    timeout: Duration,
+    paused: Pause,
+) {
     while let Some(first) = rx.recv().await {
         let mut group = vec![first];
         let mut bytes = op_bytes(&group[0].op);
@@ -112,6 +153,7 @@ async fn run(raft: Raft, id: NodeId, mut rx: mpsc::Receiver<Waiting>, timeout: D
             bytes += op_bytes(&w.op);
             group.push(w);
         }
+        wait_unpaused(&raft, id, &paused).await;
         if let Err(hint) = leadership(&raft, id) {
             for w in group {
                 let _ = w.reply.send(Proposed::NotLeader(hint));

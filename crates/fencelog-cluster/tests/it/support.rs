@@ -116,6 +116,8 @@ impl TestCluster {
             timing: self.timing,
             engine: self.engine.clone(),
             commit_timeout: Duration::from_secs(10),
+            redirect: false,
+            rebalance: None,
         };
         let node = Arc::new(Node::start(options, self.router.port(id)).await.unwrap());
         self.router.register(node.clone());
