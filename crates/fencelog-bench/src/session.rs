@@ -168,6 +168,7 @@ fn finish(
         ..Totals::default()
     };
     let mut report = Report::header(&one)(totals, hist);
+    report.window = Some(args.window);
     let passed = failures.is_empty();
     failures.truncate(FAILURES_LISTED_MAX);
     report.verification = Verification {

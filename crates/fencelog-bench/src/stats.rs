@@ -134,6 +134,9 @@ pub struct Report {
     pub latency: LatencySummary,
     /// `tail` only: acknowledgement to arrival at a live tail.
     pub visibility: Option<LatencySummary>,
+    /// `session` only: appends in flight on the one connection (Redis:
+    /// commands per pipeline, whose round trip `latency` is then).
+    pub window: Option<usize>,
     pub verification: Verification,
 }
 
@@ -163,6 +166,7 @@ impl Report {
                 rejections_per_s: t.rejections as f64 / secs,
                 latency: LatencySummary::of(&h),
                 visibility: None,
+                window: None,
                 verification: Verification::default(),
             }
         }
