@@ -91,7 +91,7 @@ async fn send(
         // A round of sends between clock reads: the clock is not free.
         for _ in 0..64 {
             record(n, record_bytes, &mut buf);
-            if n % SAMPLE_EVERY == 0 {
+            if n.is_multiple_of(SAMPLE_EVERY) {
                 samples.lock().unwrap().push_back((n, Instant::now()));
             }
             tx.send(OWNER_TOKEN, None, &buf)
@@ -113,7 +113,7 @@ async fn receive(
     let mut seqs = Vec::new();
     while let Some((n, answer)) = rx.recv().await.map_err(client_err("session"))? {
         let ack = answer.map_err(client_err("append"))?;
-        if n % SAMPLE_EVERY == 0 {
+        if n.is_multiple_of(SAMPLE_EVERY) {
             let sent = samples.lock().unwrap().pop_front();
             match sent {
                 Some((m, at)) if m == n => stats::record_us(&mut hist, at.elapsed()),
