@@ -550,3 +550,38 @@ async fn the_session_is_authorized_like_the_append_route() {
     let answers = pipeline(&client, "in-s", &[plain(1, "x")]).await.unwrap();
     assert_eq!(seq_of(&answers[0]), 0);
 }
+
+/// A server shutting down stops reading, answers every append it read, and
+/// ends the session with the reason and the first append not applied; the
+/// drain waits for that, so everything answered is durable after restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_answers_what_was_read_then_ends_the_session() {
+    let mut srv = TestServer::start().await;
+    let mut ws = raw_session(&srv, "s", None).await;
+    for i in 0..100u64 {
+        ws.send(append_message(1, &i.to_le_bytes())).await.unwrap();
+    }
+    for i in 0..100u64 {
+        let wire::SessionAnswer::Accepted { n, ack } = next_answer(&mut ws).await else {
+            panic!("append {i} refused");
+        };
+        assert_eq!((n, ack.first_seq), (i, i));
+    }
+    let dir = std::mem::replace(&mut srv.dir, tempfile::tempdir().unwrap());
+    let stopping = tokio::spawn(srv.stop());
+    let (n, status, body, close) = session_end(&mut ws).await;
+    assert_eq!(
+        (n, status, body, close),
+        (
+            100,
+            503,
+            json!({"error": "unavailable", "message": "the server is shutting down", "stream": "s"}),
+            1001
+        )
+    );
+    drop(ws);
+    stopping.await.unwrap().unwrap();
+    let engine = Engine::open_with(dir.path(), Config::default()).unwrap();
+    assert_eq!(engine.state("s").unwrap().next_seq, 100);
+    engine.shutdown().await;
+}
