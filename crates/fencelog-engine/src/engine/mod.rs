@@ -11,6 +11,7 @@ mod writes;
 
 pub use batch::BATCH_OPS_MAX;
 pub(crate) use writes::validate_short_name;
+pub use writes::PendingAppend;
 
 use crate::config::Config;
 use crate::error::{OpenError, StorageFailure, WriteError};
