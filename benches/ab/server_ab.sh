@@ -3,7 +3,9 @@
 # counted by callgrind, for plain appends and appends with a producer id,
 # raw (headers) and JSON (fields):
 #   benches/ab/server_ab.sh [FENCELOG_BIN...]   (default: target/release/fencelog)
-# AB_MODES="plain" skips the producer appends (for a binary older than issue 11).
+# AB_MODES="plain" skips the producer appends (for a binary older than issue 11);
+# AB_MODES="plain session" compares a plain append with one through the
+# pipelined append session (session_appends.py, issue 13).
 # Each binary serves a fresh data directory on tmpfs under valgrind; the
 # client (server_appends.py) sends 1000 and then 3000 appends to fresh
 # servers, and the difference / 2000 is the per-append cost (start-up and
@@ -26,7 +28,11 @@ count() { # BIN N MODE -> instructions
   until python3 -c "import socket,sys; socket.create_connection(('127.0.0.1',$port),0.2)" 2>/dev/null; do
     kill -0 "$pid" || { cat "$log"; exit 1; }; sleep 0.2
   done
-  python3 "$root/benches/ab/server_appends.py" "$port" "$2" "$3"
+  if [ "$3" = session ]; then
+    python3 "$root/benches/ab/session_appends.py" "$port" "$2"
+  else
+    python3 "$root/benches/ab/server_appends.py" "$port" "$2" "$3"
+  fi
   kill -TERM "$pid"; wait "$pid" || true
   rm -rf "$dir"
   sed -n 's/.*Collected : //p' "$log"

@@ -195,6 +195,9 @@ WORKLOADS=(
     "--workload append --clients 64 --batch 16"
     "--workload reject --clients 16"
     "--workload reject --clients 64"
+    # Issue 13: one connection, appends pipelined (fencelog's append
+    # session; Redis's Lua append, --window commands per pipeline).
+    "--workload session --window 4096"
 )
 : >"$HERE/fsyncs.jsonl"
 
@@ -223,11 +226,23 @@ for w in "${WORKLOADS[@]}"; do
             bench fencelog "$FL_PID" "${FL_ARGS[@]}" $w --body binary ;;
     esac
     # shellcheck disable=SC2086
-    bench postgres "$PG_PID" "${PG_ARGS[@]}" $w
+    case "$w" in
+        # PostgreSQL has no pipelined workload here.
+        *session*) ;;
+        *) bench postgres "$PG_PID" "${PG_ARGS[@]}" $w ;;
+    esac
     # shellcheck disable=SC2086
     bench redis "$REDIS_PID" "${REDIS_ARGS[@]}" $w
-    # shellcheck disable=SC2086
-    bench nats "$NATS_PID" "${NATS_ARGS[@]}" $w
+    case "$w" in
+        # Redis at redis-benchmark's usual depth too.
+        *session*) bench redis "$REDIS_PID" "${REDIS_ARGS[@]}" --workload session --window 64 ;;
+    esac
+    case "$w" in
+        # NATS has no pipelined workload here.
+        *session*) ;;
+        # shellcheck disable=SC2086
+        *) bench nats "$NATS_PID" "${NATS_ARGS[@]}" $w ;;
+    esac
 done
 bench fencelog "$FL_PID" "${FL_ARGS[@]}" --workload healthz --clients 64
 # The rejection row again right after /healthz, so that ratio is measured

@@ -174,7 +174,8 @@ pub fn exit_code(err: &ClientError) -> u8 {
         | ClientError::InsufficientStorage { .. }
         | ClientError::OutcomeUnknown { .. }
         | ClientError::Transport { .. }
-        | ClientError::Protocol { .. } => EXIT_FAILURE,
+        | ClientError::Protocol { .. }
+        | ClientError::SessionEnded { .. } => EXIT_FAILURE,
     }
 }
 

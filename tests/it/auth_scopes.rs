@@ -120,6 +120,8 @@ async fn states(http: &reqwest::Client, base: &str) -> Vec<Value> {
 /// seal, delete and stream config each have their own scope.
 const MAPPING: &[(&str, Access)] = &[
     ("append", Access::Scope(Scope::Append)),
+    // Issue 13: the pipelined append session appends.
+    ("appendSession", Access::Scope(Scope::Append)),
     ("read", Access::Scope(Scope::Read)),
     ("fence", Access::Scope(Scope::Fence)),
     ("trim", Access::Scope(Scope::Trim)),

@@ -129,3 +129,18 @@ async fn open_loop_rate_is_bounded_by_schedule() {
     // for the request at time zero).
     assert!(report.requests <= 200 + 4, "{}", report.requests);
 }
+
+/// Issue 13's pipelined append session through the client crate's
+/// `AppendSession`: one connection, every acknowledged record read back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_run_verifies_every_acknowledged_record() {
+    let args = BenchArgs {
+        window: 256,
+        ..short(Workload::Session)
+    };
+    let report = run(args).await.unwrap();
+    assert!(report.verification.passed, "{}", report.to_text());
+    assert!(report.appends > 0);
+    assert_eq!((report.clients, report.streams), (1, 1));
+    assert_eq!(report.verification.records_checked, report.appends);
+}

@@ -20,6 +20,7 @@ pub mod read;
 pub mod read_batch;
 pub mod record;
 pub mod record_headers;
+pub mod session;
 pub mod sse;
 pub mod stream;
 

@@ -23,6 +23,7 @@ mod peer_nats;
 mod peer_postgres;
 #[cfg(feature = "peers")]
 mod peer_redis;
+mod session;
 mod stats;
 
 pub use stats::{LatencySummary, Report, Verification};
@@ -51,6 +52,11 @@ pub enum Workload {
     Tail,
     /// `GET /healthz`: the server's HTTP floor, to compare rejections with.
     Healthz,
+    /// One connection, single-record appends pipelined (`--window` in
+    /// flight), each answered in order once durable: fencelog's append
+    /// session (the client crate's), or Redis's Lua append sent
+    /// `--window` per pipeline. Ignores `--clients`, `--streams`, `--rate`.
+    Session,
     /// Puts `--fill-records` records into each of `--streams` streams, then
     /// stops (ignores `--duration`); for memory and restart measurements.
     Fill,
@@ -126,6 +132,10 @@ pub struct BenchArgs {
     /// reads from).
     #[arg(long, default_value_t = 100)]
     pub fill_records: usize,
+    /// `--workload session`: appends in flight on the one connection (for
+    /// Redis, commands per pipeline).
+    #[arg(long, default_value_t = 4096)]
+    pub window: usize,
     /// One JSON line per result on stdout instead of the text summary.
     #[arg(long)]
     pub json: bool,
@@ -167,6 +177,7 @@ impl BenchArgs {
             target: Target::Fencelog,
             encoding: Encoding::Auto,
             fill_records: 100,
+            window: 4096,
             tails_per_stream: 1,
             json: false,
             pg_url: "host=127.0.0.1 port=5432 user=postgres dbname=postgres".into(),
@@ -213,6 +224,14 @@ impl BenchArgs {
         if self.encoding == Encoding::Raw && self.batch != 1 {
             return Err(BenchError::args(
                 "--encoding raw carries one record: use --batch 1",
+            ));
+        }
+        if self.window == 0 || self.window > 1 << 16 {
+            return Err(BenchError::args("--window must be in 1..=65536"));
+        }
+        if self.workload == Workload::Session && (self.batch != 1 || self.rate.is_some()) {
+            return Err(BenchError::args(
+                "--workload session sends single records as fast as the window allows: no --batch, no --rate",
             ));
         }
         if self.tails_per_stream == 0 || self.tails_per_stream > drive::TAILS_MAX {
@@ -272,6 +291,9 @@ impl std::error::Error for BenchError {}
 /// so callers can inspect it; [`run_and_print`] turns it into one.
 pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
     args.validate()?;
+    if args.workload == Workload::Session {
+        return run_session(&args).await;
+    }
     match args.target {
         Target::Fencelog => match &args.server {
             Some(url) => {
@@ -304,6 +326,26 @@ pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
         #[cfg(not(feature = "peers"))]
         Target::Postgres | Target::Redis | Target::Nats => Err(BenchError::args(
             "peer targets need a build with `--features peers`",
+        )),
+    }
+}
+
+/// `--workload session` on its target.
+async fn run_session(args: &BenchArgs) -> Result<Report, BenchError> {
+    match args.target {
+        Target::Fencelog => match &args.server {
+            Some(url) => session::fencelog(url, args).await,
+            None => {
+                let server = fencelog::InProcess::start().await?;
+                let report = session::fencelog(&server.url(), args).await;
+                server.stop().await;
+                report
+            }
+        },
+        #[cfg(feature = "peers")]
+        Target::Redis => session::redis(&args.redis_url, args).await,
+        _ => Err(BenchError::args(
+            "--workload session runs against fencelog, or Redis with `--features peers`",
         )),
     }
 }

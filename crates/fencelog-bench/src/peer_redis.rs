@@ -81,6 +81,7 @@ impl super::Backend for Backend {
             conn,
             append: Script::new(APPEND_LUA),
             fence: Script::new(FENCE_LUA),
+            loaded: false,
         })
     }
 
@@ -93,6 +94,8 @@ pub struct Conn {
     conn: MultiplexedConnection,
     append: Script,
     fence: Script,
+    /// Whether `append` was loaded for pipelined EVALSHA.
+    loaded: bool,
 }
 
 fn keys(stream: &str) -> (String, String) {
@@ -127,6 +130,39 @@ fn entries(v: Value) -> Result<Vec<Entry>, BenchError> {
 }
 
 impl Conn {
+    /// One append per body, all in one pipeline (one write, one read of
+    /// every answer: `redis-benchmark -P`): the first seq of each, -1 for a
+    /// stale one. The script is loaded first, so EVALSHA finds it.
+    pub async fn append_pipelined(
+        &mut self,
+        stream: &str,
+        token: u64,
+        bodies: &[Bytes],
+    ) -> Result<Vec<i64>, BenchError> {
+        if !self.loaded {
+            self.append
+                .prepare_invoke()
+                .load_async(&mut self.conn)
+                .await
+                .map_err(rd("SCRIPT LOAD"))?;
+            self.loaded = true;
+        }
+        let (meta, log) = keys(stream);
+        let mut pipe = redis::pipe();
+        for b in bodies {
+            pipe.cmd("EVALSHA")
+                .arg(self.append.get_hash())
+                .arg(2)
+                .arg(&meta)
+                .arg(&log)
+                .arg(token)
+                .arg(b.as_ref());
+        }
+        pipe.query_async(&mut self.conn)
+            .await
+            .map_err(rd("pipelined append"))
+    }
+
     async fn entries_from(
         &mut self,
         log: &str,

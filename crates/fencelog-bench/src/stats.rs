@@ -137,6 +137,9 @@ pub struct Report {
     /// `tail` only: acknowledgement to arrival at the last of the
     /// stream's live tails.
     pub visibility: Option<LatencySummary>,
+    /// `session` only: appends in flight on the one connection (Redis:
+    /// commands per pipeline, whose round trip `latency` is then).
+    pub window: Option<usize>,
     pub verification: Verification,
 }
 
@@ -167,6 +170,7 @@ impl Report {
                 rejections_per_s: t.rejections as f64 / secs,
                 latency: LatencySummary::of(&h),
                 visibility: None,
+                window: None,
                 verification: Verification::default(),
             }
         }

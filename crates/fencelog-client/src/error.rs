@@ -117,6 +117,16 @@ pub enum ClientError {
         writer_ms: u64,
         answer: Box<ErrorBody>,
     },
+    /// An append session ([`crate::AppendSession`]) ended before it
+    /// answered append `first_unanswered`. With `answer`, the server ended
+    /// it (a bad message, shutdown) and no append from there on was
+    /// applied; without, the connection was lost and their outcome is
+    /// unknown.
+    SessionEnded {
+        first_unanswered: u64,
+        message: String,
+        answer: Option<Box<ErrorBody>>,
+    },
     /// A multi-stream batch was refused whole: `first` is the first
     /// refusal, `ops` every op's outcome (an ack or an error body).
     BatchRefused {
@@ -145,7 +155,8 @@ impl ClientError {
             | ClientError::Unauthenticated { answer, .. }
             | ClientError::Forbidden { answer, .. }
             | ClientError::Unavailable { answer, .. }
-            | ClientError::InsufficientStorage { answer, .. } => answer.as_deref(),
+            | ClientError::InsufficientStorage { answer, .. }
+            | ClientError::SessionEnded { answer, .. } => answer.as_deref(),
             ClientError::NoSuchRoute { .. }
             | ClientError::OutcomeUnknown { .. }
             | ClientError::Transport { .. }
@@ -270,6 +281,20 @@ impl fmt::Display for ClientError {
             }
             ClientError::BatchRefused { first, ops } => {
                 write!(f, "batch of {} ops refused, none applied: {first}", ops.len())
+            }
+            ClientError::SessionEnded {
+                first_unanswered,
+                message,
+                answer,
+            } => {
+                let what = match answer {
+                    Some(_) => "were not applied",
+                    None => "have an unknown outcome",
+                };
+                write!(
+                    f,
+                    "append session ended: appends from #{first_unanswered} on {what}: {message}"
+                )
             }
         }
     }

@@ -35,6 +35,7 @@ pub use redirect::REDIRECTS_MAX;
 
 pub use fencelog_api::{CursorInfo, CursorList, FenceJson, FenceList, ProducerInfo};
 pub use producer::{BatchOp, Producer, PRODUCER_RETRIES_MAX};
+mod session;
 mod tail;
 
 use bytes::Bytes;
@@ -46,10 +47,15 @@ use fencelog_api::{
 /// The wire types, under the names this crate has always used.
 pub use fencelog_api::{AppendAck, ErrorBody, ErrorCode, StreamInfo, StreamList};
 use fencelog_api::{ReadPage, RecordJson};
+/// What an accepted append of an append session answers.
+pub use fencelog_engine::Ack;
 pub use fencelog_engine::{Header, Record, RecordIn};
 pub use fencelog_engine::{Retention, StreamConfig};
 use futures_util::{Stream, StreamExt};
 use serde::Deserialize;
+pub use session::{
+    Answered, AppendSession, SessionReceiver, SessionSender, SESSION_WINDOW_DEFAULT,
+};
 use std::time::Duration;
 use tail::TAIL_BACKOFF_MIN;
 pub use tail::{TailEvent, TailOptions};
@@ -222,6 +228,7 @@ impl ClientBuilder {
             http,
             base,
             timeout: self.timeout,
+            token: self.token.map(Secret),
         })
     }
 }
@@ -233,6 +240,19 @@ pub struct Client {
     pub(crate) http: reqwest::Client,
     pub(crate) base: String,
     pub(crate) timeout: Duration,
+    /// The access-token secret, for connections reqwest does not make
+    /// (the append session's WebSocket).
+    pub(crate) token: Option<Secret>,
+}
+
+/// A secret that `Debug` does not print.
+#[derive(Clone)]
+pub(crate) struct Secret(pub(crate) String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<secret>")
+    }
 }
 
 /// Stream names are `[A-Za-z0-9._:-]`, all URL-safe, but a caller may pass

@@ -152,6 +152,7 @@ impl ClusterState {
             audit: self.audit.clone(),
             budget: self.budget.clone(),
             http_metrics: self.http_metrics.clone(),
+            session_mutation: fencelog_engine::session_mutation(),
         }
     }
 
@@ -492,6 +493,16 @@ async fn to_shard(State(s): State<ClusterState>, request: Request) -> Response {
             false => fencelog_server::ops::not_found().await,
         }
         .into_response();
+    }
+    // The append session (a GET upgraded to a WebSocket) writes through
+    // the engine it reaches: never a shard engine directly.
+    if path_stream(&path).is_some() && path.ends_with("/session") {
+        let e = ApiError::bad_request(
+            "the append session is not replicated in cluster mode; append with POST .../records",
+        );
+        return e
+            .on_stream(path_stream(&path).unwrap_or(""))
+            .into_response();
     }
     let k = match path_stream(&path) {
         Some(stream) => {

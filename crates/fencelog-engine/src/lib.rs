@@ -62,13 +62,15 @@ pub use codec::checkpoint::{AppliedState, CursorEntry, FenceBy, FenceEvent, Prod
 pub use codec::FORMAT_VERSION;
 pub use codec::{Retention, StreamConfig};
 pub use config::Config;
-pub use engine::Engine;
 /// Operations one multi-stream batch may carry.
 pub use engine::BATCH_OPS_MAX;
 pub use engine::{validate_short_name, validate_stream_config};
+pub use engine::{Engine, PendingAppend};
 pub use error::{Corruption, OpenError, ReadError, StorageFailure, WriteError};
 pub use metrics::Metrics;
-pub use mutation::{node_mutation, wal_mutation, NodeMutation, WalMutation};
+pub use mutation::{
+    node_mutation, session_mutation, wal_mutation, NodeMutation, SessionMutation, WalMutation,
+};
 #[cfg(feature = "mutations")]
 pub use mutation::{set_mutation, Mutation};
 pub use name::{validate_stream_name, NameError};

@@ -74,6 +74,25 @@ pub fn node_mutation() -> NodeMutation {
     NodeMutation::None
 }
 
+/// The deliberate bugs of the server's pipelined append session (issue
+/// 13), read once when the server's state is made, on that thread, like
+/// [`WalMutation`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionMutation {
+    /// The session as shipped.
+    None,
+    /// See `Mutation::SessionAckUnordered`.
+    AckUnordered,
+    /// See `Mutation::SessionAckBeforeDurable`.
+    AckBeforeDurable,
+}
+
+/// Without the `mutations` feature no session mutation is ever on.
+#[cfg(not(feature = "mutations"))]
+pub fn session_mutation() -> SessionMutation {
+    SessionMutation::None
+}
+
 /// The calling thread's switch, to hand to a thread it spawns.
 #[cfg(not(feature = "mutations"))]
 #[derive(Clone, Copy)]
@@ -179,6 +198,15 @@ mod imp {
         /// delete whose token is below the stream's highest as if it
         /// carried the highest: a stale lifecycle op accepted in apply.
         ApplyLifecycleUnfenced,
+        /// The server's append session answers each append as soon as
+        /// its outcome is known instead of in the order they were sent,
+        /// so a refusal decided at once overtakes earlier appends still
+        /// waiting for their sync (issue 13).
+        SessionAckUnordered,
+        /// The server's append session answers an append as accepted once
+        /// the writer has it queued, before the engine's durable answer,
+        /// with the seq it expects it to get (issue 13).
+        SessionAckBeforeDurable,
     }
 
     thread_local! {
@@ -215,6 +243,16 @@ mod imp {
         match ACTIVE.with(|a| a.get()) {
             Mutation::ProducerRefusedEarly => super::NodeMutation::ProducerRefusedEarly,
             _ => super::NodeMutation::None,
+        }
+    }
+
+    /// The append session's deliberate bug switched on for the calling
+    /// thread.
+    pub fn session_mutation() -> super::SessionMutation {
+        match ACTIVE.with(|a| a.get()) {
+            Mutation::SessionAckUnordered => super::SessionMutation::AckUnordered,
+            Mutation::SessionAckBeforeDurable => super::SessionMutation::AckBeforeDurable,
+            _ => super::SessionMutation::None,
         }
     }
 

@@ -44,6 +44,11 @@ impl ApiError {
         self
     }
 
+    /// The body as JSON, the bytes [`IntoResponse`] sends.
+    pub fn to_json(&self) -> Vec<u8> {
+        serde_json::to_vec(&self.body).expect("error bodies serialize")
+    }
+
     pub fn code(&self) -> ErrorCode {
         self.body.code
     }
@@ -84,6 +89,12 @@ impl IntoResponse for ApiError {
 /// [`ErrorBody`]: the bytes are exactly those of `write_error`'s answer
 /// (fencelog-api's `stale` module holds the two to the same text).
 pub fn stale_response(stream: &str, presented: u64, highest: u64, next_seq: u64) -> Response {
+    let body = stale_body(stream, presented, highest, next_seq);
+    json_response(status(ErrorCode::StaleFencingToken), body)
+}
+
+/// The body of [`stale_response`].
+pub fn stale_body(stream: &str, presented: u64, highest: u64, next_seq: u64) -> Vec<u8> {
     let err = WriteError::StaleToken {
         presented,
         highest,
@@ -92,7 +103,7 @@ pub fn stale_response(stream: &str, presented: u64, highest: u64, next_seq: u64)
     // The engine's message is about 110 bytes; room for it at once.
     let mut body = Vec::with_capacity(fixed_json::stale_body_bytes(stream.len(), 128));
     fixed_json::write_stale_body(&mut body, stream, &err, presented, highest, next_seq);
-    json_response(status(ErrorCode::StaleFencingToken), body)
+    body
 }
 
 /// A response of JSON `body` already written (what `Json` sends, without

@@ -11,6 +11,8 @@
 //! - `GET  /v1/streams/{stream}` stream state ([`streams`])
 //! - `POST /v1/streams/{stream}/trim`, `/seal`, `DELETE /v1/streams/{stream}`,
 //!   `PUT /v1/streams/{stream}/config`: the stream's lifecycle ([`lifecycle`])
+//! - `GET  /v1/streams/{stream}/session` the pipelined append session, a
+//!   WebSocket ([`session`])
 //! - `GET  /v1/streams` list streams in name order ([`streams`])
 //! - `GET  /healthz`, `GET /metrics` ([`ops`])
 //! - `GET  /console`, `GET /console/{asset}` the web console ([`console`])
@@ -49,6 +51,7 @@ pub mod params;
 pub mod producers;
 pub mod records;
 pub mod server;
+pub mod session;
 pub mod sse;
 pub mod start;
 pub mod state;

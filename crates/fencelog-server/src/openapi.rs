@@ -5,7 +5,7 @@
 
 use crate::auth::{Access, Scope};
 use crate::state::AppState;
-use crate::{console, lifecycle, ops, producers, records, streams};
+use crate::{console, lifecycle, ops, producers, records, session, streams};
 use axum::routing::{delete, get, post, put, MethodRouter};
 use axum::Json;
 use fencelog_api::ErrorCode;
@@ -122,6 +122,22 @@ pub const ROUTES: &[Route] = &[
             Answer::Error(ErrorCode::TooLarge, "over the batch or body limits, or a record's header count or header bytes; nothing changed"),
             UNAVAILABLE,
             Answer::Error(ErrorCode::InsufficientStorage, "disk full, or the data directory is at its --data-bytes-max budget (then nothing was written and outcome_unknown is false)"),
+        ],
+    },
+    Route {
+        method: "get",
+        path: "/v1/streams/{stream}/session",
+        operation_id: "appendSession",
+        access: Access::Scope(Scope::Append),
+        summary: "The pipelined append session: a WebSocket (subprotocol fencelog.append.v1) of binary messages, one append of one record per message (kind u8 = 1, flags u8 (bit 0: match_seq_num applies), fencing_token u64, match_seq_num u64, then the body; little-endian), each answered in the order sent once durable: kind 1 accepted (n, first_seq, last_seq, next_seq, fencing_token, timestamp_ms, u64 each), kind 2 refused (n u64, status u16, the append route's JSON error body), kind 3 session error (n u64 = the first append not applied, status u16, JSON error body; a close follows). Unanswered appends are bounded by the Fencelog-Session-Appends-Max and Fencelog-Session-Bytes-Max the upgrade answers with: at either bound the server stops reading until answers go out (docs/clients.md)",
+        handler: || get(session::open),
+        query: &[],
+        headers: &[],
+        request_body: None,
+        responses: &[
+            Answer::Ok(101, "switching to the session (WebSocket)", ""),
+            Answer::Error(ErrorCode::BadRequest, "not a WebSocket upgrade, or a bad stream name"),
+            Answer::Error(ErrorCode::Overloaded, "the server's upload memory budget has no room for another session"),
         ],
     },
     Route {

@@ -157,8 +157,7 @@ pub async fn serve_router(
             config: config.clone(),
             shutdown: shutdown.clone(),
             peer,
-            _permit: permit,
-            _alive: conn_alive.clone(),
+            hold: ConnHold(Arc::new((permit, conn_alive.clone()))),
         };
         tokio::spawn(conn.run(tcp));
     }
@@ -196,9 +195,15 @@ struct Conn {
     config: ServerConfig,
     shutdown: Shutdown,
     peer: SocketAddr,
-    _permit: OwnedSemaphorePermit,
-    _alive: mpsc::Sender<()>,
+    hold: ConnHold,
 }
+
+/// A connection's slot under the connection cap and in the shutdown
+/// drain. An upgrade request carries a clone (an extension), so an append
+/// session (`crate::session`), which outlives the HTTP connection it
+/// upgraded, still counts against both.
+#[derive(Clone)]
+pub struct ConnHold(#[allow(dead_code)] Arc<(OwnedSemaphorePermit, mpsc::Sender<()>)>);
 
 /// The first byte of every TLS handshake record.
 const TLS_HANDSHAKE: u8 = 0x16;
@@ -238,7 +243,13 @@ impl Conn {
     {
         let keep_alive = self.config.keep_alive_header();
         let router = self.router.clone();
-        let service = hyper::service::service_fn(move |req: hyper::Request<Incoming>| {
+        let hold = self.hold.clone();
+        let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
+            // Only upgrades: an extension costs every other request an
+            // allocation.
+            if req.headers().contains_key(hyper::header::UPGRADE) {
+                req.extensions_mut().insert(hold.clone());
+            }
             let keep_alive = keep_alive.clone();
             let answer = router.clone().oneshot(req);
             async move {
@@ -253,7 +264,10 @@ impl Conn {
             .header_read_timeout(self.config.header_read_timeout)
             .max_buf_size(self.config.header_bytes_max.max(8192));
         let io = ConnIo::new(io, self.config.write_timeout);
-        let conn = builder.serve_connection(TokioIo::new(io), service);
+        // With upgrades: the append session is a WebSocket.
+        let conn = builder
+            .serve_connection(TokioIo::new(io), service)
+            .with_upgrades();
         tokio::pin!(conn);
         let mut shutdown = self.shutdown.clone();
         let result = tokio::select! {

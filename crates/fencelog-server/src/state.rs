@@ -7,7 +7,8 @@ use crate::budget::MemoryBudget;
 use crate::error::write_error;
 use crate::http_metrics::HttpMetrics;
 use axum::response::{IntoResponse, Response};
-use fencelog_engine::{Config, Engine, WriteError};
+use fencelog_api::ErrorCode;
+use fencelog_engine::{Config, Engine, SessionMutation, WriteError};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -32,10 +33,23 @@ pub struct HttpLimits {
     pub write_timeout: Duration,
     /// Most bytes of header names and values in one request (431 past it).
     pub header_bytes_max: usize,
+    /// Appends one append session may have read but not yet answered; at
+    /// the bound the session stops reading until answers go out.
+    pub session_appends_max: usize,
+    /// Bytes of append messages one session may have read but not yet
+    /// answered (the same rule; one message may take it past the bound).
+    pub session_bytes_max: usize,
 }
 
 /// Header bytes one request may carry by default (32 KiB).
 pub const HEADER_BYTES_MAX_DEFAULT: usize = 32 << 10;
+
+/// Unanswered appends per session by default: at 150k appends/s this is
+/// 27 ms of appends, far more than one group commit takes, and a quarter
+/// of the writer's default queue, so one session alone never fills it.
+pub const SESSION_APPENDS_MAX_DEFAULT: usize = 4096;
+/// Unanswered append bytes per session by default (2 MiB).
+pub const SESSION_BYTES_MAX_DEFAULT: usize = 2 << 20;
 
 /// Room for JSON framing around the batch: base64 inflates by 4/3 and each
 /// record object adds a few dozen bytes, so twice the batch plus slack lets
@@ -51,6 +65,8 @@ impl HttpLimits {
             ping_interval: Duration::from_secs(15),
             write_timeout: Duration::from_secs(30),
             header_bytes_max: HEADER_BYTES_MAX_DEFAULT,
+            session_appends_max: SESSION_APPENDS_MAX_DEFAULT,
+            session_bytes_max: SESSION_BYTES_MAX_DEFAULT,
         }
     }
 }
@@ -96,6 +112,9 @@ pub struct AppState {
     /// Bytes of responses and uploads in flight, for every connection.
     pub budget: MemoryBudget,
     pub http_metrics: Arc<HttpMetrics>,
+    /// The append session's deliberate bug (tests only; see
+    /// `fencelog_engine::SessionMutation`), read when the state is made.
+    pub session_mutation: SessionMutation,
 }
 
 impl AppState {
@@ -110,6 +129,7 @@ impl AppState {
             audit: Arc::default(),
             budget: MemoryBudget::default(),
             http_metrics: Arc::default(),
+            session_mutation: fencelog_engine::session_mutation(),
         }
     }
 
@@ -151,6 +171,22 @@ impl AppState {
     /// a stale token, the answer a flood of stale writers gets, skips the
     /// general error body for the same bytes written directly.
     pub fn write_refused(&self, caller: &Caller, stream: &str, err: WriteError) -> Response {
+        if matches!(err, WriteError::StaleToken { .. }) {
+            let (_, body) = self.write_refused_body(caller, stream, err);
+            let status = crate::error::status(ErrorCode::StaleFencingToken);
+            return crate::error::json_response(status, body);
+        }
+        write_error(stream, err).into_response()
+    }
+
+    /// [`AppState::write_refused`] as a status and the body's bytes, for
+    /// an append session, which answers inside its own messages.
+    pub fn write_refused_body(
+        &self,
+        caller: &Caller,
+        stream: &str,
+        err: WriteError,
+    ) -> (u16, Vec<u8>) {
         if let WriteError::StaleToken {
             presented,
             highest,
@@ -158,8 +194,10 @@ impl AppState {
         } = err
         {
             self.audit.stale(caller.name(), stream, presented, highest);
-            return crate::error::stale_response(stream, presented, highest, next_seq);
+            let body = crate::error::stale_body(stream, presented, highest, next_seq);
+            return (ErrorCode::StaleFencingToken.status(), body);
         }
-        write_error(stream, err).into_response()
+        let e = write_error(stream, err);
+        (e.code().status(), e.to_json())
     }
 }

@@ -10,6 +10,7 @@ mod replicated;
 mod writes;
 
 pub use batch::BATCH_OPS_MAX;
+pub use writes::PendingAppend;
 pub use writes::{validate_short_name, validate_stream_config};
 
 use crate::config::Config;

@@ -86,6 +86,12 @@ impl Engine {
     /// letting callers pile up without bound. Nothing of a refused request
     /// was applied.
     pub(crate) async fn submit(&self, req: Request) -> Result<(), WriteError> {
+        self.enqueue(req)
+    }
+
+    /// [`Engine::submit`] without the `async`: queueing never waits, so a
+    /// caller can queue requests one after another in a known order.
+    fn enqueue(&self, req: Request) -> Result<(), WriteError> {
         use tokio::sync::mpsc::error::TrySendError;
         match self.inner.tx.try_send(Msg::Write(req)) {
             Ok(()) => Ok(()),
@@ -146,6 +152,29 @@ impl Engine {
     ) -> Result<Ack, WriteError> {
         let op = self.prepare_append(stream, fencing_token, records, Vec::new(), options)?;
         self.request(stream, op).await
+    }
+
+    /// [`Engine::append_with`] in two halves, for a pipelined append
+    /// session: the same checks and the same request, queued for the
+    /// writer now — so appends queued one after another are planned in
+    /// that order — and answered by the returned [`PendingAppend`] once
+    /// the writer has made the append durable (or refused it). An error
+    /// here is the answer the plain append would have given at once
+    /// (a stale token on the fast path, a bad name, a full queue).
+    pub fn queue_append(
+        &self,
+        stream: &str,
+        fencing_token: u64,
+        records: Vec<Bytes>,
+        options: AppendOptions,
+    ) -> Result<PendingAppend, WriteError> {
+        let op = self.prepare_append(stream, fencing_token, records, Vec::new(), options)?;
+        let (reply, rx) = oneshot::channel();
+        self.enqueue(Request {
+            stream: stream.into(),
+            op: op(reply),
+        })?;
+        Ok(PendingAppend(rx))
     }
 
     /// [`Engine::append_with`] with record headers (`headers` is empty
@@ -345,4 +374,28 @@ pub fn validate_stream_config(config: &StreamConfig) -> Result<(), WriteError> {
 pub fn validate_short_name(what: &str, name: &str) -> Result<(), WriteError> {
     crate::codec::check_short_name(name.as_bytes(), crate::codec::PRODUCER_ID_BYTES_MAX)
         .map_err(|e| WriteError::BadInput(format!("{what} {name:?}: {e}")))
+}
+
+/// The answer to come of an append queued by [`Engine::queue_append`]:
+/// the writer sends it after the append's group is durable (or with the
+/// reason it was refused), exactly what [`Engine::append_with`] returns.
+#[derive(Debug)]
+pub struct PendingAppend(oneshot::Receiver<Result<Ack, WriteError>>);
+
+impl PendingAppend {
+    /// The answer if the writer has sent it, without waiting.
+    pub fn try_answer(&mut self) -> Option<Result<Ack, WriteError>> {
+        use tokio::sync::oneshot::error::TryRecvError;
+        match self.0.try_recv() {
+            Ok(answer) => Some(answer),
+            Err(TryRecvError::Empty) => None,
+            // The writer drops a reply only when it stops.
+            Err(TryRecvError::Closed) => Some(Err(WriteError::ShuttingDown)),
+        }
+    }
+
+    /// Waits for the answer.
+    pub async fn answer(&mut self) -> Result<Ack, WriteError> {
+        (&mut self.0).await.map_err(|_| WriteError::ShuttingDown)?
+    }
 }

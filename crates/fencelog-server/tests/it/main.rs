@@ -16,4 +16,5 @@ mod openapi_routes;
 mod producers;
 mod read_positions;
 mod reads;
+mod session;
 mod upgrade_v1;
