@@ -496,7 +496,19 @@ async fn to_shard(State(s): State<ClusterState>, request: Request) -> Response {
     }
     // The append session (a GET upgraded to a WebSocket) writes through
     // the engine it reaches: never a shard engine directly.
-    if path_stream(&path).is_some() && path.ends_with("/session") {
+    if let Some(stream) = path_stream(&path).filter(|_| path.ends_with("/session")) {
+        let who = s
+            .access
+            .auth
+            .authenticate(request.headers().get("authorization"));
+        let who = match who {
+            Ok(p) => p,
+            Err(e) => return fencelog_server::auth::with_challenge(e),
+        };
+        let scope = fencelog_server::auth::Scope::Append;
+        if let Err(e) = fencelog_server::auth::authorize(who, scope, Some(stream)) {
+            return e.into_response();
+        }
         let e = ApiError::bad_request(
             "the append session is not replicated in cluster mode; append with POST .../records",
         );
