@@ -82,19 +82,33 @@ fn spawn_etcd(
     )
 }
 
+/// Tries to bind ports that were free a moment ago; another test may have
+/// taken one since (`free_port` cannot hold them), so a start that fails
+/// with "address already in use" is retried on fresh ports, bounded.
 async fn start_etcd(bin: &Path, dir: &Path) -> EtcdServer {
-    let ports = (free_port(), free_port());
+    const BIND_ATTEMPTS_MAX: usize = 5;
     let log = dir.join("etcd.log");
-    let mut etcd = EtcdServer {
-        bin: bin.to_path_buf(),
-        dir: dir.to_path_buf(),
-        ports,
-        child: spawn_etcd(bin, dir, ports, &log),
-        url: format!("http://127.0.0.1:{}", ports.0),
-        log,
-    };
-    etcd.wait_healthy().await;
-    etcd
+    for attempt in 1..=BIND_ATTEMPTS_MAX {
+        let ports = (free_port(), free_port());
+        let mut etcd = EtcdServer {
+            bin: bin.to_path_buf(),
+            dir: dir.to_path_buf(),
+            ports,
+            child: spawn_etcd(bin, dir, ports, &log),
+            url: format!("http://127.0.0.1:{}", ports.0),
+            log: log.clone(),
+        };
+        match etcd.try_wait_healthy().await {
+            Ok(()) => return etcd,
+            Err(text) if text.contains("address already in use") && attempt < BIND_ATTEMPTS_MAX => {
+                eprintln!("etcd lost a port race (attempt {attempt}); retrying on fresh ports");
+                let _ = std::fs::remove_file(&log);
+                let _ = std::fs::remove_dir_all(dir.join("etcd-data"));
+            }
+            Err(text) => panic!("{text}"),
+        }
+    }
+    unreachable!("the last attempt returns or panics")
 }
 
 impl EtcdServer {
@@ -105,16 +119,26 @@ impl EtcdServer {
     /// etcd has no readiness signal we can wait on besides its health
     /// endpoint, so poll it, bounded.
     async fn wait_healthy(&mut self) {
+        if let Err(text) = self.try_wait_healthy().await {
+            panic!("{text}");
+        }
+    }
+
+    /// Like `wait_healthy`, but an early exit is returned (with the log)
+    /// rather than a panic, so a lost port race can be retried.
+    async fn try_wait_healthy(&mut self) -> Result<(), String> {
         let http = reqwest::Client::new();
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(status) = self.child.try_wait() {
                 let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-                panic!("etcd exited with {status} before becoming healthy; log:\n{text}");
+                return Err(format!(
+                    "etcd exited with {status} before becoming healthy; log:\n{text}"
+                ));
             }
             if let Ok(r) = http.get(format!("{}/health", self.url)).send().await {
                 if r.status().is_success() && r.text().await.unwrap_or_default().contains("true") {
-                    return;
+                    return Ok(());
                 }
             }
             assert!(
