@@ -126,9 +126,8 @@ def main():
 
 
 # Inclusive shares worth knowing for a request/response server.
-PATHS = ["__GI___writev", "__libc_write", "__GI___libc_write", "__libc_recv", "__GI___libc_read",
-         "epoll_wait", "syscall", "__GI___futex", "futex_wait", "sched_yield", "malloc", "free",
-         "hyper::proto::h1::role::parse_headers", "serde_json"]
+PATHS = ["__GI___writev", "__GI___libc_write", "__libc_recv", "epoll_wait", "futex_wait",
+         "__GI___libc_malloc", "__GI___libc_free", "hyper::proto::h1::role::parse_headers", "serde_json"]
 
 
 def print_top(stacks, n):

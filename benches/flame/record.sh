@@ -23,36 +23,24 @@ command -v perf >/dev/null || {
     apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y linux-perf
 }
 
+# The server start, health wait and stop by PID are the peers scripts'.
+# shellcheck source=../peers/serve.sh
+. "$HERE/../peers/serve.sh"
 WORK="$(mktemp -d /tmp/fencelog-flame.XXXXXX)"
-SERVER_PID="" PERF_PID=""
-stop_pid() { # pid signal
-    [ -n "$1" ] || return 0
-    kill "-$2" "$1" 2>/dev/null || return 0
-    for _ in $(seq 1 300); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
-    kill -KILL "$1" 2>/dev/null || true
-}
-cleanup() {
-    stop_pid "$PERF_PID" INT
-    stop_pid "$SERVER_PID" TERM
-    rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-"$BIN" serve --data-dir "$WORK/data" --listen "127.0.0.1:$PORT" 2>"$WORK/server.log" &
-SERVER_PID=$!
-for _ in $(seq 1 300); do
-    curl -sf "http://127.0.0.1:$PORT/healthz" >/dev/null 2>&1 && break
-    sleep 0.05
-done
-perf record -e cpu-clock -F 499 --call-graph dwarf,16384 -p "$SERVER_PID" \
+serve_start "$BIN" "$PORT" "$WORK"
+PERF_PID=""
+trap 'stop_pid "$PERF_PID"; stop_pid "$PID"; rm -rf "$WORK"' EXIT
+perf record -e cpu-clock -F 499 --call-graph dwarf,16384 -p "$PID" \
     -o "$WORK/perf.data" 2>"$WORK/perf.log" &
 PERF_PID=$!
 # perf prints nothing when it attaches; give it a moment to open its
 # buffers before the load starts (a missed first second only shortens the
 # profile).
 sleep 1
-"$BIN" bench --server "http://127.0.0.1:$PORT" --duration "$DURATION" "$@"
-stop_pid "$PERF_PID" INT
+"$BIN" bench --server "$URL" --duration "$DURATION" "$@"
+# SIGINT makes perf write out what it sampled.
+kill -INT "$PERF_PID"
+wait "$PERF_PID" 2>/dev/null || true
 PERF_PID=""
 perf script -i "$WORK/perf.data" 2>/dev/null |
     python3 "$HERE/flame.py" --top "${TOP:-0}" --title "fencelog server: $* ($(basename "$OUT" .svg))" >"$OUT"
