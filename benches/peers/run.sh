@@ -244,6 +244,11 @@ for w in "${WORKLOADS[@]}"; do
         *) bench nats "$NATS_PID" "${NATS_ARGS[@]}" $w ;;
     esac
 done
+# Issue 13: the client crate itself (its HTTP/1.1 pool) doing the same
+# requests as redis-rs in the Redis rows above; report.py compares the
+# load generator's own CPU per request (client_cpu_us_per_request).
+bench fencelog-client "$FL_PID" "${FL_ARGS[@]}" --workload reject --clients 16 --body client
+bench fencelog-client "$FL_PID" "${FL_ARGS[@]}" --workload append --clients 16 --body client
 bench fencelog "$FL_PID" "${FL_ARGS[@]}" --workload healthz --clients 64
 # The rejection row again right after /healthz, so that ratio is measured
 # seconds apart too.

@@ -15,6 +15,7 @@ mod cli_producers;
 mod cli_serve_config;
 mod client_errors;
 mod client_lifecycle;
+mod client_pool;
 mod client_tail_restart;
 mod cluster_auth;
 mod cluster_cli;

@@ -138,6 +138,134 @@ impl fmt::Write for Escaped<'_> {
     }
 }
 
+/// What [`read_stale_body`] finds in a stale refusal: its fields, the
+/// strings borrowed from the body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StaleBody<'a> {
+    pub stream: &'a str,
+    pub message: &'a str,
+    pub presented: u64,
+    pub highest: u64,
+    pub next_seq: u64,
+}
+
+impl StaleBody<'_> {
+    /// The general body it is, equal to what [`ErrorBody::decode`]
+    /// makes of the same bytes.
+    ///
+    /// [`ErrorBody::decode`]: crate::ErrorBody::decode
+    pub fn to_error_body(&self) -> crate::ErrorBody {
+        crate::ErrorBody::new(ErrorCode::StaleFencingToken, self.message)
+            .with(Field::HighestToken, self.highest)
+            .with(Field::NextSeq, self.next_seq)
+            .with(Field::PresentedToken, self.presented)
+            .with(Field::Stream, self.stream)
+    }
+}
+
+/// The client's side of [`write_stale_body`]: the fields of exactly the
+/// bytes it writes, without a JSON parser. `None` for anything else (other
+/// keys or order, escapes, spaces): the caller parses those in general.
+pub fn read_stale_body(body: &[u8]) -> Option<StaleBody<'_>> {
+    let mut r = Reader(body);
+    r.expect(b"{\"error\":\"")?;
+    r.expect(ErrorCode::StaleFencingToken.as_str().as_bytes())?;
+    r.expect(b"\"")?;
+    let highest = r.number_field(Field::HighestToken.as_str())?;
+    r.expect(b",\"message\":\"")?;
+    let message = r.plain_string()?;
+    let next_seq = r.number_field(Field::NextSeq.as_str())?;
+    let presented = r.number_field(Field::PresentedToken.as_str())?;
+    r.key(Field::Stream.as_str())?;
+    r.expect(b"\"")?;
+    let stream = r.plain_string()?;
+    r.expect(b"}")?;
+    r.0.is_empty().then_some(StaleBody {
+        stream,
+        message,
+        presented,
+        highest,
+        next_seq,
+    })
+}
+
+/// The client's side of [`write_append_ack`]: the ack in exactly the bytes
+/// it writes, read without a JSON parser (the stream's name is the one
+/// allocation). `None` for anything else, which the caller parses in
+/// general.
+pub fn read_append_ack(body: &[u8]) -> Option<AppendAck> {
+    let mut r = Reader(body);
+    r.expect(b"{\"stream\":\"")?;
+    let stream = r.plain_string()?;
+    let mut numbers = [0u64; 5];
+    let names = [
+        "first_seq",
+        "last_seq",
+        "next_seq",
+        "fencing_token",
+        "timestamp_ms",
+    ];
+    for (slot, name) in numbers.iter_mut().zip(names) {
+        *slot = r.number_field(name)?;
+    }
+    let duplicate = r.expect(b",\"duplicate\":true").is_some();
+    r.expect(b"}")?;
+    let [first_seq, last_seq, next_seq, fencing_token, timestamp_ms] = numbers;
+    r.0.is_empty().then(|| AppendAck {
+        stream: stream.to_string(),
+        first_seq,
+        last_seq,
+        next_seq,
+        fencing_token,
+        timestamp_ms,
+        duplicate,
+    })
+}
+
+/// The rest of a body being read.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn expect(&mut self, text: &[u8]) -> Option<()> {
+        self.0 = self.0.strip_prefix(text)?;
+        Some(())
+    }
+
+    /// `,"name":`
+    fn key(&mut self, name: &str) -> Option<()> {
+        self.expect(b",\"")?;
+        self.expect(name.as_bytes())?;
+        self.expect(b"\":")
+    }
+
+    fn number_field(&mut self, name: &str) -> Option<u64> {
+        self.key(name)?;
+        let digits = self.0.iter().take_while(|b| b.is_ascii_digit()).count();
+        // JSON has no leading zeros; u64 has at most 20 digits.
+        if digits == 0 || digits > 20 || (digits > 1 && self.0[0] == b'0') {
+            return None;
+        }
+        let mut n: u64 = 0;
+        for &d in &self.0[..digits] {
+            n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
+        }
+        self.0 = &self.0[digits..];
+        Some(n)
+    }
+
+    /// A string's contents up to its closing quote, which it consumes;
+    /// `None` if it has an escape or a control character (left to serde).
+    fn plain_string(&mut self) -> Option<&'a str> {
+        let end = self.0.iter().position(|&b| b == b'"')?;
+        let text = &self.0[..end];
+        if text.iter().any(|&b| b == b'\\' || b < 0x20) {
+            return None;
+        }
+        self.0 = &self.0[end + 1..];
+        std::str::from_utf8(text).ok()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,5 +362,60 @@ mod tests {
             ErrorBody::decode(&out[6..]).unwrap().highest_token(),
             Some(2)
         );
+    }
+
+    #[test]
+    fn reads_back_exactly_what_it_writes_and_nothing_else() {
+        let ack = AppendAck {
+            stream: "orders".into(),
+            first_seq: 3,
+            last_seq: 4,
+            next_seq: u64::MAX,
+            fencing_token: 2,
+            timestamp_ms: 1_795_955_343_590,
+            duplicate: false,
+        };
+        for duplicate in [false, true] {
+            let ack = AppendAck {
+                duplicate,
+                ..ack.clone()
+            };
+            let mut bytes = Vec::new();
+            write_append_ack(&mut bytes, &ack);
+            assert_eq!(read_append_ack(&bytes), Some(ack));
+        }
+        for other in [
+            &br#"{"stream":"s","first_seq":1}"#[..],
+            br#"{"stream":"q\"","first_seq":0,"last_seq":0,"next_seq":1,"fencing_token":1,"timestamp_ms":1}"#,
+            br#"{"stream":"s","first_seq":01,"last_seq":0,"next_seq":1,"fencing_token":1,"timestamp_ms":1}"#,
+            br#"{"stream":"s","first_seq":18446744073709551616,"last_seq":0,"next_seq":1,"fencing_token":1,"timestamp_ms":1}"#,
+            br#"{"stream":"s","first_seq":0,"last_seq":0,"next_seq":1,"fencing_token":1,"timestamp_ms":1} "#,
+            br#"{"stream":"s", "first_seq":0,"last_seq":0,"next_seq":1,"fencing_token":1,"timestamp_ms":1}"#,
+        ] {
+            assert_eq!(read_append_ack(other), None, "{}", String::from_utf8_lossy(other));
+        }
+        let cases = [
+            ("orders", "fencing token 4 is below 5", 4, 5, 9),
+            ("a.b:c-d_e", "", 0, u64::MAX, u64::MAX),
+        ];
+        for (stream, message, presented, highest, next_seq) in cases {
+            let mut bytes = Vec::new();
+            write_stale_body(&mut bytes, stream, &message, presented, highest, next_seq);
+            let read = read_stale_body(&bytes).unwrap();
+            let want = StaleBody {
+                stream,
+                message,
+                presented,
+                highest,
+                next_seq,
+            };
+            assert_eq!(read, want);
+            assert_eq!(Some(read.to_error_body()), ErrorBody::decode(&bytes));
+        }
+        // An escaped message is left to the general parser.
+        let mut bytes = Vec::new();
+        write_stale_body(&mut bytes, "s", &"say \"no\"", 1, 2, 3);
+        assert_eq!(read_stale_body(&bytes), None);
+        assert!(ErrorBody::decode(&bytes).is_some());
     }
 }

@@ -189,6 +189,7 @@ pub async fn drive<B: Backend>(backend: B, args: &BenchArgs) -> Result<Report, B
     };
     let progress = stats::spawn_progress(ctx.live.clone(), started, progress_until);
     let backend = Arc::new(backend);
+    let cpu_before = stats::process_cpu_s();
     let (conns, results) = if args.workload == Workload::Fill {
         let (conns, logs) = fill_streams(conns, args, names.clone()).await?;
         let results = logs
@@ -221,12 +222,14 @@ pub async fn drive<B: Backend>(backend: B, args: &BenchArgs) -> Result<Report, B
         .await?
     };
     let elapsed = started.elapsed();
+    let cpu_s = stats::process_cpu_s().zip(cpu_before).map(|(a, b)| a - b);
     if let Some(p) = progress {
         p.abort();
     }
 
     let mut totals = Totals {
         elapsed,
+        cpu_s,
         ..Totals::default()
     };
     let mut hist = stats::histogram();

@@ -22,6 +22,7 @@ use tokio::task::JoinHandle;
 
 pub struct Backend {
     endpoint: Endpoint,
+    url: String,
     encoding: Encoding,
 }
 
@@ -29,8 +30,25 @@ impl Backend {
     pub async fn new(url: &str, args: &BenchArgs) -> Result<Backend, BenchError> {
         Ok(Backend {
             endpoint: Endpoint::parse(url).await?,
+            url: url.to_string(),
             encoding: args.effective_encoding(),
         })
+    }
+
+    /// `--encoding client`: the client crate, one connection per bench
+    /// client like every other target.
+    fn client(&self) -> Result<Option<fencelog_client::Client>, BenchError> {
+        let reqwest = match self.encoding {
+            Encoding::Client => false,
+            Encoding::ClientReqwest => true,
+            _ => return Ok(None),
+        };
+        fencelog_client::Client::builder(&self.url)
+            .pool_max_connections(1)
+            .use_reqwest(reqwest)
+            .build()
+            .map(Some)
+            .map_err(|e| BenchError::args(format!("--server: {e}")))
     }
 }
 
@@ -45,6 +63,7 @@ impl super::Backend for Backend {
         Ok(Conn {
             http: http1::Conn::connect(&self.endpoint).await?,
             encoding: self.encoding,
+            client: self.client()?,
         })
     }
 
@@ -60,6 +79,32 @@ impl super::Backend for Backend {
 pub struct Conn {
     http: http1::Conn,
     encoding: Encoding,
+    /// `--encoding client`: appends go through it.
+    client: Option<fencelog_client::Client>,
+}
+
+/// An append through the client crate, its answer as the bench counts it.
+async fn client_append(
+    client: &fencelog_client::Client,
+    stream: &str,
+    token: u64,
+    records: &[Bytes],
+) -> Result<Outcome, BenchError> {
+    let result = match records {
+        [one] => client.append_raw(stream, token, one.clone(), None).await,
+        _ => {
+            client
+                .append_batch_binary(stream, token, records, None)
+                .await
+        }
+    };
+    match result {
+        Ok(ack) => Ok(Outcome::Appended {
+            first_seq: ack.first_seq,
+        }),
+        Err(fencelog_client::ClientError::StaleToken { .. }) => Ok(Outcome::Stale),
+        Err(e) => Err(BenchError::target(format!("{stream}: {e}"))),
+    }
 }
 
 /// The bytes of a record read back.
@@ -122,6 +167,9 @@ impl super::Conn for Conn {
         token: u64,
         records: &[Bytes],
     ) -> Result<Outcome, BenchError> {
+        if let Some(client) = &self.client {
+            return client_append(client, stream, token, records).await;
+        }
         let path = records_path(stream);
         let (status, out) = if self.encoding == Encoding::Binary {
             let headers = [

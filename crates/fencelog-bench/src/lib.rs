@@ -79,7 +79,7 @@ pub enum Target {
 
 /// How appends are put on the wire for fencelog.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum Encoding {
     /// Raw body for single-record appends, JSON for batches.
     Auto,
@@ -89,6 +89,14 @@ pub enum Encoding {
     /// Length-prefixed records as `application/vnd.fencelog.batch`, any
     /// batch size.
     Binary,
+    /// Through the client crate itself (`fencelog_client::Client`, its
+    /// own HTTP/1.1 pool, one connection per bench client): the raw body
+    /// for one record, the binary batch for more. Set-up and verification
+    /// stay on the generator's raw connection.
+    Client,
+    /// [`Encoding::Client`] with the client's reqwest transport
+    /// (`ClientBuilder::use_reqwest`), the one it had before its pool.
+    ClientReqwest,
 }
 
 #[derive(Debug, Clone, Args)]

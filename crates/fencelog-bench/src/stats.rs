@@ -140,6 +140,13 @@ pub struct Report {
     /// `session` only: appends in flight on the one connection (Redis:
     /// commands per pipeline, whose round trip `latency` is then).
     pub window: Option<usize>,
+    /// CPU time (user + system) this load generator's process spent
+    /// during the load, per request, in µs: the client side's cost, for
+    /// comparing client libraries (fencelog's client crate, redis-rs)
+    /// doing the same requests. Includes the generator's own bookkeeping,
+    /// the same for every target; meaningless without `--server` for
+    /// fencelog, whose in-process server it would include.
+    pub client_cpu_us_per_request: Option<f64>,
     pub verification: Verification,
 }
 
@@ -171,6 +178,10 @@ impl Report {
                 latency: LatencySummary::of(&h),
                 visibility: None,
                 window: None,
+                client_cpu_us_per_request: t
+                    .cpu_s
+                    .filter(|_| t.requests > 0)
+                    .map(|cpu| cpu / t.requests as f64 * 1e6),
                 verification: Verification::default(),
             }
         }
@@ -205,6 +216,9 @@ impl Report {
             l.max_us,
             l.count,
         );
+        if let Some(cpu) = self.client_cpu_us_per_request {
+            out.push_str(&format!("  client CPU {cpu:.1} µs per request\n"));
+        }
         if let Some(v) = &self.visibility {
             out.push_str(&format!(
                 "  ack -> all {} tails p50 {} µs  p99 {} µs  p99.9 {} µs  max {} µs  ({} records)\n",
@@ -242,4 +256,17 @@ pub struct Totals {
     pub records: u64,
     pub rejections: u64,
     pub errors: u64,
+    /// This process's CPU seconds during the load, where /proc has them.
+    pub cpu_s: Option<f64>,
+}
+
+/// User + system CPU seconds this process has used so far
+/// (`/proc/self/stat` fields 14 and 15, in 1/100 s ticks).
+pub fn process_cpu_s() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some((utime + stime) as f64 / 100.0)
 }

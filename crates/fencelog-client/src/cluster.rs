@@ -2,6 +2,7 @@
 //! `fencelog cluster status|add|remove|transfer` prints them. Any node
 //! answers; the membership operations wait until done (or their timeout).
 
+use crate::request::Req;
 use crate::{Client, ClientError};
 use serde_json::{json, Value};
 
@@ -9,14 +10,12 @@ impl Client {
     /// `GET /_cluster/admin/status`: the node's view of every shard.
     pub async fn cluster_status(&self) -> Result<Value, ClientError> {
         let url = format!("{}/_cluster/admin/status", self.base);
-        self.send_idempotent(|| self.http.get(&url).timeout(self.timeout))
-            .await
+        self.send_idempotent(Req::get(url)).await
     }
 
     async fn cluster_admin(&self, op: &str, body: Value) -> Result<Value, ClientError> {
         let url = format!("{}/_cluster/admin/{op}", self.base);
-        self.send_once(self.http.post(url).json(&body).timeout(self.timeout))
-            .await
+        self.send_once(Req::post(url).json(&body)).await
     }
 
     /// Adds node `node_id` (started with `--join`, reachable at `addr`)

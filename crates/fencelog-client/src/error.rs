@@ -6,6 +6,76 @@
 use fencelog_api::{ErrorBody, ErrorCode, Field};
 use std::fmt;
 
+/// Why a request got no answer: the failure of whichever transport carried
+/// it (the client's own HTTP/1 pool for `http://`, reqwest for `https://`
+/// and live tails). Its `Display` and `source` chain say the cause.
+#[derive(Debug)]
+pub struct TransportError(pub(crate) Cause);
+
+#[derive(Debug)]
+pub(crate) enum Cause {
+    Reqwest(reqwest::Error),
+    Hyper(hyper::Error),
+    Io(std::io::Error),
+    /// Nothing heard within the named limit.
+    Timeout(&'static str),
+    /// The answer broke a rule of this client (e.g. over its size cap).
+    Answer(String),
+}
+
+impl TransportError {
+    /// A timeout (connecting, waiting for a pooled connection, or the
+    /// request's own) rather than a failure the peer caused.
+    pub fn is_timeout(&self) -> bool {
+        match &self.0 {
+            Cause::Reqwest(e) => e.is_timeout(),
+            Cause::Timeout(_) => true,
+            Cause::Io(e) => e.kind() == std::io::ErrorKind::TimedOut,
+            Cause::Hyper(e) => e.is_timeout(),
+            Cause::Answer(_) => false,
+        }
+    }
+
+    /// The reqwest error, when reqwest carried the request.
+    pub fn reqwest(&self) -> Option<&reqwest::Error> {
+        match &self.0 {
+            Cause::Reqwest(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for TransportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Cause::Reqwest(e) => e.fmt(f),
+            Cause::Hyper(e) => e.fmt(f),
+            Cause::Io(e) => e.fmt(f),
+            Cause::Timeout(what) => write!(f, "timed out {what}"),
+            Cause::Answer(what) => f.write_str(what),
+        }
+    }
+}
+
+impl std::error::Error for TransportError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        // Each inner error's own causes, not the inner error again (its
+        // text is this one's).
+        match &self.0 {
+            Cause::Reqwest(e) => e.source(),
+            Cause::Hyper(e) => e.source(),
+            Cause::Io(e) => e.source(),
+            Cause::Timeout(_) | Cause::Answer(_) => None,
+        }
+    }
+}
+
+impl From<reqwest::Error> for TransportError {
+    fn from(e: reqwest::Error) -> Self {
+        TransportError(Cause::Reqwest(e))
+    }
+}
+
 /// Everything that can go wrong, by what the caller should do about it.
 #[derive(Debug)]
 pub enum ClientError {
@@ -93,10 +163,10 @@ pub enum ClientError {
     Rejected { answer: Box<ErrorBody> },
     /// The request may have reached the server and taken effect; the
     /// answer was lost. Never retried for appends.
-    OutcomeUnknown { source: reqwest::Error },
-    /// The request never left (connection refused, DNS failure): safe to
-    /// retry.
-    Transport { source: reqwest::Error },
+    OutcomeUnknown { source: TransportError },
+    /// The request never left (connection refused, DNS failure, no pooled
+    /// connection free in time): safe to retry.
+    Transport { source: TransportError },
     /// The server URL is not one a client can use.
     InvalidUrl { url: String, reason: String },
     /// The server answered something this client does not understand.
@@ -305,17 +375,30 @@ impl std::error::Error for ClientError {}
 /// The error an answer with a non-success `status` and body `bytes`
 /// stands for, to a request for `url`.
 pub(crate) fn from_answer(status: u16, bytes: &[u8], url: &str) -> ClientError {
-    let body = ErrorBody::decode(bytes);
-    if let Some(mut whole) = body.clone().filter(|b| b.code.status() == status) {
-        // A refused multi-stream batch: the first refusal's code and
-        // fields, and every op's outcome under "ops".
-        if let Some(serde_json::Value::Array(ops)) = whole.fields.remove(Field::Ops.as_str()) {
-            let first = Box::new(from_body(status, Box::new(whole), url, bytes));
-            return ClientError::BatchRefused { first, ops };
+    // The hot refusal, in the exact shape the server writes it: no JSON
+    // parser, and the same `ErrorBody` the parser would make.
+    if status == ErrorCode::StaleFencingToken.status() {
+        if let Some(stale) = fencelog_api::fixed_json::read_stale_body(bytes) {
+            return ClientError::StaleToken {
+                presented: stale.presented,
+                highest: stale.highest,
+                next_seq: stale.next_seq,
+                answer: Box::new(stale.to_error_body()),
+            };
         }
     }
     // The code counts only with the status it is sent with.
-    let body = body.filter(|b| b.code.status() == status);
+    let mut body = ErrorBody::decode(bytes).filter(|b| b.code.status() == status);
+    // A refused multi-stream batch: the first refusal's code and fields,
+    // and every op's outcome under "ops".
+    let has_ops = |b: &ErrorBody| matches!(b.get(Field::Ops), Some(serde_json::Value::Array(_)));
+    if let Some(mut whole) = body.take_if(|b| has_ops(b)) {
+        let Some(serde_json::Value::Array(ops)) = whole.fields.remove(Field::Ops.as_str()) else {
+            unreachable!("checked above");
+        };
+        let first = Box::new(from_body(status, Box::new(whole), url, bytes));
+        return ClientError::BatchRefused { first, ops };
+    }
     let protocol = || ClientError::Protocol {
         status,
         body: String::from_utf8_lossy(bytes).into_owned(),

@@ -29,8 +29,11 @@ mod cluster;
 mod error;
 #[cfg(feature = "etcd")]
 pub mod etcd;
+mod pool;
 mod producer;
 mod redirect;
+mod request;
+pub use pool::{POOL_CONNECTIONS_DEFAULT, POOL_CONNECTIONS_MAX};
 pub use redirect::REDIRECTS_MAX;
 
 pub use fencelog_api::{CursorInfo, CursorList, FenceJson, FenceList, ProducerInfo};
@@ -39,7 +42,7 @@ mod session;
 mod tail;
 
 use bytes::Bytes;
-pub use error::{with_causes, ClientError};
+pub use error::{with_causes, ClientError, TransportError};
 use fencelog_api::read::param;
 use fencelog_api::{
     header, AppendRequest, ConfigRequest, FenceRequest, ReadStart, RecordInJson, TrimRequest,
@@ -52,10 +55,13 @@ pub use fencelog_engine::Ack;
 pub use fencelog_engine::{Header, Record, RecordIn};
 pub use fencelog_engine::{Retention, StreamConfig};
 use futures_util::{Stream, StreamExt};
+use pool::{Failure, Pool};
+use request::{Answer, Req};
 use serde::Deserialize;
 pub use session::{
     Answered, AppendSession, SessionReceiver, SessionSender, SESSION_WINDOW_DEFAULT,
 };
+use std::sync::Arc;
 use std::time::Duration;
 use tail::TAIL_BACKOFF_MIN;
 pub use tail::{TailEvent, TailOptions};
@@ -118,6 +124,8 @@ pub struct ClientBuilder {
     pool_idle_timeout: Duration,
     ca_certs: Vec<Vec<u8>>,
     token: Option<String>,
+    pool_max_connections: usize,
+    use_reqwest: bool,
 }
 
 /// The server's base URL as the client uses it: `host:port` (no scheme)
@@ -197,11 +205,29 @@ impl ClientBuilder {
         self
     }
 
+    /// At most this many connections open to `http://` servers at once
+    /// (busy and idle, clones of the client included; default
+    /// [`POOL_CONNECTIONS_DEFAULT`], clamped to 1..=[`POOL_CONNECTIONS_MAX`]).
+    /// A request that finds them all busy waits for one, within its
+    /// timeout; not getting one is [`ClientError::Transport`] (not sent).
+    pub fn pool_max_connections(mut self, max: usize) -> Self {
+        self.pool_max_connections = max.clamp(1, POOL_CONNECTIONS_MAX);
+        self
+    }
+
+    /// Sends `http://` requests through reqwest too, as before the
+    /// client's own connection pool (kept as a fallback and for
+    /// comparison; `https://` always goes through reqwest).
+    pub fn use_reqwest(mut self, yes: bool) -> Self {
+        self.use_reqwest = yes;
+        self
+    }
+
     /// Fails with [`ClientError::InvalidUrl`] for a URL no request could
     /// use (see [`normalize_url`]).
     pub fn build(self) -> Result<Client, ClientError> {
         let base = normalize_url(&self.base_url)?;
-        let transport = |source| ClientError::Transport { source };
+        let transport = |e: reqwest::Error| ClientError::Transport { source: e.into() };
         let mut http = reqwest::Client::builder()
             .connect_timeout(self.connect_timeout)
             .pool_idle_timeout(self.pool_idle_timeout)
@@ -212,6 +238,7 @@ impl ClientBuilder {
             http =
                 http.add_root_certificate(reqwest::Certificate::from_pem(pem).map_err(transport)?);
         }
+        let mut authorization = None;
         if let Some(secret) = &self.token {
             let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {secret}"))
                 .map_err(|_| ClientError::BadRequest {
@@ -220,12 +247,21 @@ impl ClientBuilder {
                 })?;
             value.set_sensitive(true);
             let mut headers = reqwest::header::HeaderMap::new();
-            headers.insert(reqwest::header::AUTHORIZATION, value);
+            headers.insert(reqwest::header::AUTHORIZATION, value.clone());
             http = http.default_headers(headers);
+            authorization = Some(value);
         }
         let http = http.build().map_err(transport)?;
+        let pool = Pool::new(
+            self.pool_max_connections,
+            self.connect_timeout,
+            self.pool_idle_timeout,
+            authorization,
+        );
         Ok(Client {
             http,
+            pool: Arc::new(pool),
+            use_reqwest: self.use_reqwest,
             base,
             timeout: self.timeout,
             token: self.token.map(Secret),
@@ -237,7 +273,11 @@ impl ClientBuilder {
 /// connection pool.
 #[derive(Debug, Clone)]
 pub struct Client {
+    /// `https://`, live tails, and everything with `use_reqwest`.
     pub(crate) http: reqwest::Client,
+    /// Every other request to an `http://` server.
+    pub(crate) pool: Arc<Pool>,
+    pub(crate) use_reqwest: bool,
     pub(crate) base: String,
     pub(crate) timeout: Duration,
     /// The access-token secret, for connections reqwest does not make
@@ -288,6 +328,8 @@ impl Client {
             pool_idle_timeout: Duration::from_secs(5),
             ca_certs: Vec::new(),
             token: None,
+            pool_max_connections: POOL_CONNECTIONS_DEFAULT,
+            use_reqwest: false,
         }
     }
 
@@ -357,12 +399,8 @@ impl Client {
             producer_seq: None,
             records: records.iter().map(|r| RecordInJson::body(r)).collect(),
         };
-        let req = self
-            .http
-            .post(self.stream_url(stream, "/records"))
-            .timeout(self.timeout)
-            .json(&body);
-        self.send_once(req).await
+        let req = Req::post(self.stream_url(stream, "/records")).json(&body);
+        self.send_ack(req).await
     }
 
     /// Appends records that may carry headers, atomically, as JSON (names
@@ -393,12 +431,8 @@ impl Client {
             producer_seq: None,
             records: records.iter().map(RecordInJson::new).collect(),
         };
-        let req = self
-            .http
-            .post(self.stream_url(stream, "/records"))
-            .timeout(self.timeout)
-            .json(&body);
-        self.send_once(req).await
+        let req = Req::post(self.stream_url(stream, "/records")).json(&body);
+        self.send_ack(req).await
     }
 
     /// [`Client::append_records`] as the compact binary body, version 2
@@ -412,17 +446,10 @@ impl Client {
         match_seq_num: Option<u64>,
     ) -> Result<AppendAck, ClientError> {
         let body = fencelog_api::batch::encode_v2(records);
-        let mut req = self
-            .http
-            .post(self.stream_url(stream, "/records"))
-            .timeout(self.timeout)
-            .header("content-type", fencelog_api::batch::CONTENT_TYPE_V2)
-            .header(header::FENCING_TOKEN, fencing_token.to_string())
-            .body(body);
-        if let Some(m) = match_seq_num {
-            req = req.header(header::MATCH_SEQ_NUM, m.to_string());
-        }
-        self.send_once(req).await
+        let req = Req::post(self.stream_url(stream, "/records"))
+            .body(fencelog_api::batch::CONTENT_TYPE_V2, body);
+        self.send_ack(fenced(req, fencing_token, match_seq_num))
+            .await
     }
 
     /// Appends one record sent as the raw request body.
@@ -433,17 +460,9 @@ impl Client {
         body: impl Into<Bytes>,
         match_seq_num: Option<u64>,
     ) -> Result<AppendAck, ClientError> {
-        let mut req = self
-            .http
-            .post(self.stream_url(stream, "/records"))
-            .timeout(self.timeout)
-            .header("content-type", header::OCTET_STREAM)
-            .header(header::FENCING_TOKEN, fencing_token.to_string())
-            .body(body.into());
-        if let Some(m) = match_seq_num {
-            req = req.header(header::MATCH_SEQ_NUM, m.to_string());
-        }
-        self.send_once(req).await
+        let req = Req::post(self.stream_url(stream, "/records")).body(header::OCTET_STREAM, body);
+        self.send_ack(fenced(req, fencing_token, match_seq_num))
+            .await
     }
 
     /// Appends a batch as the compact binary body
@@ -463,26 +482,16 @@ impl Client {
     {
         let records: Vec<B> = records.into_iter().collect();
         let body = fencelog_api::batch::encode(records.iter().map(|r| r.as_ref()));
-        let mut req = self
-            .http
-            .post(self.stream_url(stream, "/records"))
-            .timeout(self.timeout)
-            .header("content-type", fencelog_api::batch::CONTENT_TYPE)
-            .header(header::FENCING_TOKEN, fencing_token.to_string())
-            .body(body);
-        if let Some(m) = match_seq_num {
-            req = req.header(header::MATCH_SEQ_NUM, m.to_string());
-        }
-        self.send_once(req).await
+        let req = Req::post(self.stream_url(stream, "/records"))
+            .body(fencelog_api::batch::CONTENT_TYPE, body);
+        self.send_ack(fenced(req, fencing_token, match_seq_num))
+            .await
     }
 
     /// Raises the stream's highest token without writing a record.
     pub async fn fence(&self, stream: &str, fencing_token: u64) -> Result<StreamInfo, ClientError> {
-        let req = self
-            .http
-            .post(self.stream_url(stream, "/fence"))
-            .timeout(self.timeout)
-            .json(&FenceRequest { fencing_token });
+        let req =
+            Req::post(self.stream_url(stream, "/fence")).json(&FenceRequest { fencing_token });
         self.send_once(req).await
     }
 
@@ -495,14 +504,10 @@ impl Client {
         fencing_token: u64,
         trim_seq: u64,
     ) -> Result<StreamInfo, ClientError> {
-        let req = self
-            .http
-            .post(self.stream_url(stream, "/trim"))
-            .timeout(self.timeout)
-            .json(&TrimRequest {
-                fencing_token,
-                trim_seq,
-            });
+        let req = Req::post(self.stream_url(stream, "/trim")).json(&TrimRequest {
+            fencing_token,
+            trim_seq,
+        });
         self.send_once(req).await
     }
 
@@ -511,11 +516,7 @@ impl Client {
     /// token is idempotent; a higher token is written and becomes the
     /// highest.
     pub async fn seal(&self, stream: &str, fencing_token: u64) -> Result<StreamInfo, ClientError> {
-        let req = self
-            .http
-            .post(self.stream_url(stream, "/seal"))
-            .timeout(self.timeout)
-            .json(&FenceRequest { fencing_token });
+        let req = Req::post(self.stream_url(stream, "/seal")).json(&FenceRequest { fencing_token });
         self.send_once(req).await
     }
 
@@ -526,11 +527,7 @@ impl Client {
         stream: &str,
         fencing_token: u64,
     ) -> Result<StreamInfo, ClientError> {
-        let req = self
-            .http
-            .delete(self.stream_url(stream, ""))
-            .timeout(self.timeout)
-            .json(&FenceRequest { fencing_token });
+        let req = Req::delete(self.stream_url(stream, "")).json(&FenceRequest { fencing_token });
         self.send_once(req).await
     }
 
@@ -543,14 +540,10 @@ impl Client {
         fencing_token: Option<u64>,
         config: StreamConfig,
     ) -> Result<StreamInfo, ClientError> {
-        let req = self
-            .http
-            .put(self.stream_url(stream, "/config"))
-            .timeout(self.timeout)
-            .json(&ConfigRequest {
-                fencing_token,
-                config,
-            });
+        let req = Req::put(self.stream_url(stream, "/config")).json(&ConfigRequest {
+            fencing_token,
+            config,
+        });
         self.send_once(req).await
     }
 
@@ -610,16 +603,15 @@ impl Client {
         if options.wait_for_stream {
             query.push((param::WAIT_FOR_STREAM, "true".to_string()));
         }
-        let url = self.stream_url(stream, "/records");
-        let get = || self.http.get(&url).timeout(self.timeout).query(&query);
+        let req = Req::get(self.stream_url(stream, "/records")).query(&query);
         if options.binary {
             let accept = fencelog_api::read_batch::ACCEPT;
-            let resp = self
-                .send_idempotent_raw(|| get().header(reqwest::header::ACCEPT, accept))
+            let answer = self
+                .send_idempotent_raw(req.header("accept", accept))
                 .await?;
-            return decode_binary_page(resp).await;
+            return decode_binary_page(answer);
         }
-        let wire: ReadPage = self.send_idempotent(get).await?;
+        let wire: ReadPage = self.send_idempotent(req).await?;
         let records = wire
             .records
             .into_iter()
@@ -634,8 +626,7 @@ impl Client {
     }
 
     pub async fn state(&self, stream: &str) -> Result<StreamInfo, ClientError> {
-        let url = self.stream_url(stream, "");
-        self.send_idempotent(|| self.http.get(&url).timeout(self.timeout))
+        self.send_idempotent(Req::get(self.stream_url(stream, "")))
             .await
     }
 
@@ -654,8 +645,7 @@ impl Client {
             query.push(("limit", l.to_string()));
         }
         let url = format!("{}/v1/streams", self.base);
-        self.send_idempotent(|| self.http.get(&url).timeout(self.timeout).query(&query))
-            .await
+        self.send_idempotent(Req::get(url).query(&query)).await
     }
 
     /// Follows a stream from `from_seq`: every durable record, in order,
@@ -702,100 +692,113 @@ impl Client {
         self.tail_with(stream, options)
     }
 
+    /// A write: sent once, and never again once it may have left.
     pub(crate) async fn send_once<T: for<'de> Deserialize<'de>>(
         &self,
-        req: reqwest::RequestBuilder,
+        req: Req,
     ) -> Result<T, ClientError> {
-        let resp = self.execute(req).await.map_err(|source| {
-            if source.is_connect() || source.is_builder() {
-                ClientError::Transport { source }
-            } else {
-                ClientError::OutcomeUnknown { source }
-            }
-        })?;
-        decode_response(resp).await
+        decode_response(self.send_once_raw(req).await?)
     }
 
-    pub(crate) async fn send_idempotent<T, F>(&self, make: F) -> Result<T, ClientError>
-    where
-        T: for<'de> Deserialize<'de>,
-        F: Fn() -> reqwest::RequestBuilder,
-    {
-        decode_response(self.send_idempotent_raw(make).await?).await
+    pub(crate) async fn send_once_raw(&self, req: Req) -> Result<Answer, ClientError> {
+        self.execute(req).await.map_err(Failure::into_error)
     }
 
-    /// An idempotent request, retried on transport errors; the response
-    /// undecoded.
-    pub(crate) async fn send_idempotent_raw<F>(
+    /// An append: sent once, its ack read as the fixed shape it has.
+    pub(crate) async fn send_ack(&self, req: Req) -> Result<AppendAck, ClientError> {
+        decode_ack(self.send_once_raw(req).await?)
+    }
+
+    pub(crate) async fn send_idempotent<T: for<'de> Deserialize<'de>>(
         &self,
-        make: F,
-    ) -> Result<reqwest::Response, ClientError>
-    where
-        F: Fn() -> reqwest::RequestBuilder,
-    {
+        req: Req,
+    ) -> Result<T, ClientError> {
+        decode_response(self.send_idempotent_raw(req).await?)
+    }
+
+    /// An idempotent request, retried on transport errors; the answer
+    /// undecoded.
+    pub(crate) async fn send_idempotent_raw(&self, req: Req) -> Result<Answer, ClientError> {
         let mut attempt = 0;
         loop {
-            match self.execute(make()).await {
-                Ok(resp) => return Ok(resp),
-                Err(source) if attempt < IDEMPOTENT_RETRIES_MAX && !source.is_builder() => {
+            match self.execute(req.clone()).await {
+                Ok(answer) => return Ok(answer),
+                Err(_) if attempt < IDEMPOTENT_RETRIES_MAX => {
                     attempt += 1;
                     tokio::time::sleep(TAIL_BACKOFF_MIN * attempt).await;
                 }
-                Err(source) => return Err(ClientError::Transport { source }),
+                Err(failure) => {
+                    return Err(ClientError::Transport {
+                        source: failure.error,
+                    })
+                }
             }
         }
     }
 }
 
+impl Failure {
+    /// The client's error for a request that got no answer.
+    fn into_error(self) -> ClientError {
+        match self.sent {
+            true => ClientError::OutcomeUnknown { source: self.error },
+            false => ClientError::Transport { source: self.error },
+        }
+    }
+}
+
+/// A raw or binary append's fencing headers.
+fn fenced(req: Req, fencing_token: u64, match_seq_num: Option<u64>) -> Req {
+    let req = req.header_value(header::FENCING_TOKEN, fencing_token.into());
+    match match_seq_num {
+        Some(m) => req.header_value(header::MATCH_SEQ_NUM, m.into()),
+        None => req,
+    }
+}
+
 /// The typed error of an answer whose status is not a success.
-async fn refusal(resp: reqwest::Response) -> ClientError {
-    let status = resp.status().as_u16();
-    let url = resp.url().to_string();
-    match resp.bytes().await {
-        Ok(body) => error::from_answer(status, &body, &url),
-        Err(source) => ClientError::OutcomeUnknown { source },
-    }
+fn refusal(answer: &Answer) -> ClientError {
+    error::from_answer(answer.status, &answer.body, &answer.url)
 }
 
-/// A successful answer's status and body; a refusal as its typed error.
-async fn success_body(resp: reqwest::Response) -> Result<(u16, Bytes), ClientError> {
-    if !resp.status().is_success() {
-        return Err(refusal(resp).await);
-    }
-    let status = resp.status().as_u16();
-    let body = resp
-        .bytes()
-        .await
-        .map_err(|source| ClientError::OutcomeUnknown { source })?;
-    Ok((status, body))
-}
-
-pub(crate) async fn decode_response<T: for<'de> Deserialize<'de>>(
-    resp: reqwest::Response,
+pub(crate) fn decode_response<T: for<'de> Deserialize<'de>>(
+    answer: Answer,
 ) -> Result<T, ClientError> {
-    let (status, body) = success_body(resp).await?;
-    serde_json::from_slice(&body).map_err(|e| ClientError::Protocol {
-        status,
-        body: format!("{e}: {}", String::from_utf8_lossy(&body)),
+    if !answer.is_success() {
+        return Err(refusal(&answer));
+    }
+    serde_json::from_slice(&answer.body).map_err(|e| ClientError::Protocol {
+        status: answer.status,
+        body: format!("{e}: {}", String::from_utf8_lossy(&answer.body)),
     })
 }
 
-/// A page in the binary read format: records from the body, positions
-/// from the response headers; refusals are JSON as always.
-async fn decode_binary_page(mut resp: reqwest::Response) -> Result<ReadResult, ClientError> {
-    use fencelog_api::read_batch;
-    let header = |name: &str| -> Option<String> {
-        resp.headers().get(name)?.to_str().ok().map(str::to_string)
-    };
-    let positions = (
-        header(read_batch::NEXT_START_SEQ).and_then(|v| v.parse::<u64>().ok()),
-        header(read_batch::NEXT_SEQ).and_then(|v| v.parse::<u64>().ok()),
-    );
-    let sealed = header(read_batch::SEALED).is_some_and(|v| v == "true");
-    if !resp.status().is_success() {
-        return Err(refusal(resp).await);
+/// An append's answer: the ack in the exact shape the server writes it
+/// read without serde (its one allocation the stream's name), anything
+/// else the general way.
+fn decode_ack(answer: Answer) -> Result<AppendAck, ClientError> {
+    if answer.is_success() {
+        if let Some(ack) = fencelog_api::fixed_json::read_append_ack(&answer.body) {
+            return Ok(ack);
+        }
     }
-    let status = resp.status().as_u16();
+    decode_response(answer)
+}
+
+/// A page in the binary read format: records from the body (slices of
+/// it), positions from the answer's headers; refusals are JSON as always.
+fn decode_binary_page(answer: Answer) -> Result<ReadResult, ClientError> {
+    use fencelog_api::read_batch;
+    if !answer.is_success() {
+        return Err(refusal(&answer));
+    }
+    let number = |name: &str| answer.header(name).and_then(|v| v.parse::<u64>().ok());
+    let positions = (
+        number(read_batch::NEXT_START_SEQ),
+        number(read_batch::NEXT_SEQ),
+    );
+    let sealed = answer.header(read_batch::SEALED) == Some("true");
+    let status = answer.status;
     let protocol = |what: String| ClientError::Protocol { status, body: what };
     let (Some(next_start_seq), Some(next_seq)) = positions else {
         return Err(protocol(format!(
@@ -804,16 +807,8 @@ async fn decode_binary_page(mut resp: reqwest::Response) -> Result<ReadResult, C
             read_batch::NEXT_SEQ
         )));
     };
-    // Decoded piece by piece as it arrives: whole records stay slices of
-    // the piece they came in, never joined into one buffer.
     let mut decoder = read_batch::PageDecoder::new();
-    while let Some(piece) = resp
-        .chunk()
-        .await
-        .map_err(|source| ClientError::OutcomeUnknown { source })?
-    {
-        decoder.push(piece);
-    }
+    decoder.push(answer.body);
     let records = decoder.finish().map_err(|e| protocol(e.to_string()))?;
     Ok(ReadResult {
         records,

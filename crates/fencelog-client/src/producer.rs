@@ -4,6 +4,7 @@
 //! appends — plus "did my write land?", the fence history, cursors and
 //! multi-stream batches.
 
+use crate::request::Req;
 use crate::{decode_response, escape_segment, AppendAck, Client, ClientError};
 use bytes::Bytes;
 use fencelog_api::{
@@ -43,10 +44,8 @@ impl Client {
         id: &str,
     ) -> Result<Option<ProducerInfo>, ClientError> {
         let url = self.stream_url(stream, &format!("/producers/{}", escape_segment(id)));
-        let resp = self
-            .send_idempotent_raw(|| self.http.get(&url).timeout(self.timeout))
-            .await?;
-        match decode_response(resp).await {
+        let answer = self.send_idempotent_raw(Req::get(url)).await?;
+        match decode_response(answer) {
             Ok(info) => Ok(Some(info)),
             Err(ClientError::Rejected { answer }) if answer.code == ErrorCode::ProducerNotFound => {
                 Ok(None)
@@ -61,8 +60,7 @@ impl Client {
         if let Some(l) = limit {
             url.push_str(&format!("?limit={l}"));
         }
-        self.send_idempotent(|| self.http.get(&url).timeout(self.timeout))
-            .await
+        self.send_idempotent(Req::get(url)).await
     }
 
     /// Commits cursor `name` at `seq` with `fencing_token`. Never retried.
@@ -74,26 +72,20 @@ impl Client {
         seq: u64,
     ) -> Result<CursorInfo, ClientError> {
         let url = self.stream_url(stream, &format!("/cursors/{}", escape_segment(name)));
-        let req = self
-            .http
-            .put(url)
-            .timeout(self.timeout)
-            .json(&CursorRequest { fencing_token, seq });
+        let req = Req::put(url).json(&CursorRequest { fencing_token, seq });
         self.send_once(req).await
     }
 
     /// Cursor `name` of `stream` (`ClientError::Rejected` with `cursor_not_found` when there is none).
     pub async fn cursor(&self, stream: &str, name: &str) -> Result<CursorInfo, ClientError> {
         let url = self.stream_url(stream, &format!("/cursors/{}", escape_segment(name)));
-        self.send_idempotent(|| self.http.get(&url).timeout(self.timeout))
-            .await
+        self.send_idempotent(Req::get(url)).await
     }
 
     /// Every cursor of `stream`, in name order.
     pub async fn cursors(&self, stream: &str) -> Result<CursorList, ClientError> {
         let url = self.stream_url(stream, "/cursors");
-        self.send_idempotent(|| self.http.get(&url).timeout(self.timeout))
-            .await
+        self.send_idempotent(Req::get(url)).await
     }
 
     /// A multi-stream batch, all or nothing. The answer is one JSON ack per
@@ -133,11 +125,7 @@ impl Client {
             })
             .collect();
         let body = BatchRequest { ops, not_after_ms };
-        let req = self
-            .http
-            .post(format!("{}/v1/batch", self.base))
-            .timeout(self.timeout)
-            .json(&body);
+        let req = Req::post(format!("{}/v1/batch", self.base)).json(&body);
         let answer: Value = self.send_once(req).await?;
         Ok(answer["ops"].as_array().cloned().unwrap_or_default())
     }
@@ -160,12 +148,8 @@ impl Client {
             producer_seq: Some(seq),
             records: records.iter().map(|r| RecordInJson::body(r)).collect(),
         };
-        let req = self
-            .http
-            .post(self.stream_url(stream, "/records"))
-            .timeout(self.timeout)
-            .json(&body);
-        self.send_once(req).await
+        let req = Req::post(self.stream_url(stream, "/records")).json(&body);
+        self.send_ack(req).await
     }
 }
 

@@ -1,0 +1,619 @@
+//! The client's own transport for `http://` servers: a bounded pool of
+//! HTTP/1.1 keep-alive connections on hyper's client connection API, one
+//! request in flight per connection.
+//!
+//! Why not reqwest here: for a request/response of a few hundred bytes,
+//! reqwest's layers (its pool and connector services, a task per
+//! connection that every request is handed to and back from) cost about
+//! three times redis-rs's CPU per request. Here the task that sends a
+//! request also drives its connection (hyper's `Connection` future is
+//! polled beside the response, never spawned), so a request is one task's
+//! work with no hand-off.
+//!
+//! **The resend rule.** A request is sent again only when it provably never
+//! left: hyper hands the request back (`TrySendError::take_message`) only
+//! if the connection closed before it began writing it, and that happens
+//! on a pooled connection the server had already closed. Then the next
+//! pooled or a new connection carries it. Once any byte may have been
+//! written, a failure is [`Failure::sent`]: the caller reports a write as
+//! `OutcomeUnknown` and never resends it. Reads are retried by the caller,
+//! as idempotent requests always were.
+
+use crate::error::{Cause, TransportError};
+use crate::request::{Answer, Req};
+use bytes::{Bytes, BytesMut};
+use http_body_util::Full;
+use hyper::body::{Body, Incoming};
+use hyper::client::conn::http1::{self, Connection, SendRequest};
+use hyper::header::{HeaderValue, AUTHORIZATION, HOST};
+use hyper::{Request, Response, Uri};
+use hyper_util::rt::TokioIo;
+use std::future::{poll_fn, Future};
+use std::os::fd::AsFd;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+
+/// Connections one client keeps open at most by default (busy and idle;
+/// clones share them).
+pub const POOL_CONNECTIONS_DEFAULT: usize = 64;
+/// The most [`crate::ClientBuilder::pool_max_connections`] accepts.
+pub const POOL_CONNECTIONS_MAX: usize = 4096;
+/// The largest answer body read: a read page is at most 8 MiB of record
+/// bytes, which JSON escaping can grow; anything past this is not an
+/// answer this client asked for.
+const RESPONSE_BYTES_MAX: usize = 64 << 20;
+
+type Driver = Connection<TokioIo<TcpStream>, Full<Bytes>>;
+
+/// A request that got no answer, and whether it may have been sent.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    /// Some byte may have been written: the outcome is unknown.
+    pub sent: bool,
+    pub error: TransportError,
+}
+
+impl Failure {
+    pub fn not_sent(cause: Cause) -> Failure {
+        Failure {
+            sent: false,
+            error: TransportError(cause),
+        }
+    }
+
+    pub fn unknown(cause: Cause) -> Failure {
+        Failure {
+            sent: true,
+            error: TransportError(cause),
+        }
+    }
+}
+
+/// The pool: idle connections (most recently used last) and one permit per
+/// open connection, so at most `max` exist however many tasks send.
+pub(crate) struct Pool {
+    idle: Mutex<Vec<Idle>>,
+    permits: Arc<Semaphore>,
+    /// Signalled when a connection goes back idle: a request waiting for
+    /// a permit can take it instead (an idle connection keeps its permit).
+    returned: Notify,
+    connect_timeout: Duration,
+    idle_timeout: Duration,
+    authorization: Option<HeaderValue>,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool")
+            .field("free_permits", &self.permits.available_permits())
+            .finish_non_exhaustive()
+    }
+}
+
+struct Conn {
+    authority: Box<str>,
+    host: HeaderValue,
+    sender: SendRequest<Full<Bytes>>,
+    /// `None` once the connection has ended.
+    driver: Option<Pin<Box<Driver>>>,
+    /// The same socket (a duplicated descriptor), to ask the kernel before
+    /// reuse whether the server has closed it: the runtime learns of an
+    /// EOF only when its reactor next runs, which may be after the request
+    /// was written into a dead connection (an outcome made unknown for
+    /// nothing, e.g. right after a server restart).
+    probe: std::net::TcpStream,
+    _permit: OwnedSemaphorePermit,
+}
+
+struct Idle {
+    conn: Conn,
+    since: Instant,
+}
+
+/// How one exchange on one connection ended badly.
+enum Broken {
+    /// The request was handed back unsent.
+    NotSent(Cause),
+    Unknown(Cause),
+}
+
+impl Pool {
+    pub fn new(
+        max: usize,
+        connect_timeout: Duration,
+        idle_timeout: Duration,
+        authorization: Option<HeaderValue>,
+    ) -> Pool {
+        assert!((1..=POOL_CONNECTIONS_MAX).contains(&max));
+        Pool {
+            idle: Mutex::new(Vec::with_capacity(max)),
+            permits: Arc::new(Semaphore::new(max)),
+            returned: Notify::new(),
+            connect_timeout,
+            idle_timeout,
+            authorization,
+        }
+    }
+
+    /// Connections open now (busy or idle).
+    #[cfg(test)]
+    pub fn open(&self, max: usize) -> usize {
+        max - self.permits.available_permits()
+    }
+
+    /// Sends `req` (an `http://` URL) and reads the whole answer, within
+    /// `timeout` from now: waiting for a connection, connecting, sending
+    /// and reading included.
+    pub async fn send(&self, req: &Req, timeout: Duration) -> Result<Answer, Failure> {
+        let deadline = Instant::now() + timeout;
+        let (authority, path) = split_http(&req.url)
+            .ok_or_else(|| Failure::not_sent(Cause::Answer(format!("not http: {}", req.url))))?;
+        let uri: Uri = path
+            .parse()
+            .map_err(|e| Failure::not_sent(Cause::Answer(format!("bad path {path:?}: {e}"))))?;
+        // A handed-back request goes out on the next connection; every
+        // such round drops one connection, so this ends.
+        for _ in 0..=POOL_CONNECTIONS_MAX {
+            let (mut conn, reused) = self.checkout(authority, deadline).await?;
+            let request = self.request(req, &conn, uri.clone());
+            match tokio::time::timeout_at(deadline, exchange(&mut conn, request)).await {
+                Ok(Ok((answer, reusable))) => {
+                    if reusable {
+                        self.checkin(conn);
+                    }
+                    return Ok(Answer {
+                        url: req.url.clone(),
+                        ..answer
+                    });
+                }
+                Ok(Err(Broken::NotSent(_))) if reused => continue,
+                Ok(Err(Broken::NotSent(cause))) => return Err(Failure::not_sent(cause)),
+                Ok(Err(Broken::Unknown(cause))) => return Err(Failure::unknown(cause)),
+                Err(_) => return Err(Failure::unknown(Cause::Timeout("waiting for the answer"))),
+            }
+        }
+        unreachable!("every round drops a connection of a bounded pool")
+    }
+
+    fn request(&self, req: &Req, conn: &Conn, uri: Uri) -> Request<Full<Bytes>> {
+        let mut request = Request::new(Full::new(req.body.clone()));
+        *request.method_mut() = req.method.clone();
+        *request.uri_mut() = uri;
+        let headers = request.headers_mut();
+        headers.insert(HOST, conn.host.clone());
+        if let Some(auth) = &self.authorization {
+            headers.insert(AUTHORIZATION, auth.clone());
+        }
+        for (name, value) in &req.headers {
+            headers.insert(name.clone(), value.clone());
+        }
+        request
+    }
+
+    /// A live idle connection to `authority`, or a new one once a permit
+    /// is free (an idle connection elsewhere is closed to free one).
+    async fn checkout(&self, authority: &str, deadline: Instant) -> Result<(Conn, bool), Failure> {
+        loop {
+            // Listening before looking, so a connection returned between
+            // the look and the wait is not missed.
+            let mut returned = std::pin::pin!(self.returned.notified());
+            returned.as_mut().enable();
+            if let Some(conn) = self.take_idle(authority) {
+                return Ok((conn, true));
+            }
+            let permit = match self.permits.clone().try_acquire_owned() {
+                Ok(p) => p,
+                Err(_) if self.evict_one() => continue,
+                Err(_) => {
+                    let wait = async {
+                        tokio::select! {
+                            p = self.permits.clone().acquire_owned() => Some(p),
+                            () = returned => None,
+                        }
+                    };
+                    match tokio::time::timeout_at(deadline, wait).await {
+                        Ok(Some(p)) => p.expect("the pool's semaphore is never closed"),
+                        Ok(None) => continue,
+                        Err(_) => {
+                            let what = "waiting for a free pooled connection";
+                            return Err(Failure::not_sent(Cause::Timeout(what)));
+                        }
+                    }
+                }
+            };
+            let limit =
+                (self.connect_timeout).min(deadline.saturating_duration_since(Instant::now()));
+            return match tokio::time::timeout(limit, connect(authority, permit)).await {
+                Ok(Ok(conn)) => Ok((conn, false)),
+                Ok(Err(cause)) => Err(Failure::not_sent(cause)),
+                Err(_) => Err(Failure::not_sent(Cause::Timeout("connecting"))),
+            };
+        }
+    }
+
+    /// The most recently used live connection to `authority`; dead and
+    /// expired ones met on the way are closed.
+    fn take_idle(&self, authority: &str) -> Option<Conn> {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        while let Some(at) = idle.iter().rposition(|i| &*i.conn.authority == authority) {
+            let Idle { mut conn, since } = idle.remove(at);
+            if since.elapsed() < self.idle_timeout && conn.alive() && conn.not_closed_by_peer() {
+                return Some(conn);
+            }
+        }
+        None
+    }
+
+    /// Closes the least recently used idle connection; false if none.
+    fn evict_one(&self) -> bool {
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.is_empty() {
+            return false;
+        }
+        drop(idle.remove(0));
+        true
+    }
+
+    fn checkin(&self, mut conn: Conn) {
+        if !conn.alive() {
+            return;
+        }
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        idle.push(Idle {
+            conn,
+            since: Instant::now(),
+        });
+        drop(idle);
+        self.returned.notify_one();
+    }
+}
+
+impl Conn {
+    /// Whether the connection can take a request: the server has not
+    /// closed it (an EOF already received ends the driver here).
+    fn alive(&mut self) -> bool {
+        let Some(driver) = self.driver.as_mut() else {
+            return false;
+        };
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        if driver.as_mut().poll(&mut cx).is_ready() {
+            self.driver = None;
+            return false;
+        }
+        !self.sender.is_closed()
+    }
+
+    /// The kernel's word that nothing has arrived on the idle connection:
+    /// no EOF, no reset, no bytes (an idle HTTP/1.1 connection gets none;
+    /// anything there is a server's parting words). One `recv` with
+    /// `MSG_PEEK` on the non-blocking socket.
+    fn not_closed_by_peer(&mut self) -> bool {
+        let mut byte = [0u8; 1];
+        match self.probe.peek(&mut byte) {
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => true,
+            _ => {
+                self.driver = None;
+                false
+            }
+        }
+    }
+}
+
+/// `http://authority/path?query` → (`authority`, `/path?query`).
+fn split_http(url: &str) -> Option<(&str, &str)> {
+    let rest = url.strip_prefix("http://")?;
+    let at = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(at);
+    (!authority.is_empty()).then_some((authority, if path.is_empty() { "/" } else { path }))
+}
+
+/// `authority` as a socket address to connect to: port 80 if it has none.
+fn with_port(authority: &str) -> std::borrow::Cow<'_, str> {
+    let port = authority.rsplit_once(':').map(|(_, p)| p);
+    match port {
+        Some(p) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => authority.into(),
+        _ => format!("{authority}:80").into(),
+    }
+}
+
+async fn connect(authority: &str, permit: OwnedSemaphorePermit) -> Result<Conn, Cause> {
+    let host = HeaderValue::from_str(authority)
+        .map_err(|_| Cause::Answer(format!("bad host {authority:?}")))?;
+    let tcp = TcpStream::connect(&*with_port(authority))
+        .await
+        .map_err(Cause::Io)?;
+    // One small request and answer at a time: never wait for Nagle.
+    tcp.set_nodelay(true).map_err(Cause::Io)?;
+    // Shares the socket's non-blocking flag, so a peek never waits.
+    let probe = std::net::TcpStream::from(tcp.as_fd().try_clone_to_owned().map_err(Cause::Io)?);
+    let (sender, driver) = http1::Builder::new()
+        .handshake(TokioIo::new(tcp))
+        .await
+        .map_err(Cause::Hyper)?;
+    Ok(Conn {
+        authority: authority.into(),
+        host,
+        sender,
+        driver: Some(Box::pin(driver)),
+        probe,
+        _permit: permit,
+    })
+}
+
+/// Polls `driver` (if it still runs) beside another future: the task that
+/// waits for an answer is the one that moves the connection's bytes. A
+/// driver that ends is dropped, which answers whatever still waits on it.
+fn drive(driver: &mut Option<Pin<Box<Driver>>>, cx: &mut Context<'_>) -> bool {
+    match driver.as_mut().map(|d| d.as_mut().poll(cx)) {
+        Some(Poll::Ready(_)) => {
+            *driver = None;
+            true
+        }
+        _ => false,
+    }
+}
+
+/// One request and its whole answer on `conn`; whether the connection can
+/// be reused after.
+async fn exchange(
+    conn: &mut Conn,
+    request: Request<Full<Bytes>>,
+) -> Result<(Answer, bool), Broken> {
+    let Conn { sender, driver, .. } = conn;
+    // The dispatcher must want a request (driving it first lets a new one
+    // say so without a wake-up); one that ended first never got it.
+    poll_fn(|cx| {
+        drive(driver, cx);
+        match sender.poll_ready(cx) {
+            Poll::Ready(Ok(())) => Poll::Ready(Ok(())),
+            Poll::Ready(Err(e)) => Poll::Ready(Err(Broken::NotSent(Cause::Hyper(e)))),
+            Poll::Pending if driver.is_none() => {
+                let gone = Cause::Answer("the connection closed".into());
+                Poll::Ready(Err(Broken::NotSent(gone)))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    })
+    .await?;
+    let mut answer = std::pin::pin!(sender.try_send_request(request));
+    let response: Response<Incoming> = poll_fn(|cx| loop {
+        if let Poll::Ready(r) = answer.as_mut().poll(cx) {
+            return Poll::Ready(r);
+        }
+        if !drive(driver, cx) {
+            return Poll::Pending;
+        }
+    })
+    .await
+    .map_err(|mut e| match e.take_message() {
+        Some(_) => Broken::NotSent(Cause::Hyper(e.into_error())),
+        None => Broken::Unknown(Cause::Hyper(e.into_error())),
+    })?;
+    let (parts, mut body) = response.into_parts();
+    let body = read_body(&mut body, driver).await?;
+    let reusable = driver.is_some();
+    let answer = Answer {
+        status: parts.status.as_u16(),
+        headers: parts.headers,
+        body,
+        url: String::new(),
+    };
+    Ok((answer, reusable))
+}
+
+/// The whole body, driving the connection meanwhile; kept as the one piece
+/// it usually arrives in, joined only when it comes in several.
+async fn read_body(
+    body: &mut Incoming,
+    driver: &mut Option<Pin<Box<Driver>>>,
+) -> Result<Bytes, Broken> {
+    let mut first: Option<Bytes> = None;
+    let mut joined: Option<BytesMut> = None;
+    loop {
+        let frame = poll_fn(|cx| loop {
+            if let Poll::Ready(f) = Pin::new(&mut *body).poll_frame(cx) {
+                return Poll::Ready(f);
+            }
+            if !drive(driver, cx) {
+                return Poll::Pending;
+            }
+        })
+        .await;
+        let data = match frame {
+            None => break,
+            Some(Err(e)) => return Err(Broken::Unknown(Cause::Hyper(e))),
+            Some(Ok(frame)) => match frame.into_data() {
+                Ok(data) => data,
+                Err(_trailers) => continue,
+            },
+        };
+        let so_far =
+            first.as_ref().map_or(0, Bytes::len) + joined.as_ref().map_or(0, BytesMut::len);
+        if so_far + data.len() > RESPONSE_BYTES_MAX {
+            let what = format!("an answer over {RESPONSE_BYTES_MAX} bytes");
+            return Err(Broken::Unknown(Cause::Answer(what)));
+        }
+        match (&mut first, &mut joined) {
+            (None, None) => first = Some(data),
+            (Some(f), None) => {
+                let mut j = BytesMut::with_capacity(f.len() + data.len());
+                j.extend_from_slice(f);
+                j.extend_from_slice(&data);
+                first = None;
+                joined = Some(j);
+            }
+            (_, Some(j)) => j.extend_from_slice(&data),
+        }
+    }
+    Ok(match (first, joined) {
+        (_, Some(j)) => j.freeze(),
+        (Some(f), None) => f,
+        (None, None) => Bytes::new(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_split_into_authority_and_origin_form() {
+        assert_eq!(
+            split_http("http://h:1/v1/s?x=1"),
+            Some(("h:1", "/v1/s?x=1"))
+        );
+        assert_eq!(split_http("http://h:1"), Some(("h:1", "/")));
+        assert_eq!(split_http("https://h:1/"), None);
+        assert_eq!(split_http("http:///x"), None);
+        assert_eq!(with_port("h:7070"), "h:7070");
+        assert_eq!(with_port("h"), "h:80");
+        assert_eq!(with_port("[::1]"), "[::1]:80");
+        assert_eq!(with_port("[::1]:9"), "[::1]:9");
+    }
+
+    /// A server that answers each connection's first request and closes
+    /// it when `close` is signalled; it sends every request's bytes to
+    /// the test.
+    async fn answer_once_server() -> (
+        String,
+        tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>,
+        Arc<Notify>,
+    ) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/x", listener.local_addr().unwrap());
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let close = Arc::new(Notify::new());
+        let closing = close.clone();
+        tokio::spawn(async move {
+            loop {
+                let (mut conn, _) = listener.accept().await.unwrap();
+                let mut seen = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !seen.ends_with(b"\r\n\r\none") {
+                    match conn.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => seen.extend_from_slice(&buf[..n]),
+                    }
+                }
+                tx.send(seen).unwrap();
+                let _ = conn
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+                    .await;
+                let closing = closing.clone();
+                tokio::spawn(async move {
+                    closing.notified().await;
+                    drop(conn);
+                });
+            }
+        });
+        (url, rx, close)
+    }
+
+    fn one(url: &str) -> Req {
+        Req::post(url.to_string()).body("application/octet-stream", "one")
+    }
+
+    impl Pool {
+        /// Waits until every idle connection has seen its server close
+        /// (its driver ends: a real signal, not a timer).
+        async fn idle_closed(&self) {
+            let mut idle = std::mem::take(&mut *self.idle.lock().unwrap());
+            for i in &mut idle {
+                if let Some(d) = i.conn.driver.as_mut() {
+                    let _ = d.await;
+                }
+                i.conn.driver = None;
+            }
+            *self.idle.lock().unwrap() = idle;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_pooled_connection_the_server_closed_is_skipped_and_the_request_sent_once() {
+        let (url, mut requests, close) = answer_once_server().await;
+        let pool = Pool::new(4, Duration::from_secs(5), Duration::from_secs(5), None);
+        let answer = pool.send(&one(&url), Duration::from_secs(5)).await.unwrap();
+        assert_eq!((answer.status, &answer.body[..]), (200, &b"ok"[..]));
+        requests.recv().await.unwrap();
+        assert_eq!(pool.open(4), 1, "kept alive");
+        close.notify_one();
+        pool.idle_closed().await;
+        assert_eq!(pool.open(4), 1, "the closed one is still pooled");
+        let answer = pool.send(&one(&url), Duration::from_secs(5)).await.unwrap();
+        assert_eq!(answer.status, 200);
+        requests.recv().await.unwrap();
+        assert!(requests.try_recv().is_err(), "sent once");
+        assert_eq!(pool.open(4), 1, "the dead one was closed");
+    }
+
+    #[tokio::test]
+    async fn a_connection_that_ended_hands_the_request_back_unsent() {
+        let (url, mut requests, close) = answer_once_server().await;
+        let pool = Pool::new(1, Duration::from_secs(5), Duration::from_secs(5), None);
+        pool.send(&one(&url), Duration::from_secs(5)).await.unwrap();
+        requests.recv().await.unwrap();
+        close.notify_one();
+        pool.idle_closed().await;
+        let mut conn = pool.idle.lock().unwrap().pop().unwrap().conn;
+        let uri: Uri = "/x".parse().unwrap();
+        let request = pool.request(&one(&url), &conn, uri);
+        match exchange(&mut conn, request).await {
+            Err(Broken::NotSent(_)) => {}
+            Err(Broken::Unknown(c)) => panic!("unknown: {c:?}"),
+            Ok(_) => panic!("answered on a closed connection"),
+        }
+        assert!(requests.try_recv().is_err(), "nothing reached the server");
+    }
+
+    #[tokio::test]
+    async fn no_free_connection_in_time_is_not_sent() {
+        use tokio::io::AsyncReadExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/x", listener.local_addr().unwrap());
+        let (tx, mut requests) = tokio::sync::mpsc::unbounded_channel();
+        // Reads whatever comes and never answers.
+        tokio::spawn(async move {
+            loop {
+                let (mut conn, _) = listener.accept().await.unwrap();
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 1024];
+                    while let Ok(n @ 1..) = conn.read(&mut buf).await {
+                        tx.send(buf[..n].to_vec()).unwrap();
+                    }
+                });
+            }
+        });
+        let pool = Arc::new(Pool::new(
+            1,
+            Duration::from_secs(5),
+            Duration::from_secs(5),
+            None,
+        ));
+        let first = {
+            let (pool, url) = (pool.clone(), url.clone());
+            tokio::spawn(async move { pool.send(&one(&url), Duration::from_secs(30)).await })
+        };
+        requests.recv().await.unwrap();
+        let failure = pool
+            .send(&one(&url), Duration::from_millis(100))
+            .await
+            .unwrap_err();
+        assert!(!failure.sent, "{failure:?}");
+        assert!(failure.error.is_timeout());
+        assert!(
+            failure.error.to_string().contains("free pooled connection"),
+            "{}",
+            failure.error
+        );
+        assert!(requests.try_recv().is_err(), "the second never left");
+        assert_eq!(pool.open(1), 1);
+        first.abort();
+    }
+}
