@@ -144,3 +144,28 @@ async fn session_run_verifies_every_acknowledged_record() {
     assert_eq!((report.clients, report.streams), (1, 1));
     assert_eq!(report.verification.records_checked, report.appends);
 }
+
+/// `--body client`: the client crate's own pool (and its reqwest fallback)
+/// carries the appends, single records and batches; everything verifies,
+/// and the generator reports its own CPU per request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_through_the_client_crate_verify_and_report_client_cpu() {
+    use fencelog_bench::Encoding;
+    for (encoding, workload, batch) in [
+        (Encoding::Client, Workload::Mixed, 1),
+        (Encoding::Client, Workload::Append, 8),
+        (Encoding::ClientReqwest, Workload::Mixed, 1),
+    ] {
+        let args = BenchArgs {
+            encoding,
+            batch,
+            ..short(workload)
+        };
+        let report = run(args).await.unwrap();
+        assert!(report.verification.passed, "{}", report.to_text());
+        assert!(report.appends > 0, "{}", report.to_text());
+        assert_eq!(report.errors, 0, "{}", report.to_text());
+        assert_eq!(report.verification.records_checked, report.records);
+        assert!(report.client_cpu_us_per_request.is_some());
+    }
+}
