@@ -10,13 +10,15 @@ use std::fmt;
 /// it (the client's own HTTP/1 pool for `http://`, reqwest for `https://`
 /// and live tails). Its `Display` and `source` chain say the cause.
 #[derive(Debug)]
-pub struct TransportError(pub(crate) Cause);
+pub struct TransportError(pub(crate) Cause, pub(crate) Option<String>);
 
 #[derive(Debug)]
 pub(crate) enum Cause {
     Reqwest(reqwest::Error),
     Hyper(hyper::Error),
     Io(std::io::Error),
+    /// The server's name did not resolve.
+    Dns(std::io::Error),
     /// Nothing heard within the named limit.
     Timeout(&'static str),
     /// The answer broke a rule of this client (e.g. over its size cap).
@@ -31,6 +33,7 @@ impl TransportError {
             Cause::Reqwest(e) => e.is_timeout(),
             Cause::Timeout(_) => true,
             Cause::Io(e) => e.kind() == std::io::ErrorKind::TimedOut,
+            Cause::Dns(_) => false,
             Cause::Hyper(e) => e.is_timeout(),
             Cause::Answer(_) => false,
         }
@@ -47,10 +50,15 @@ impl TransportError {
 
 impl fmt::Display for TransportError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The pool's errors name the URL as reqwest's do.
+        if let Some(url) = &self.1 {
+            write!(f, "error sending request for url ({url}): ")?;
+        }
         match &self.0 {
             Cause::Reqwest(e) => e.fmt(f),
             Cause::Hyper(e) => e.fmt(f),
             Cause::Io(e) => e.fmt(f),
+            Cause::Dns(e) => write!(f, "dns error: {e}"),
             Cause::Timeout(what) => write!(f, "timed out {what}"),
             Cause::Answer(what) => f.write_str(what),
         }
@@ -64,7 +72,7 @@ impl std::error::Error for TransportError {
         match &self.0 {
             Cause::Reqwest(e) => e.source(),
             Cause::Hyper(e) => e.source(),
-            Cause::Io(e) => e.source(),
+            Cause::Io(e) | Cause::Dns(e) => e.source(),
             Cause::Timeout(_) | Cause::Answer(_) => None,
         }
     }
@@ -72,7 +80,7 @@ impl std::error::Error for TransportError {
 
 impl From<reqwest::Error> for TransportError {
     fn from(e: reqwest::Error) -> Self {
-        TransportError(Cause::Reqwest(e))
+        TransportError(Cause::Reqwest(e), None)
     }
 }
 

@@ -62,14 +62,14 @@ impl Failure {
     pub fn not_sent(cause: Cause) -> Failure {
         Failure {
             sent: false,
-            error: TransportError(cause),
+            error: TransportError(cause, None),
         }
     }
 
     pub fn unknown(cause: Cause) -> Failure {
         Failure {
             sent: true,
-            error: TransportError(cause),
+            error: TransportError(cause, None),
         }
     }
 }
@@ -150,6 +150,13 @@ impl Pool {
     /// `timeout` from now: waiting for a connection, connecting, sending
     /// and reading included.
     pub async fn send(&self, req: &Req, timeout: Duration) -> Result<Answer, Failure> {
+        self.send_to(req, timeout).await.map_err(|mut f| {
+            f.error.1 = Some(req.url.clone());
+            f
+        })
+    }
+
+    async fn send_to(&self, req: &Req, timeout: Duration) -> Result<Answer, Failure> {
         let deadline = Instant::now() + timeout;
         let (authority, path) = split_http(&req.url)
             .ok_or_else(|| Failure::not_sent(Cause::Answer(format!("not http: {}", req.url))))?;
@@ -324,9 +331,7 @@ fn with_port(authority: &str) -> std::borrow::Cow<'_, str> {
 async fn connect(authority: &str, permit: OwnedSemaphorePermit) -> Result<Conn, Cause> {
     let host = HeaderValue::from_str(authority)
         .map_err(|_| Cause::Answer(format!("bad host {authority:?}")))?;
-    let tcp = TcpStream::connect(&*with_port(authority))
-        .await
-        .map_err(Cause::Io)?;
+    let tcp = tcp_connect(&with_port(authority)).await?;
     // One small request and answer at a time: never wait for Nagle.
     tcp.set_nodelay(true).map_err(Cause::Io)?;
     // Shares the socket's non-blocking flag, so a peek never waits.
@@ -343,6 +348,20 @@ async fn connect(authority: &str, permit: OwnedSemaphorePermit) -> Result<Conn, 
         probe,
         _permit: permit,
     })
+}
+
+/// The first address of `addr` that accepts; the name's lookup failing
+/// is its own cause, as it has a different remedy.
+async fn tcp_connect(addr: &str) -> Result<TcpStream, Cause> {
+    let mut last = None;
+    for at in tokio::net::lookup_host(addr).await.map_err(Cause::Dns)? {
+        match TcpStream::connect(at).await {
+            Ok(tcp) => return Ok(tcp),
+            Err(e) => last = Some(e),
+        }
+    }
+    let none = || std::io::Error::other(format!("{addr} resolves to no address"));
+    Err(Cause::Io(last.unwrap_or_else(none)))
 }
 
 /// Polls `driver` (if it still runs) beside another future: the task that

@@ -59,14 +59,14 @@ impl Client {
         }
         let failed = |e: reqwest::Error| Failure {
             sent: !(e.is_connect() || e.is_builder()),
-            error: TransportError(Cause::Reqwest(e)),
+            error: TransportError(Cause::Reqwest(e), None),
         };
         let resp = builder.send().await.map_err(failed)?;
         let (status, url) = (resp.status().as_u16(), resp.url().to_string());
         let headers = resp.headers().clone();
         let body = resp.bytes().await.map_err(|e| Failure {
             sent: true,
-            error: TransportError(Cause::Reqwest(e)),
+            error: TransportError(Cause::Reqwest(e), None),
         })?;
         Ok(Answer {
             status,
