@@ -26,4 +26,5 @@ pub mod shard_dir;
 pub mod state_machine;
 pub mod transfer;
 pub mod types;
+pub mod vote_clock;
 pub mod wal;

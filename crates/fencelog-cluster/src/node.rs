@@ -128,6 +128,7 @@ struct Shard {
     raft: Raft,
     sm: ShardSm,
     proposer: Proposer,
+    vote_clock: crate::vote_clock::VoteClock,
 }
 
 /// A running node.
@@ -189,7 +190,13 @@ impl Node {
                 }
             }
             let proposer = Proposer::spawn(raft.clone(), options.id, options.commit_timeout);
-            shards.push(Shard { raft, sm, proposer });
+            let vote_clock = crate::vote_clock::VoteClock::watch(&raft);
+            shards.push(Shard {
+                raft,
+                sm,
+                proposer,
+                vote_clock,
+            });
         }
         Ok(Node {
             id: options.id,
@@ -220,6 +227,11 @@ impl Node {
     /// Shard `k`'s Raft group.
     pub fn raft(&self, k: ShardId) -> &Raft {
         &self.shards[k as usize].raft
+    }
+
+    /// When shard `k`'s vote last changed here ([`crate::vote_clock`]).
+    pub fn vote_clock(&self, k: ShardId) -> &crate::vote_clock::VoteClock {
+        &self.shards[k as usize].vote_clock
     }
 
     /// Shard `k`'s engine (its applied state).
