@@ -30,7 +30,7 @@ use std::sync::Arc;
 use tower::ServiceExt;
 
 /// The header naming shard leader as `id=addr`.
-pub const LEADER_HEADER: &str = "fencelog-leader";
+pub const LEADER_HEADER: &str = fencelog_api::header::LEADER;
 /// Largest Raft RPC body (a whole snapshot travels in one, v1).
 pub const RPC_BODY_BYTES_MAX: usize = 256 << 20;
 
