@@ -106,6 +106,31 @@ async fn admin_commands_take_the_operators_token_and_a_join_uses_the_peer_secret
     let v: Value = serde_json::from_str(&out).unwrap();
     assert_eq!((code, v["shards"].as_array().map(Vec::len)), (0, Some(2)));
     refused_without_admin(&url, &["status"]);
+    // A token file that cannot be used is refused before anything is
+    // sent; a token by flag and by file is a usage error.
+    let empty = tmp.path().join("empty.token");
+    std::fs::write(&empty, "\n").unwrap();
+    let missing = tmp.path().join("missing.token");
+    for (path, why) in [
+        (&empty, "the file is empty".to_string()),
+        (
+            &missing,
+            "No such file or directory (os error 2)".to_string(),
+        ),
+    ] {
+        let p = path.display().to_string();
+        let (code, out, err) = cli(&url, &["status", "--auth-token-file", &p]);
+        let want = format!("fencelog: bad request: cannot read --auth-token-file {p}: {why}\n");
+        assert_eq!((code, out.as_str(), err), (4, "", want));
+    }
+    let both = [
+        "status",
+        "--auth-token",
+        &admin,
+        "--auth-token-file",
+        &file_arg,
+    ];
+    assert_eq!(cli(&url, &both).0, 2);
     // transfer: refused without admin, done with it.
     let to = others(&ids, leader)[1];
     let to_arg = to.to_string();
