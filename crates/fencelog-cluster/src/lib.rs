@@ -20,6 +20,7 @@ pub mod op_views;
 pub mod proposer;
 pub mod rebalance;
 pub mod redirect;
+pub mod retention;
 pub mod router;
 pub mod shard;
 pub mod shard_dir;

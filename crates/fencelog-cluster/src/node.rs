@@ -109,6 +109,9 @@ pub struct NodeOptions {
     /// How often the rebalancer checks whether this node should lead a
     /// shard it prefers ([`crate::rebalance`]); `None` turns it off.
     pub rebalance: Option<Duration>,
+    /// How often the node proposes retention trims for the shards it
+    /// leads ([`crate::retention`]); `None` turns retention off.
+    pub retention: Option<Duration>,
 }
 
 /// The outcome of a write at the node's door.
@@ -296,9 +299,11 @@ impl Node {
             // An operator's config change is not fenced, a cursor has its
             // own token, and a batch answers every op's outcome: apply
             // decides those.
+            // A retention trim carries no token (the stream's own).
             ClusterOp::Config { token: None, .. }
             | ClusterOp::Cursor { .. }
-            | ClusterOp::Batch { .. } => return None,
+            | ClusterOp::Batch { .. }
+            | ClusterOp::Retain { .. } => return None,
         };
         // A sealed stream or a tombstone answers what apply decides (the
         // rule's order of checks differs per op there).
