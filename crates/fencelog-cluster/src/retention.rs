@@ -61,9 +61,15 @@ pub async fn pass(node: &Node, k: ShardId) -> usize {
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
     let c = &node.options().engine;
-    let mut due = node
-        .engine(k)
-        .retention_due(now_ms, c.retention_age_s, c.retention_bytes);
+    let (age_s, bytes) = (c.retention_age_s, c.retention_bytes);
+    let engine = node.engine(k);
+    // It reads frame timestamps from the segment files: blocking I/O, so
+    // off the runtime's workers, which serve requests.
+    let found = tokio::task::spawn_blocking(move || engine.retention_due(now_ms, age_s, bytes));
+    let Ok(mut due) = found.await else {
+        tracing::warn!(shard = k, "the retention scan panicked; nothing proposed");
+        return 0;
+    };
     due.truncate(RETAIN_OPS_PER_PASS_MAX);
     // Proposed together, so the proposer puts them into few entries.
     let writes = due.into_iter().map(|(stream, first_seq)| {
