@@ -67,7 +67,7 @@ fn codec(c: &mut Criterion) {
             b.iter(|| {
                 let f = decode_frame(black_box(&frame), FORMAT_VERSION).unwrap();
                 // Walk the bodies too: a reader pays for that.
-                f.bodies().map(|r| r.len()).sum::<usize>()
+                f.records().map(|r| r.body.len()).sum::<usize>()
             })
         });
     }

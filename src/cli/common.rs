@@ -62,7 +62,21 @@ pub struct ServerArgs {
     /// shows up in `ps`.
     #[arg(long, env = "FENCELOG_AUTH_TOKEN", hide_env_values = true)]
     pub auth_token: Option<String>,
+    /// A file holding the access-token secret (surrounding whitespace
+    /// ignored), instead of --auth-token: nothing shows up in `ps` or the
+    /// environment.
+    #[arg(
+        long,
+        env = "FENCELOG_AUTH_TOKEN_FILE",
+        conflicts_with = "auth_token",
+        value_name = "PATH"
+    )]
+    pub auth_token_file: Option<std::path::PathBuf>,
 }
+
+/// Longest access-token file read (a secret is a line; a bigger file is
+/// the wrong file).
+const AUTH_TOKEN_FILE_BYTES_MAX: u64 = 4096;
 
 impl ServerArgs {
     pub fn client(&self) -> Result<Client, ClientError> {
@@ -75,10 +89,35 @@ impl ServerArgs {
                     answer: None,
                 })?;
         }
-        if let Some(secret) = &self.auth_token {
-            builder = builder.token(secret.clone());
+        if let Some(secret) = self.secret()? {
+            builder = builder.token(secret);
         }
         builder.build()
+    }
+
+    /// The access-token secret: `--auth-token`, or `--auth-token-file`'s
+    /// contents.
+    fn secret(&self) -> Result<Option<String>, ClientError> {
+        let Some(path) = &self.auth_token_file else {
+            return Ok(self.auth_token.clone());
+        };
+        let bad = |why: String| ClientError::BadRequest {
+            message: format!("cannot read --auth-token-file {}: {why}", path.display()),
+            answer: None,
+        };
+        let len = std::fs::metadata(path)
+            .map_err(|e| bad(e.to_string()))?
+            .len();
+        if len > AUTH_TOKEN_FILE_BYTES_MAX {
+            return Err(bad(format!(
+                "{len} bytes, an access token file holds at most {AUTH_TOKEN_FILE_BYTES_MAX}"
+            )));
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+        match text.trim() {
+            "" => Err(bad("the file is empty".into())),
+            secret => Ok(Some(secret.to_string())),
+        }
     }
 }
 

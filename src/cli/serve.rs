@@ -164,6 +164,12 @@ pub struct Args {
     /// preferred node, in ms; 0 turns it off [default: 3000].
     #[arg(long, env = "FENCELOG_REBALANCE_MS")]
     pub rebalance_ms: Option<u64>,
+    /// Cluster mode: how often each shard's leader proposes the retention
+    /// trims its streams are due (--retention-age, --retention-bytes and
+    /// each stream's own settings, judged at the leader's clock), in ms; 0
+    /// turns retention off in the cluster [default: 10000].
+    #[arg(long, env = "FENCELOG_RETENTION_INTERVAL_MS")]
+    pub retention_interval_ms: Option<u64>,
     /// A Raft snapshot of a shard every this many applied entries; a
     /// quarter of it (at most 1000) stays in the log behind each snapshot
     /// for lagging followers, older entries are purged [default: 20000].
@@ -211,6 +217,7 @@ pub(super) struct FileSettings {
     pub(super) join: Option<String>,
     pub(super) cluster_redirect: Option<bool>,
     pub(super) rebalance_ms: Option<u64>,
+    pub(super) retention_interval_ms: Option<u64>,
     pub(super) raft_snapshot_logs: Option<u64>,
 }
 

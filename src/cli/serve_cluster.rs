@@ -19,6 +19,9 @@ use std::time::Duration;
 const MEMBERS_MAX: usize = 64;
 /// The rebalancer's interval when not configured.
 const REBALANCE_MS_DEFAULT: u64 = 3000;
+/// How often shard leaders propose retention trims when not configured:
+/// a single node's reclaimer interval.
+const RETENTION_INTERVAL_MS_DEFAULT: u64 = fencelog_engine::config::RECLAIM_INTERVAL_MS_DEFAULT;
 /// How long `--join` waits for the node it joins through to answer.
 const JOIN_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -34,6 +37,8 @@ pub struct ClusterSettings {
     pub cluster_redirect: bool,
     /// The rebalancer's interval; 0 = off.
     pub rebalance_ms: u64,
+    /// How often shard leaders propose retention trims; 0 = off.
+    pub retention_interval_ms: u64,
     /// A snapshot every this many applied entries.
     pub raft_snapshot_logs: u64,
     #[serde(skip)]
@@ -158,6 +163,10 @@ impl ClusterSettings {
                 .rebalance_ms
                 .or(file.rebalance_ms)
                 .unwrap_or(REBALANCE_MS_DEFAULT),
+            retention_interval_ms: args
+                .retention_interval_ms
+                .or(file.retention_interval_ms)
+                .unwrap_or(RETENTION_INTERVAL_MS_DEFAULT),
             raft_snapshot_logs: snapshot_logs(args.raft_snapshot_logs.or(file.raft_snapshot_logs))?,
             shards,
             raft_heartbeat_ms: args
@@ -198,6 +207,8 @@ impl ClusterSettings {
             commit_timeout: Duration::from_millis(self.commit_timeout_ms),
             redirect: self.cluster_redirect,
             rebalance: (self.rebalance_ms > 0).then(|| Duration::from_millis(self.rebalance_ms)),
+            retention: (self.retention_interval_ms > 0)
+                .then(|| Duration::from_millis(self.retention_interval_ms)),
         }
     }
 }
@@ -262,7 +273,7 @@ async fn serve(
             return ExitCode::FAILURE;
         }
     };
-    let shards = match shard_count(settings, c).await {
+    let shards = match shard_count(settings, c, secret.clone()).await {
         Ok(s) => s,
         Err(e) => {
             tracing::error!(error = %e, "cannot start the cluster node");
@@ -290,6 +301,7 @@ async fn serve(
         .map(|a| a.to_string())
         .unwrap_or_default();
     fencelog_cluster::rebalance::spawn(&node);
+    fencelog_cluster::retention::spawn(&node);
     tracing::info!(%addr, node_id = c.node_id, shards, "serving as a cluster node");
     // Whoever acts on `listening on` finds the startup lines in the log.
     log.sync();
@@ -314,10 +326,15 @@ async fn serve(
 
 /// The shard count: `--shards` when creating a cluster; when joining, see
 /// [`fencelog_cluster::join::shard_count`].
-async fn shard_count(settings: &Settings, c: &ClusterSettings) -> Result<u32, String> {
+async fn shard_count(
+    settings: &Settings,
+    c: &ClusterSettings,
+    peer_secret: Option<String>,
+) -> Result<u32, String> {
     let Some(join) = &c.join else {
         return Ok(c.shards);
     };
     let given = c.shards_given.then_some(c.shards);
-    fencelog_cluster::join::shard_count(&settings.data_dir, join, given, JOIN_TIMEOUT).await
+    let dir = &settings.data_dir;
+    fencelog_cluster::join::shard_count(dir, join, given, JOIN_TIMEOUT, peer_secret).await
 }

@@ -9,16 +9,14 @@ use fencelog_testkit::history::{Call, FinalLog, History, Outcome, Rec, Replica};
 /// would be created by it, so only streams known to be written call
 /// this; the probe's token 1 is below every token the tests delete with).
 async fn tombstone(http: &reqwest::Client, url: &str, stream: &str) -> bool {
-    let r = http
-        .post(format!("{url}/v1/streams/{stream}/trim"))
-        .json(&json!({ "fencing_token": 1, "trim_seq": 0 }))
-        .send()
-        .await
-        .unwrap();
+    let trim = format!("{url}/v1/streams/{stream}/trim");
+    let body = json!({ "fencing_token": 1, "trim_seq": 0 });
+    let (status, _) = settled(|| http.post(&trim).json(&body)).await;
     // A trim of a stream that does not exist is 404 and changes nothing;
     // of a tombstone, the fencing rule answers first.
-    r.status().as_u16() != 404
+    status != 404
 }
+use crate::cluster_support::settled;
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -195,12 +193,9 @@ pub async fn read(h: &History, http: &reqwest::Client, url: &str, stream: &str, 
 pub async fn replica(http: &reqwest::Client, url: &str, streams: &[&str]) -> Replica {
     let mut out = Replica::new();
     for s in streams {
-        let info = http
-            .get(format!("{url}/v1/streams/{s}"))
-            .send()
-            .await
-            .unwrap();
-        if info.status() == 404 {
+        let info_url = format!("{url}/v1/streams/{s}");
+        let (status, info) = settled(|| http.get(&info_url)).await;
+        if status == 404 {
             // Never created, or a tombstone: the fence history says which
             // (404 for both), so the record of a delete decides below.
             let deleted = tombstone(http, url, s).await;
@@ -213,18 +208,12 @@ pub async fn replica(http: &reqwest::Client, url: &str, streams: &[&str]) -> Rep
             );
             continue;
         }
-        let info: Value = info.json().await.unwrap();
+        assert_eq!(status, 200, "{url} {s}: {info}");
         let first_seq = info["first_seq"].as_u64().unwrap();
-        let page: Value = http
-            .get(format!(
-                "{url}/v1/streams/{s}/records?start_seq={first_seq}&count={READ_COUNT_MAX}"
-            ))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let page_url =
+            format!("{url}/v1/streams/{s}/records?start_seq={first_seq}&count={READ_COUNT_MAX}");
+        let (status, page) = settled(|| http.get(&page_url)).await;
+        assert_eq!(status, 200, "{url} {s}: {page}");
         let log = FinalLog {
             next_seq: info["next_seq"].as_u64().unwrap(),
             highest_token: info["highest_token"].as_u64().unwrap(),

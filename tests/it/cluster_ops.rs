@@ -6,7 +6,7 @@
 //! 400; every replica holds the same state, before and after all three
 //! were SIGKILLed and restarted.
 
-use crate::cluster_support::{others, ProcCluster};
+use crate::cluster_support::{others, settled, ProcCluster};
 use crate::support::serve;
 use fencelog_cluster::shard::shard_of;
 use serde_json::{json, Value};
@@ -65,15 +65,16 @@ fn zero_timestamps(v: &mut Value) {
     }
 }
 
+/// One step; a 503 `unavailable` (nothing was proposed or read) is
+/// repeated, as a client does, so the answers compared are the decided
+/// ones.
 async fn call(http: &reqwest::Client, method: &str, url: &str, body: &Value) -> (u16, Value) {
-    let req = match method {
+    settled(|| match method {
         "put" => http.put(url).json(body),
         "post" => http.post(url).json(body),
         _ => http.get(url),
-    };
-    let r = req.send().await.unwrap();
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
+    })
+    .await
 }
 
 /// The script: each step's (status, canonical body).
@@ -196,9 +197,9 @@ async fn view(c: &ProcCluster, id: usize, n: &Names) -> Value {
     let mut v = json!({});
     for s in [&n.a, &n.b, &n.c] {
         v[s] = json!([
-            c.get(id, &format!("/v1/streams/{s}")).await,
-            c.get(id, &format!("/v1/streams/{s}/cursors")).await,
-            c.get(id, &format!("/v1/streams/{s}/records?start_seq=0"))
+            c.get_settled(id, &format!("/v1/streams/{s}")).await,
+            c.get_settled(id, &format!("/v1/streams/{s}/cursors")).await,
+            c.get_settled(id, &format!("/v1/streams/{s}/records?start_seq=0"))
                 .await,
         ]);
     }

@@ -10,6 +10,28 @@ use std::time::{Duration, Instant};
 /// Every wait's bound.
 pub const WAIT: Duration = Duration::from_secs(60);
 
+/// Between two tries of a request answered 503 `unavailable`.
+const UNAVAILABLE_RETRY: Duration = Duration::from_millis(100);
+
+/// Sends the request `make` builds, again while it is answered 503
+/// `unavailable` (bounded by [`WAIT`]), and returns the last answer.
+/// `unavailable` means nothing was proposed or read: the node found no
+/// quorum in time (on a loaded 2-core machine a heartbeat round can miss
+/// its deadline), and repeating is what a documented client does. An
+/// `outcome_unknown` 503 is never repeated.
+pub async fn settled(make: impl Fn() -> reqwest::RequestBuilder) -> (u16, Value) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let r = make().send().await.unwrap();
+        let status = r.status().as_u16();
+        let v: Value = r.json().await.unwrap_or(Value::Null);
+        if status != 503 || v["error"] != "unavailable" || Instant::now() >= deadline {
+            return (status, v);
+        }
+        tokio::time::sleep(UNAVAILABLE_RETRY).await;
+    }
+}
+
 pub struct ProcCluster {
     pub dir: tempfile::TempDir,
     pub addrs: Vec<String>,
@@ -223,6 +245,13 @@ impl ProcCluster {
         (status, r.json().await.unwrap_or(Value::Null))
     }
 
+    /// [`ProcCluster::get`], repeated while it is 503 `unavailable`
+    /// ([`settled`]).
+    pub async fn get_settled(&self, id: usize, path: &str) -> (u16, Value) {
+        let url = format!("{}{path}", self.url(id));
+        settled(|| self.http.get(&url)).await
+    }
+
     pub async fn append(&self, id: usize, stream: &str, token: u64, body: &str) -> (u16, Value) {
         let records = fencelog_testkit::http::records_json(&[body]);
         let b = serde_json::json!({ "fencing_token": token, "records": records });
@@ -265,3 +294,27 @@ impl ProcCluster {
 pub fn others(ids: &[usize], not: usize) -> Vec<usize> {
     ids.iter().copied().filter(|i| *i != not).collect()
 }
+
+/// A failed test (or any, with `FENCELOG_TEST_NODE_LOGS` set) prints the
+/// tail of every node's log: a flake seen once in CI is then diagnosable
+/// from CI's output alone.
+impl Drop for ProcCluster {
+    fn drop(&mut self) {
+        if !std::thread::panicking() && std::env::var_os("FENCELOG_TEST_NODE_LOGS").is_none() {
+            return;
+        }
+        for id in 1..=self.addrs.len() {
+            let path = self.dir.path().join(format!("node-{id}.log"));
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let tail = &lines[lines.len().saturating_sub(LOG_TAIL_LINES)..];
+            eprintln!("---- node {id}: last {} log lines ----", tail.len());
+            for l in tail {
+                eprintln!("{l}");
+            }
+        }
+    }
+}
+
+/// How much of each node's log a failed test prints.
+const LOG_TAIL_LINES: usize = 120;

@@ -13,6 +13,9 @@ pub const PRODUCER_SEQ: &str = "producer-seq";
 pub const NOT_AFTER_MS: &str = "not-after-ms";
 /// SSE resume: the next seq to send, as the last event's `id` said.
 pub const LAST_EVENT_ID: &str = "last-event-id";
+/// In cluster mode, on every write's answer: the shard leader as
+/// `id=host:port`, so a client can send that stream's next writes there.
+pub const LEADER: &str = "fencelog-leader";
 
 /// The media type of a live tail (request `Accept`, response type).
 pub const EVENT_STREAM: &str = "text/event-stream";

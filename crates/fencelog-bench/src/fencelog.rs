@@ -62,6 +62,7 @@ impl super::Backend for Backend {
     async fn connect(&self) -> Result<Conn, BenchError> {
         Ok(Conn {
             http: http1::Conn::connect(&self.endpoint).await?,
+            at: self.endpoint.authority.clone(),
             encoding: self.encoding,
             client: self.client()?,
         })
@@ -78,6 +79,8 @@ impl super::Backend for Backend {
 
 pub struct Conn {
     http: http1::Conn,
+    /// The `host:port` the connection goes to.
+    at: String,
     encoding: Encoding,
     /// `--encoding client`: appends go through it.
     client: Option<fencelog_client::Client>,
@@ -104,6 +107,22 @@ async fn client_append(
         }),
         Err(fencelog_client::ClientError::StaleToken { .. }) => Ok(Outcome::Stale),
         Err(e) => Err(BenchError::target(format!("{stream}: {e}"))),
+    }
+}
+
+impl Conn {
+    /// Follows a cluster's leader hint: a write answered through another
+    /// node moves this connection to the shard's leader, as a smart
+    /// client does, so the run measures the cluster and not a forwarding
+    /// hop per write. A single node sends no hint.
+    async fn follow(&mut self, hint: Option<String>) -> Result<(), BenchError> {
+        let Some(addr) = hint.filter(|a| *a != self.at) else {
+            return Ok(());
+        };
+        let endpoint = Endpoint::parse(&format!("http://{addr}")).await?;
+        self.http = http1::Conn::connect(&endpoint).await?;
+        self.at = addr;
+        Ok(())
     }
 }
 
@@ -171,7 +190,7 @@ impl super::Conn for Conn {
             return client_append(client, stream, token, records).await;
         }
         let path = records_path(stream);
-        let (status, out) = if self.encoding == Encoding::Binary {
+        let (status, hint, out) = if self.encoding == Encoding::Binary {
             let headers = [
                 (CONTENT_TYPE, HeaderValue::from_static(batch::CONTENT_TYPE)),
                 (
@@ -181,7 +200,7 @@ impl super::Conn for Conn {
             ];
             let body = batch::encode(records.iter().map(|r| &r[..]));
             self.http
-                .call(Method::POST, &path, &headers, Bytes::from(body))
+                .call_hinted(Method::POST, &path, &headers, Bytes::from(body))
                 .await?
         } else if self.encoding == Encoding::Raw && records.len() == 1 {
             let headers = [
@@ -192,11 +211,11 @@ impl super::Conn for Conn {
                 ),
             ];
             self.http
-                .call(Method::POST, &path, &headers, records[0].clone())
+                .call_hinted(Method::POST, &path, &headers, records[0].clone())
                 .await?
         } else {
             self.http
-                .call(
+                .call_hinted(
                     Method::POST,
                     &path,
                     &[http1::json_header()],
@@ -204,6 +223,7 @@ impl super::Conn for Conn {
                 )
                 .await?
         };
+        self.follow(hint).await?;
         match status {
             StatusCode::OK => Ok(Outcome::Appended {
                 first_seq: parse::<AppendAck>(&path, &out)?.first_seq,

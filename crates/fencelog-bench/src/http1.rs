@@ -19,6 +19,8 @@ use tokio::task::JoinHandle;
 pub struct Endpoint {
     pub addr: SocketAddr,
     host: HeaderValue,
+    /// The `host:port` it was parsed from.
+    pub authority: String,
 }
 
 impl Endpoint {
@@ -48,7 +50,12 @@ impl Endpoint {
             })?;
         let host = HeaderValue::from_str(authority.as_str())
             .map_err(|e| BenchError::args(format!("--server host: {e}")))?;
-        Ok(Endpoint { addr, host })
+        let authority = authority.as_str().to_string();
+        Ok(Endpoint {
+            addr,
+            host,
+            authority,
+        })
     }
 }
 
@@ -126,16 +133,35 @@ impl Conn {
         headers: &[(HeaderName, HeaderValue)],
         body: Bytes,
     ) -> Result<(StatusCode, Bytes), BenchError> {
+        let (status, _, bytes) = self.call_hinted(method, path, headers, body).await?;
+        Ok((status, bytes))
+    }
+
+    /// [`Conn::call`], also handing back the answer's leader hint
+    /// (`fencelog-leader: id=host:port`, cluster mode only).
+    pub async fn call_hinted(
+        &mut self,
+        method: Method,
+        path: &str,
+        headers: &[(HeaderName, HeaderValue)],
+        body: Bytes,
+    ) -> Result<(StatusCode, Option<String>, Bytes), BenchError> {
         let req = self.build(method, path, headers, body)?;
         let resp = self.send(req).await?;
         let status = resp.status();
+        let hint = resp
+            .headers()
+            .get(fencelog_api::header::LEADER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split_once('='))
+            .map(|(_, addr)| addr.to_string());
         let bytes = resp
             .into_body()
             .collect()
             .await
             .map_err(|e| BenchError::target(format!("reading the answer to {path}: {e}")))?
             .to_bytes();
-        Ok((status, bytes))
+        Ok((status, hint, bytes))
     }
 
     /// Sends a GET and hands back the body unread, for live tails.

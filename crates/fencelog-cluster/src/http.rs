@@ -14,7 +14,7 @@ use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post, put};
+use axum::routing::{delete, get, post, put, MethodRouter};
 use axum::{Extension, Json, Router};
 use bytes::Bytes;
 use fencelog_api::{AppendAck, ErrorCode, Field, StreamInfo};
@@ -30,7 +30,7 @@ use std::sync::Arc;
 use tower::ServiceExt;
 
 /// The header naming shard leader as `id=addr`.
-pub const LEADER_HEADER: &str = "fencelog-leader";
+pub const LEADER_HEADER: &str = fencelog_api::header::LEADER;
 /// Largest Raft RPC body (a whole snapshot travels in one, v1).
 pub const RPC_BODY_BYTES_MAX: usize = 256 << 20;
 
@@ -49,13 +49,12 @@ pub(crate) struct ClusterState {
 }
 
 /// The node's router: every route (the membership admin routes of
-/// [`crate::admin`] and the 307 redirect layer included), then
+/// [`crate::admin`] included; the 307 redirect sits inside each write
+/// route's scope check, see [`redirecting`]), then
 /// [`http_auth::guard`] over all of them (the `/_cluster/` prefix), added
 /// last so it covers every route.
 pub fn app(node: Arc<Node>, access: ClusterAuth, limits: HttpLimits, shutdown: Shutdown) -> Router {
     let admin = crate::admin::routes(node.clone());
-    let redirect =
-        axum::middleware::from_fn_with_state(node.clone(), crate::redirect::redirect_writes);
     let state = ClusterState {
         node,
         limits,
@@ -66,7 +65,6 @@ pub fn app(node: Arc<Node>, access: ClusterAuth, limits: HttpLimits, shutdown: S
         http_metrics: Arc::default(),
     };
     routes(&state)
-        .layer(redirect)
         .with_state(state)
         .merge(admin)
         .layer(axum::middleware::from_fn_with_state(
@@ -75,11 +73,23 @@ pub fn app(node: Arc<Node>, access: ClusterAuth, limits: HttpLimits, shutdown: S
         ))
 }
 
+/// `route`, a replicated write of one stream, answered 307 by a node that
+/// does not lead the stream's shard when `--cluster-redirect` is on
+/// ([`crate::redirect`]). Inside the route's scope check: a caller without
+/// a valid token gets the 401/403 of the node it reached, never the
+/// leader's address (and the leader would only check it again).
+fn redirecting(s: &ClusterState, route: MethodRouter<ClusterState>) -> MethodRouter<ClusterState> {
+    let layer =
+        axum::middleware::from_fn_with_state(s.node.clone(), crate::redirect::redirect_writes);
+    route.route_layer(layer)
+}
+
 /// Every route. A client route the cluster serves itself carries the
 /// single node's scope check for it ([`guarded`]); the rest reach the
 /// single node's router, checks included ([`to_shard`]).
 fn routes(s: &ClusterState) -> Router<ClusterState> {
     let a = &s.access;
+    let r = |route| redirecting(s, route);
     let records = "/v1/streams/{stream}/records";
     let stream = "/v1/streams/{stream}";
     let fence_path = "/v1/streams/{stream}/fence";
@@ -95,17 +105,23 @@ fn routes(s: &ClusterState) -> Router<ClusterState> {
         .route("/_cluster/admin/status", get(status))
         .route(
             records,
-            guarded(a, Method::POST, records, post(append)).get(to_shard),
+            guarded(a, Method::POST, records, r(post(append))).get(to_shard),
         )
         .route(
             fence_path,
-            guarded(a, Method::POST, fence_path, post(fence)),
+            guarded(a, Method::POST, fence_path, r(post(fence))),
         )
-        .route(trim_path, guarded(a, Method::POST, trim_path, post(trim)))
-        .route(seal_path, guarded(a, Method::POST, seal_path, post(seal)))
+        .route(
+            trim_path,
+            guarded(a, Method::POST, trim_path, r(post(trim))),
+        )
+        .route(
+            seal_path,
+            guarded(a, Method::POST, seal_path, r(post(seal))),
+        )
         .route(
             stream,
-            guarded(a, Method::DELETE, stream, delete(remove)).fallback(to_shard),
+            guarded(a, Method::DELETE, stream, r(delete(remove))).fallback(to_shard),
         )
         .route(
             config_path,
@@ -494,27 +510,8 @@ async fn to_shard(State(s): State<ClusterState>, request: Request) -> Response {
         }
         .into_response();
     }
-    // The append session (a GET upgraded to a WebSocket) writes through
-    // the engine it reaches: never a shard engine directly.
     if let Some(stream) = path_stream(&path).filter(|_| path.ends_with("/session")) {
-        let who = s
-            .access
-            .auth
-            .authenticate(request.headers().get("authorization"));
-        let who = match who {
-            Ok(p) => p,
-            Err(e) => return fencelog_server::auth::with_challenge(e),
-        };
-        let scope = fencelog_server::auth::Scope::Append;
-        if let Err(e) = fencelog_server::auth::authorize(who, scope, Some(stream)) {
-            return e.into_response();
-        }
-        let e = ApiError::bad_request(
-            "the append session is not replicated in cluster mode; append with POST .../records",
-        );
-        return e
-            .on_stream(path_stream(&path).unwrap_or(""))
-            .into_response();
+        return session_refused(&s, &request, stream);
     }
     let k = match path_stream(&path) {
         Some(stream) => {
@@ -542,6 +539,30 @@ async fn to_shard(State(s): State<ClusterState>, request: Request) -> Response {
         Ok(r) => r,
         Err(never) => match never {},
     }
+}
+
+/// The append session (`GET .../session`, a WebSocket) is not served in
+/// cluster mode: it writes through the engine it reaches, and a shard
+/// engine is written only by apply. After the route's own check (scope
+/// `append` on the stream, the single node's 401/403), a 400 that says
+/// what to use instead; nothing was changed.
+fn session_refused(s: &ClusterState, request: &Request, stream: &str) -> Response {
+    let who = s
+        .access
+        .auth
+        .authenticate(request.headers().get(axum::http::header::AUTHORIZATION));
+    let who = match who {
+        Ok(p) => p,
+        Err(e) => return fencelog_server::auth::with_challenge(e),
+    };
+    let scope = fencelog_server::auth::Scope::Append;
+    if let Err(e) = fencelog_server::auth::authorize(who, scope, Some(stream)) {
+        return e.into_response();
+    }
+    let e = ApiError::bad_request(format!(
+        "the append session is not served in cluster mode: append with POST /v1/streams/{stream}/records, which any node takes and answers once the append is committed and applied; nothing was changed"
+    ));
+    e.on_stream(stream).into_response()
 }
 
 /// Whether some route of the single node's table has `path`'s shape

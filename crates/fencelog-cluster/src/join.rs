@@ -6,6 +6,9 @@
 //! count comes from the cluster; once its data directory exists, from
 //! there (a restart needs no reachable peer).
 
+use crate::http_transport::HttpTransport;
+use crate::membership::{MemberAnswer, MemberCmd};
+use crate::network::{decode, encode, RpcKind, Transport};
 use crate::node::META_FILE;
 use crate::shard::SHARDS_MAX;
 use std::path::Path;
@@ -13,12 +16,16 @@ use std::time::Duration;
 
 /// The shard count a joining node runs with: its data directory's
 /// `cluster.meta` if it has one, else the count of the node at `join`
-/// (`given`, the `--shards` flag, must agree).
+/// (`given`, the `--shards` flag, must agree). The node at `join` is
+/// asked with the peer `member` RPC (`Whoami`), carrying `peer_secret`
+/// like every node-to-node call, so a cluster with access tokens (whose
+/// admin routes need an operator's token) answers a joining node too.
 pub async fn shard_count(
     data_dir: &Path,
     join: &str,
     given: Option<u32>,
     timeout: Duration,
+    peer_secret: Option<String>,
 ) -> Result<u32, String> {
     let meta = data_dir.join(META_FILE);
     if let Ok(text) = std::fs::read_to_string(&meta) {
@@ -28,24 +35,22 @@ pub async fn shard_count(
             .and_then(|n| n.parse().ok());
         return stored.ok_or(format!("{} holds no shard count", meta.display()));
     }
-    let url = format!("http://{join}/_cluster/admin/status");
-    let status: serde_json::Value = async {
-        let client = reqwest::Client::builder().timeout(timeout).build()?;
-        client
-            .get(&url)
-            .send()
-            .await?
-            .error_for_status()?
-            .json()
-            .await
-    }
-    .await
-    .map_err(|e| format!("join: cannot read {url}: {e}"))?;
-    let shards = status["shards"]
-        .as_array()
-        .map(|a| a.len() as u32)
-        .filter(|n| (1..=SHARDS_MAX).contains(n))
-        .ok_or(format!("join: {url} names no shards"))?;
+    let transport = HttpTransport::with_secret(peer_secret);
+    // Shard 0 exists in every cluster; the node's id is not known yet (0).
+    let call = transport.call(
+        0,
+        join,
+        0,
+        RpcKind::Member,
+        encode(&MemberCmd::Whoami),
+        timeout,
+    );
+    let asked = format!("join: asking the node at {join} for its shard count");
+    let bytes = call.await.map_err(|e| format!("{asked}: {e}"))?;
+    let shards = match decode(&bytes) {
+        Ok(MemberAnswer::Whoami { shards, .. }) if (1..=SHARDS_MAX).contains(&shards) => shards,
+        other => return Err(format!("{asked}: answered {other:?}")),
+    };
     match given {
         Some(g) if g != shards => Err(format!(
             "join: the cluster has {shards} shards, shards says {g}"

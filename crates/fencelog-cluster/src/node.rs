@@ -109,6 +109,9 @@ pub struct NodeOptions {
     /// How often the rebalancer checks whether this node should lead a
     /// shard it prefers ([`crate::rebalance`]); `None` turns it off.
     pub rebalance: Option<Duration>,
+    /// How often the node proposes retention trims for the shards it
+    /// leads ([`crate::retention`]); `None` turns retention off.
+    pub retention: Option<Duration>,
 }
 
 /// The outcome of a write at the node's door.
@@ -128,6 +131,7 @@ struct Shard {
     raft: Raft,
     sm: ShardSm,
     proposer: Proposer,
+    vote_clock: crate::vote_clock::VoteClock,
 }
 
 /// A running node.
@@ -189,7 +193,13 @@ impl Node {
                 }
             }
             let proposer = Proposer::spawn(raft.clone(), options.id, options.commit_timeout);
-            shards.push(Shard { raft, sm, proposer });
+            let vote_clock = crate::vote_clock::VoteClock::watch(&raft);
+            shards.push(Shard {
+                raft,
+                sm,
+                proposer,
+                vote_clock,
+            });
         }
         Ok(Node {
             id: options.id,
@@ -220,6 +230,11 @@ impl Node {
     /// Shard `k`'s Raft group.
     pub fn raft(&self, k: ShardId) -> &Raft {
         &self.shards[k as usize].raft
+    }
+
+    /// When shard `k`'s vote last changed here ([`crate::vote_clock`]).
+    pub fn vote_clock(&self, k: ShardId) -> &crate::vote_clock::VoteClock {
+        &self.shards[k as usize].vote_clock
     }
 
     /// Shard `k`'s engine (its applied state).
@@ -284,9 +299,11 @@ impl Node {
             // An operator's config change is not fenced, a cursor has its
             // own token, and a batch answers every op's outcome: apply
             // decides those.
+            // A retention trim carries no token (the stream's own).
             ClusterOp::Config { token: None, .. }
             | ClusterOp::Cursor { .. }
-            | ClusterOp::Batch { .. } => return None,
+            | ClusterOp::Batch { .. }
+            | ClusterOp::Retain { .. } => return None,
         };
         // A sealed stream or a tombstone answers what apply decides (the
         // rule's order of checks differs per op there).

@@ -79,7 +79,8 @@ fn op_bytes(op: &ClusterOp) -> usize {
         | ClusterOp::Seal { .. }
         | ClusterOp::Delete { .. }
         | ClusterOp::Config { .. }
-        | ClusterOp::Cursor { .. } => 0,
+        | ClusterOp::Cursor { .. }
+        | ClusterOp::Retain { .. } => 0,
     }
 }
 

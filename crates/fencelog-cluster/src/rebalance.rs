@@ -60,7 +60,11 @@ async fn take(node: &Node, k: ShardId, every: std::time::Duration) {
     if crate::transfer::caught_up(node, k).await != Some(true) {
         return;
     }
-    let deadline = Instant::now() + every * 2;
+    // A handover may wait out the leader's lease, and one election may
+    // take up to the longest election timeout: leave room for both,
+    // twice, so a loaded machine's slow round does not count as a loss.
+    let round = std::time::Duration::from_millis(node.options().timing.election_max_ms);
+    let deadline = Instant::now() + every * 2 + round * 4;
     match crate::transfer::campaign(node, k, deadline, false).await {
         Ok(()) => tracing::info!(
             shard = k,

@@ -6,6 +6,10 @@
 //! no known leader the request goes on as usual (and is answered 503
 //! `unavailable` without being proposed); early refusals of stale tokens
 //! are the leader's to answer then.
+//!
+//! The layer runs inside each write route's scope check
+//! (`http::redirecting`): a caller without a valid token for the write is
+//! answered 401/403 by the node it reached and learns no leader address.
 
 use crate::http::LEADER_HEADER;
 use crate::node::Node;

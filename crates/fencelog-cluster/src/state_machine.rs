@@ -44,16 +44,19 @@ pub struct ShardSm {
 
 /// The engine configuration of a shard, from the node's: no background
 /// reclamation on the engine's own timer (its files change only under the
-/// apply gate, which snapshots rely on: [`ShardSm::reclaim`] runs the pass
-/// there instead), no retention (a retention trim decided by one replica's
-/// clock would make replicas differ) and no disk budget (apply must not refuse on local limits; the
-/// leader checks them before proposing).
+/// apply gate, which snapshots rely on: [`ShardSm::reclaim_soon`] runs the
+/// pass there instead), no retention of its own (a retention trim decided
+/// by each replica's clock would make replicas differ: the shard leader
+/// proposes retention trims as entries instead, [`crate::retention`]) and
+/// no disk budget (apply must not refuse on local limits; the leader
+/// checks them before proposing).
 pub fn shard_engine_config(base: &Config) -> Config {
     Config {
         reclaim_interval_ms: 0,
         data_bytes_max: None,
         retention_age_s: None,
         retention_bytes: None,
+        retention_in_reclaim: false,
         ..base.clone()
     }
 }
@@ -155,10 +158,12 @@ fn frees_space(entry: &Entry) -> bool {
     let EntryPayload::Normal(batch) = &entry.payload else {
         return false;
     };
-    batch
-        .ops
-        .iter()
-        .any(|op| matches!(op, ClusterOp::Trim { .. } | ClusterOp::Delete { .. }))
+    batch.ops.iter().any(|op| {
+        matches!(
+            op,
+            ClusterOp::Trim { .. } | ClusterOp::Delete { .. } | ClusterOp::Retain { .. }
+        )
+    })
 }
 
 impl ShardSm {

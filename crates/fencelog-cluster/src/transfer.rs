@@ -99,9 +99,10 @@ pub(crate) async fn campaign(
 /// The longest a leader pauses proposing for one handover request.
 pub const HANDOVER_MAX: Duration = Duration::from_secs(10);
 
-/// On shard `k`'s leader: pauses proposing (for twice `budget`, or until
-/// leadership is lost) and waits up to `budget` until node `to` matched
-/// its whole log. A paused op is proposed after the pause or, once this
+/// On shard `k`'s leader: pauses proposing (for twice `budget` plus the
+/// leader lease, or until leadership is lost), waits up to `budget` until
+/// node `to` matched its whole log, then until this node's lease ran out
+/// so that it grants `to` its vote ([`crate::vote_clock`]). A paused op is proposed after the pause or, once this
 /// node no longer leads, forwarded to the new leader: never both.
 pub(crate) async fn handover(
     node: &Node,
@@ -113,8 +114,9 @@ pub(crate) async fn handover(
         return MemberAnswer::Refused(format!("node {to} is not a voter of shard {k}"));
     }
     let budget = budget.min(HANDOVER_MAX / 2);
+    let lease = Duration::from_millis(node.options().timing.election_max_ms);
     let proposer = node.proposer(k);
-    proposer.pause(budget * 2);
+    proposer.pause(budget * 2 + lease);
     let matched = node
         .raft(k)
         .wait(Some(budget))
@@ -128,7 +130,12 @@ pub(crate) async fn handover(
         )
         .await;
     match matched {
-        Ok(_) => MemberAnswer::Done,
+        Ok(_) => {
+            // Paused, the log stays matched while the lease runs out.
+            let grants = node.vote_clock(k).grants_from(lease);
+            tokio::time::sleep_until(grants.into()).await;
+            MemberAnswer::Done
+        }
         Err(_) => {
             proposer.resume();
             MemberAnswer::Retry(format!(

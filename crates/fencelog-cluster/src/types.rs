@@ -111,6 +111,18 @@ pub enum ClusterOp {
         /// Shared by every op.
         not_after_ms: Option<u64>,
     },
+    /// A retention trim the shard leader proposes ([`crate::retention`]):
+    /// the front it chose from its own clock and applied state, carried
+    /// in the entry so apply reads no clock; apply moves the front there
+    /// (never back, never past `next_seq`, never on a tombstone) through
+    /// `fence::check_retention`, under the stream's own token. Last in
+    /// the enum, so entries written before it decode unchanged.
+    Retain {
+        /// The stream.
+        stream: String,
+        /// The first readable seq the leader's retention wants.
+        first_seq: u64,
+    },
 }
 
 impl ClusterOp {
@@ -123,7 +135,8 @@ impl ClusterOp {
             | ClusterOp::Seal { stream, .. }
             | ClusterOp::Delete { stream, .. }
             | ClusterOp::Config { stream, .. }
-            | ClusterOp::Cursor { stream, .. } => stream,
+            | ClusterOp::Cursor { stream, .. }
+            | ClusterOp::Retain { stream, .. } => stream,
             // Never empty: the route refuses an empty batch.
             ClusterOp::Batch { ops, .. } => ops.first().map_or("", |o| o.stream.as_str()),
         }
@@ -221,6 +234,10 @@ impl ClusterOp {
                 name: name.clone(),
                 token: *token,
                 seq: *seq,
+            },
+            ClusterOp::Retain { stream, first_seq } => ReplicatedOp::Retain {
+                stream: stream.clone(),
+                first_seq: *first_seq,
             },
             ClusterOp::Batch { ops, not_after_ms } => ReplicatedOp::Batch {
                 ops: ops.iter().map(BatchOpView::to_engine).collect(),

@@ -89,6 +89,12 @@ pub struct Config {
     pub reclaim_interval_ms: u64,
     /// Compaction's copy rate limit.
     pub compaction_bytes_per_second: u64,
+    /// Whether the reclaimer's pass trims by retention itself (a single
+    /// node). A cluster's shard engine has it off: there a retention trim
+    /// is a replicated op its shard leader proposes from
+    /// [`crate::Engine::retention_due`], since a trim decided by each
+    /// replica's own clock would make the replicas differ.
+    pub retention_in_reclaim: bool,
 }
 
 impl Default for Config {
@@ -107,6 +113,7 @@ impl Default for Config {
             producers_per_stream_max: crate::carried::PRODUCERS_PER_STREAM_DEFAULT,
             reclaim_interval_ms: RECLAIM_INTERVAL_MS_DEFAULT,
             compaction_bytes_per_second: COMPACTION_BYTES_PER_SECOND_DEFAULT,
+            retention_in_reclaim: true,
         }
     }
 }

@@ -23,7 +23,10 @@
 //!   unrefused trim's point, or from a stream an unrefused delete removed;
 //!   no body is in a log twice (a producer's retry written again); nothing
 //!   is accepted on a stream after its seal was acknowledged, nor with a
-//!   token at or below an acknowledged delete's.
+//!   token at or below an acknowledged delete's;
+//! - with a retention setting in the history, a record may also be
+//!   missing from the front of its stream (below the final first seq,
+//!   never in the middle: seqs stay dense), as retention trims it.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -70,6 +73,11 @@ pub enum Call {
         stream: String,
         start: u64,
     },
+    /// A retention setting (`PUT .../config` with an age or a byte limit):
+    /// once acknowledged, the store may trim the stream's front by itself.
+    Retention {
+        stream: String,
+    },
 }
 
 impl Call {
@@ -80,7 +88,8 @@ impl Call {
             | Call::Trim { stream, .. }
             | Call::Seal { stream, .. }
             | Call::Delete { stream, .. }
-            | Call::Read { stream, .. } => stream,
+            | Call::Read { stream, .. }
+            | Call::Retention { stream } => stream,
         }
     }
 
@@ -91,7 +100,7 @@ impl Call {
             | Call::Trim { token, .. }
             | Call::Seal { token, .. }
             | Call::Delete { token, .. } => Some(*token),
-            Call::Read { .. } => None,
+            Call::Read { .. } | Call::Retention { .. } => None,
         }
     }
 }
@@ -263,6 +272,10 @@ fn check_op(op: &Op, ops: &[Op], log: &FinalLog, report: &mut Report) -> Result<
             not_below_acked(op, ops)?;
             crate::history_lifecycle::after_seal_or_delete(op, ops)?;
             crate::history_lifecycle::final_state_shows(op, log)
+        }
+        (Call::Retention { .. }, Outcome::Fenced { .. }) => {
+            report.fenced += 1;
+            Ok(())
         }
         (Call::Fence { token, .. }, Outcome::Fenced { next_seq }) => {
             report.fenced += 1;

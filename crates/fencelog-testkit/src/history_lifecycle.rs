@@ -32,7 +32,9 @@ pub fn tombstone_of(op: &Op, ops: &[Op], token: u64) -> bool {
 }
 
 /// Whether the record at `seq` of `op`'s stream may be missing from the
-/// final log: below an unrefused trim's point, or deleted with the stream.
+/// final log: below an unrefused trim's point, below the final front of a
+/// stream an unrefused retention setting lets the store trim, or deleted
+/// with the stream.
 pub fn may_be_gone(op: &Op, ops: &[Op], log: &FinalLog, seq: u64) -> bool {
     if log.deleted {
         return deleted_by(op, ops);
@@ -40,7 +42,12 @@ pub fn may_be_gone(op: &Op, ops: &[Op], log: &FinalLog, seq: u64) -> bool {
     let first_seq = log.next_seq - log.records.len() as u64;
     seq < first_seq
         && same_stream(op, ops).any(|o| {
-            matches!(o.call, Call::Trim { trim_seq, .. } if trim_seq > seq) && unrefused(o)
+            let covers = match o.call {
+                Call::Trim { trim_seq, .. } => trim_seq > seq,
+                Call::Retention { .. } => true,
+                _ => false,
+            };
+            covers && unrefused(o)
         })
 }
 

@@ -198,6 +198,29 @@ fn trims_explain_missing_records_and_must_show() {
     refused(&ops, &[untrimmed], "acknowledged trim to 1");
 }
 
+/// A retention setting lets the store trim the front by itself: seq 0
+/// may then be missing, but a refused setting explains nothing, and a
+/// record missing from the middle (a hole) is still caught.
+#[test]
+fn retention_explains_a_missing_front_and_nothing_else() {
+    let (mut ops, _) = good();
+    let trimmed = {
+        let mut r = replica(vec![rec(1, 2, "b")], 2);
+        r.get_mut("s").unwrap().next_seq = 2;
+        r
+    };
+    let retention = || Call::Retention { stream: "s".into() };
+    let refusal = Outcome::Refused("bad_request".into());
+    ops.push(op(retention(), refusal, 10, 11));
+    refused(&ops, std::slice::from_ref(&trimmed), "lost");
+    ops.push(op(retention(), Outcome::Fenced { next_seq: 2 }, 12, 13));
+    let report = check(&ops, std::slice::from_ref(&trimmed)).unwrap();
+    assert_eq!((report.acked, report.fenced), (2, 2));
+    let mut holed = replica(vec![rec(0, 1, "a"), rec(2, 2, "b")], 2);
+    holed.get_mut("s").unwrap().next_seq = 3;
+    refused(&ops, &[holed], "not dense");
+}
+
 #[test]
 fn a_body_written_twice_is_caught() {
     let r = replica(vec![rec(0, 1, "a"), rec(1, 1, "a")], 1);

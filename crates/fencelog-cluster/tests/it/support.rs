@@ -118,6 +118,7 @@ impl TestCluster {
             commit_timeout: Duration::from_secs(10),
             redirect: false,
             rebalance: None,
+            retention: None,
         };
         let node = Arc::new(Node::start(options, self.router.port(id)).await.unwrap());
         self.router.register(node.clone());

@@ -45,6 +45,24 @@ impl Engine {
         rx.await.map_err(|_| WriteError::ShuttingDown)?
     }
 
+    /// Where retention wants each stream's front, judged at `now_ms` (the
+    /// shard leader's clock) with the server's defaults `age_s` and
+    /// `bytes` for streams that set none: `(stream, first_seq)` for every
+    /// stream it would trim. Nothing is written: the leader proposes each
+    /// as [`ReplicatedOp::Retain`], and apply decides it through
+    /// `fence::check_retention` on every replica alike (issue 14).
+    pub fn retention_due(
+        &self,
+        now_ms: u64,
+        age_s: Option<u64>,
+        bytes: Option<u64>,
+    ) -> Vec<(String, u64)> {
+        crate::reclaim::retention::due(self.shared(), now_ms, (age_s, bytes))
+            .into_iter()
+            .map(|(s, seq)| (s.into(), seq))
+            .collect()
+    }
+
     /// The applied Raft position (LogId and last membership) this log
     /// holds now: its last durable Applied marker, or its checkpoint's
     /// (issue 14; a local engine has none).

@@ -26,7 +26,7 @@ mod checkpoint;
 mod compact;
 mod delete;
 mod live;
-mod retention;
+pub(crate) mod retention;
 
 use crate::error::{StorageFailure, WriteError};
 use crate::locks;

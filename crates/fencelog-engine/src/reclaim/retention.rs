@@ -18,30 +18,44 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// with more expired ones is trimmed further at the next pass.
 const AGE_PROBE_FRAMES: usize = 4096;
 
+/// The server-wide retention for streams that set none: (age in s, bytes).
+pub(crate) type Defaults = (Option<u64>, Option<u64>);
+
 pub(super) fn run(
     shared: &Shared,
     writer: &Writer<'_>,
     report: &mut ReclaimReport,
 ) -> Result<(), WriteError> {
+    if !shared.config.retention_in_reclaim {
+        return Ok(());
+    }
     let now_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
-    let mut trims: Vec<(Box<str>, u64)> = Vec::new();
-    shared.each_stream(|name, s| {
-        if let Some(first_seq) = target(shared, s, now_ms) {
-            trims.push((name.into(), first_seq));
-        }
-    });
-    for (stream, first_seq) in trims {
+    let defaults = (shared.config.retention_age_s, shared.config.retention_bytes);
+    for (stream, first_seq) in due(shared, now_ms, defaults) {
         writer.request(&stream, |reply| Op::Retain { first_seq, reply })?;
         report.retention_trims += 1;
     }
     Ok(())
 }
 
+/// Every stream whose retention, judged at `now_ms`, wants its first
+/// readable seq moved forward, and where to. Reads frame timestamps from
+/// the segments: never called from the writer's planning step.
+pub(crate) fn due(shared: &Shared, now_ms: u64, defaults: Defaults) -> Vec<(Box<str>, u64)> {
+    let mut trims: Vec<(Box<str>, u64)> = Vec::new();
+    shared.each_stream(|name, s| {
+        if let Some(first_seq) = target(shared, s, now_ms, defaults) {
+            trims.push((name.into(), first_seq));
+        }
+    });
+    trims
+}
+
 /// Where retention wants the stream's first readable seq, if past where it
 /// is now.
-fn target(shared: &Shared, s: &StreamShared, now_ms: u64) -> Option<u64> {
+fn target(shared: &Shared, s: &StreamShared, now_ms: u64, defaults: Defaults) -> Option<u64> {
     let (age_s, bytes, floor, locs, total) = {
         let inner = locks::lock(&s.inner);
         let f = s.fence_state();
@@ -49,8 +63,8 @@ fn target(shared: &Shared, s: &StreamShared, now_ms: u64) -> Option<u64> {
             return None;
         }
         let c = inner.config();
-        let age_s = c.retention_age_s.effective(shared.config.retention_age_s);
-        let bytes = c.retention_bytes.effective(shared.config.retention_bytes);
+        let age_s = c.retention_age_s.effective(defaults.0);
+        let bytes = c.retention_bytes.effective(defaults.1);
         if age_s.is_none() && bytes.is_none() {
             return None;
         }

@@ -43,7 +43,13 @@ pub(super) fn plan_apply<H>(
             if needs_carried(&local) {
                 p.load_carried(lookup, op.stream());
             }
-            outcome(plan_one(out, p, op.stream(), local))
+            match plan_one(out, p, op.stream(), local) {
+                // A retention trim answers the stream's state after it.
+                Answer::Unit(_, r) => {
+                    r.map(|()| Applied::State(p.state(op.stream(), &out.ctx.defaults)))
+                }
+                a => outcome(a),
+            }
         })
         .collect();
     (out.ctx.now_ms, out.ctx.budget) = (now_ms, budget);
@@ -223,6 +229,10 @@ fn to_op<H>(p: &Pending<H>, op: &ReplicatedOp) -> Op {
             seq: *seq,
             reply: oneshot::channel().0,
         },
+        ReplicatedOp::Retain { first_seq, .. } => Op::Retain {
+            first_seq: *first_seq,
+            reply: oneshot::channel().0,
+        },
         ReplicatedOp::Batch { .. } => unreachable!("planned by plan_batch"),
     }
 }
@@ -243,7 +253,7 @@ fn outcome(a: Answer) -> Result<Applied, WriteError> {
         Answer::State(_, r) => r.map(Applied::State),
         Answer::Cursor(_, r) => r.map(Applied::Cursor),
         Answer::Unit(..) | Answer::Relocated(..) | Answer::Applied(..) | Answer::Batch(..) => {
-            unreachable!("an applied op answers an ack or a state")
+            unreachable!("an applied op answers an ack or a state (a retention trim's unit is mapped before)")
         }
     }
 }

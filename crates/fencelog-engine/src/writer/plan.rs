@@ -159,7 +159,7 @@ impl<H> Pending<H> {
     /// The answer of a state-changing request: the pending state. `bytes`
     /// and the retention settings are filled in from the published stream
     /// when the answer is sent (they are the group's end).
-    fn state(&self, stream: &str, defaults: &Defaults) -> StreamState {
+    pub(super) fn state(&self, stream: &str, defaults: &Defaults) -> StreamState {
         StreamState {
             stream: stream.to_string(),
             first_seq: self.fence.first_seq,

@@ -269,6 +269,17 @@ pub enum ReplicatedOp {
         /// Shared by every op, compared with the entry's timestamp.
         not_after_ms: Option<u64>,
     },
+    /// A retention trim, as a single node's reclaimer makes it: the
+    /// stream's front moves to `min(first_seq, next_seq)` under its own
+    /// token, if that is forward and the stream is no tombstone. The
+    /// shard leader chose `first_seq` from its own clock and applied
+    /// state ([`crate::Engine::retention_due`]); apply reads no clock.
+    Retain {
+        /// The stream.
+        stream: String,
+        /// The front the leader's retention wants.
+        first_seq: u64,
+    },
 }
 
 impl ReplicatedOp {
@@ -281,7 +292,8 @@ impl ReplicatedOp {
             | ReplicatedOp::Seal { stream, .. }
             | ReplicatedOp::Delete { stream, .. }
             | ReplicatedOp::Config { stream, .. }
-            | ReplicatedOp::Cursor { stream, .. } => stream,
+            | ReplicatedOp::Cursor { stream, .. }
+            | ReplicatedOp::Retain { stream, .. } => stream,
             // Checked non-empty in apply before anything asks.
             ReplicatedOp::Batch { ops, .. } => ops.first().map_or("", |o| o.stream.as_str()),
         }
@@ -302,7 +314,8 @@ impl ReplicatedOp {
             ReplicatedOp::Fence { stream, .. }
             | ReplicatedOp::Trim { stream, .. }
             | ReplicatedOp::Seal { stream, .. }
-            | ReplicatedOp::Delete { stream, .. } => FRAME_HEADER_BYTES + stream.len(),
+            | ReplicatedOp::Delete { stream, .. }
+            | ReplicatedOp::Retain { stream, .. } => FRAME_HEADER_BYTES + stream.len(),
             ReplicatedOp::Config { stream, .. } => FRAME_HEADER_BYTES + stream.len() + 24,
             ReplicatedOp::Cursor { stream, name, .. } => {
                 FRAME_HEADER_BYTES + stream.len() + 1 + name.len()

@@ -488,3 +488,81 @@ pub(crate) async fn stale_lifecycle_ops_are_refused() {
     let s = e.state("s").unwrap();
     assert_eq!((s.first_seq, s.sealed, s.deleted), (0, false, false));
 }
+
+/// Retention in a shard engine (issue 14): its reclaimer trims nothing by
+/// itself; `retention_due` says where the leader's clock wants each front
+/// (the stream's own setting or the given defaults); a `Retain` op moves
+/// the front forward only, never past `next_seq`, under the stream's own
+/// token, and the result survives a restart.
+#[tokio::test]
+async fn applied_retention_moves_the_front_only_as_the_entry_says() {
+    use fencelog_engine::{Config, Retention, StreamConfig};
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config {
+        reclaim_interval_ms: 0,
+        retention_in_reclaim: false,
+        ..Config::default()
+    };
+    let retain = |stream: &str, first_seq| ReplicatedOp::Retain {
+        stream: stream.into(),
+        first_seq,
+    };
+    {
+        let e = Engine::open_with(dir.path(), config.clone()).unwrap();
+        let age = ReplicatedOp::Config {
+            stream: "s".into(),
+            token: None,
+            config: StreamConfig {
+                retention_age_s: Retention::Limit(10),
+                ..StreamConfig::default()
+            },
+        };
+        let ops = vec![append("s", 5, "a"), append("s", 5, "b"), age];
+        e.apply_batch(at(1, b""), 1_000, ops).await.unwrap();
+        let ops = vec![append("s", 5, "c"), append("u", 2, "x")];
+        e.apply_batch(at(2, b""), 30_000, ops).await.unwrap();
+        // At 15 s the first two records are older than 10 s (the third is
+        // from 30 s). A default size of 0 reaches `s`'s unset size limit
+        // and `u`, which sets nothing: everything goes.
+        assert_eq!(e.retention_due(5_000, None, None), vec![]);
+        assert_eq!(e.retention_due(15_000, None, None), vec![("s".into(), 2)]);
+        let mut due = e.retention_due(15_000, None, Some(0));
+        due.sort();
+        assert_eq!(due, vec![("s".into(), 3), ("u".into(), 1)]);
+        let report = e.reclaim().await.unwrap();
+        assert_eq!(report.retention_trims, 0, "the reclaimer trimmed by itself");
+        assert_eq!(e.state("s").unwrap().first_seq, 0);
+        let ops = vec![
+            retain("s", 2),
+            retain("s", 1),
+            retain("s", 99),
+            retain("gone", 4),
+        ];
+        let r = e.apply_batch(at(3, b""), 40_000, ops).await.unwrap();
+        let fronts: Vec<(u64, u64, u64)> = r
+            .iter()
+            .map(|r| match r {
+                Ok(Applied::State(s)) => (s.first_seq, s.next_seq, s.highest_token),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(fronts, vec![(2, 3, 5), (2, 3, 5), (3, 3, 5), (0, 0, 0)]);
+        e.shutdown().await;
+    }
+    let e = Engine::open_with(dir.path(), config).unwrap();
+    assert_eq!(e.applied().map(|a| a.index), Some(3));
+    let s = e.state("s").unwrap();
+    assert_eq!((s.first_seq, s.next_seq, s.highest_token), (3, 3, 5));
+    assert!(
+        e.state("gone").is_err(),
+        "a retention trim created a stream"
+    );
+    let r = e
+        .apply_batch(at(4, b""), 50_000, vec![append("s", 4, "late")])
+        .await
+        .unwrap();
+    assert!(
+        matches!(&r[0], Err(WriteError::StaleToken { highest: 5, .. })),
+        "{r:?}"
+    );
+}
