@@ -110,7 +110,10 @@ async fn states(http: &reqwest::Client, base: &str) -> Vec<Value> {
     let mut out = Vec::new();
     for s in ["in-s", "out-s"] {
         let url = format!("{base}/v1/streams/{s}/records?start_seq=0");
-        out.push(send(http, "get", &url, Some("setup-secret")).await.1);
+        // A cluster node may answer a read 503 `unavailable` while it
+        // finds no quorum for the read index: nothing was read, so again.
+        let read = || http.get(&url).bearer_auth("setup-secret");
+        out.push(crate::cluster_support::settled(read).await.1);
     }
     out
 }
@@ -167,14 +170,15 @@ pub(crate) async fn every_route_every_scope(http: &reqwest::Client, base: &str) 
     let base = base.to_string();
     for s in ["in-s", "out-s"] {
         let url = format!("{base}/v1/streams/{s}/records");
-        let resp = http
-            .post(&url)
-            .bearer_auth("setup-secret")
-            .json(&json!({"fencing_token": 5, "records": [{"body": "kept"}]}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status().as_u16(), 200);
+        let body = json!({"fencing_token": 5, "records": [{"body": "kept"}]});
+        // Setup, not the subject: a cluster that has just started may
+        // answer 503 `unavailable` (nothing proposed) until its shards
+        // have leaders, and a client repeats that.
+        let (status, v) = crate::cluster_support::settled(|| {
+            http.post(&url).bearer_auth("setup-secret").json(&body)
+        })
+        .await;
+        assert_eq!(status, 200, "{v}");
     }
     let before = states(&http, &base).await;
     let mut checked = 0;

@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Issue 14's figures: a 3-node cluster on loopback against one node, in one
+# run, same binary, same machine (all nodes and the load generator share
+# the cores and the disk). Rounds interleave (single, cluster, single, ...)
+# so a neighbour's load hits both.
+#
+#   benches/peers/cluster.sh [target/release/fencelog] > benches/peers/cluster.jsonl
+#
+# Workloads: durable single-record appends at CLIENTS (default 64) clients
+# and stale rejections at 16 clients. The cluster runs with its rebalancer
+# (leaders spread, (k mod 3)+1) and the bench follows the fencelog-leader
+# hint, so each connection ends up on its stream's shard leader, as a smart
+# client's would. One JSON line per measurement on stdout (the bench's own
+# report plus "system" and "round"); a summary with the ratios on stderr.
+# Every process is stopped by its own PID.
+set -euo pipefail
+
+BIN="$(realpath "${1:-target/release/fencelog}")"
+DURATION="${DURATION:-10}"
+CLIENTS="${CLIENTS:-64}"
+ROUNDS="${ROUNDS:-2}"
+SHARDS="${SHARDS:-8}"
+BASE_PORT="${BASE_PORT:-17180}"
+WORK="$(mktemp -d /tmp/fencelog-cluster.XXXXXX)"
+PIDS=()
+
+stop_all() {
+    for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+    PIDS=()
+}
+trap 'stop_all; rm -rf "$WORK"' EXIT
+
+wait_healthy() { # url pid log
+    for _ in $(seq 1 4000); do
+        curl -sf "$1/healthz" >/dev/null 2>&1 && return 0
+        kill -0 "$2" 2>/dev/null || { cat "$3" >&2; exit 1; }
+        sleep 0.005
+    done
+    echo "$1 did not come up" >&2
+    exit 1
+}
+
+start_single() { # dir
+    "$BIN" serve --data-dir "$1/data" --listen "127.0.0.1:$BASE_PORT" \
+        2>>"$1/server.log" >/dev/null &
+    PIDS+=($!)
+    URL="http://127.0.0.1:$BASE_PORT"
+    wait_healthy "$URL" "$!" "$1/server.log"
+}
+
+start_cluster() { # dir
+    local members="" i
+    for i in 1 2 3; do
+        members+="${members:+,}$i=127.0.0.1:$((BASE_PORT + i))"
+    done
+    for i in 1 2 3; do
+        "$BIN" serve --node-id "$i" --cluster "$members" --shards "$SHARDS" \
+            --data-dir "$1/node-$i" --listen "127.0.0.1:$((BASE_PORT + i))" \
+            2>>"$1/node-$i.log" >/dev/null &
+        PIDS+=($!)
+    done
+    for i in 1 2 3; do
+        wait_healthy "http://127.0.0.1:$((BASE_PORT + i))" "${PIDS[$((i - 1))]}" "$1/node-$i.log"
+    done
+    URL="http://127.0.0.1:$((BASE_PORT + 1))"
+    # Leaders spread: every node leads a shard (bounded wait; the
+    # rebalancer moves one shard per interval per node).
+    for _ in $(seq 1 600); do
+        if curl -sf "$URL/_cluster/admin/status" |
+            python3 -c 'import json,sys; l=json.load(sys.stdin)["leaders"]; sys.exit(0 if len(l)==3 else 1)'; then
+            return 0
+        fi
+        sleep 0.1
+    done
+    echo "leaders did not spread over the three nodes" >&2
+}
+
+bench() { # system round workload clients
+    "$BIN" bench --server "$URL" --json --duration "$DURATION" \
+        --workload "$3" --clients "$4" |
+        python3 -c 'import json,sys; r=json.loads(sys.stdin.readline()); r["system"]=sys.argv[1]; r["round"]=int(sys.argv[2]); print(json.dumps(r))' "$1" "$2"
+}
+
+leaders() { # status of node 1, one line to stderr
+    curl -sf "$URL/_cluster/admin/status" |
+        python3 -c 'import json,sys; print("leaders:", json.load(sys.stdin)["leaders"], file=sys.stderr)'
+}
+
+OUT="$WORK/out.jsonl"
+for round in $(seq 1 "$ROUNDS"); do
+    dir="$WORK/single-$round"
+    mkdir -p "$dir"
+    start_single "$dir"
+    bench single "$round" append "$CLIENTS" | tee -a "$OUT"
+    bench single "$round" reject 16 | tee -a "$OUT"
+    stop_all
+    dir="$WORK/cluster-$round"
+    mkdir -p "$dir"
+    start_cluster "$dir"
+    leaders
+    bench cluster "$round" append "$CLIENTS" | tee -a "$OUT"
+    bench cluster "$round" reject 16 | tee -a "$OUT"
+    stop_all
+done
+
+python3 - "$OUT" >&2 <<'EOF'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+def best(system, workload, key):
+    xs = [r for r in rows if r["system"] == system and r["workload"] == workload]
+    return max(xs, key=lambda r: r[key])
+for workload, key in [("append", "appends_per_s"), ("reject", "rejections_per_s")]:
+    s, c = best("single", workload, key), best("cluster", workload, key)
+    print(f"{workload}: single {s[key]:.0f}/s p50 {s['latency']['p50_us']} us p99 {s['latency']['p99_us']} us; "
+          f"cluster {c[key]:.0f}/s p50 {c['latency']['p50_us']} us p99 {c['latency']['p99_us']} us; "
+          f"ratio {c[key] / s[key]:.2f}, p99 x{c['latency']['p99_us'] / max(1, s['latency']['p99_us']):.1f}")
+EOF
