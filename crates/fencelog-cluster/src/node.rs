@@ -491,3 +491,25 @@ fn outcome_of(p: Proposed) -> WriteOutcome {
         Proposed::Unknown(m) => WriteOutcome::Unknown(m),
     }
 }
+
+/// Runs `pass` for every shard, every `every`, while `node` lives and is
+/// not stopping (the rebalancer's and the retention proposer's loop).
+pub(crate) fn every_shard_periodically<F, Fut>(node: &Arc<Node>, every: Duration, pass: F)
+where
+    F: Fn(Arc<Node>, ShardId) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let weak = Arc::downgrade(node);
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            let Some(node) = weak.upgrade() else { return };
+            if node.admin().stopping() {
+                return;
+            }
+            for k in 0..node.shard_count() {
+                pass(node.clone(), k).await;
+            }
+        }
+    });
+}

@@ -28,19 +28,9 @@ pub fn spawn(node: &Arc<Node>) {
     let Some(every) = node.options().rebalance else {
         return;
     };
-    let weak = Arc::downgrade(node);
-    tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(every).await;
-            let Some(node) = weak.upgrade() else { return };
-            if node.admin().stopping() {
-                return;
-            }
-            for k in 0..node.shard_count() {
-                if should_take(&node, k) {
-                    take(&node, k, every).await;
-                }
-            }
+    crate::node::every_shard_periodically(node, every, move |node, k| async move {
+        if should_take(&node, k) {
+            take(&node, k, every).await;
         }
     });
 }

@@ -36,18 +36,8 @@ pub fn spawn(node: &Arc<Node>) {
     let Some(every) = node.options().retention else {
         return;
     };
-    let weak = Arc::downgrade(node);
-    tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(every).await;
-            let Some(node) = weak.upgrade() else { return };
-            if node.admin().stopping() {
-                return;
-            }
-            for k in 0..node.shard_count() {
-                pass(&node, k).await;
-            }
-        }
+    crate::node::every_shard_periodically(node, every, |node, k| async move {
+        pass(&node, k).await;
     });
 }
 
