@@ -398,9 +398,22 @@ async fn bad_messages_end_the_session_with_an_exact_body_and_apply_nothing_after
         ws.send(append_message(1, format!("good{i}").as_bytes()))
             .await
             .unwrap();
-        ws.send(bad).await.unwrap();
+        let sent_bad = ws.send(bad).await;
         // Never read as an append.
-        ws.send(append_message(1, b"after")).await.unwrap();
+        let sent_after = ws.send(append_message(1, b"after")).await;
+        if status == 413 {
+            // The server refuses an oversized message at its frame header
+            // and stops reading, so closing its socket with the rest of that
+            // message unread resets the connection, possibly while this
+            // client is still writing. The answers it sent before the reset
+            // are queued here all the same and are read below.
+            if let Err(e) = sent_bad.and(sent_after) {
+                eprintln!("case {i}: writing after the oversized message: {e}");
+            }
+        } else {
+            sent_bad.unwrap();
+            sent_after.unwrap();
+        }
         let wire::SessionAnswer::Accepted { n: 0, ack } = next_answer(&mut ws).await else {
             panic!("case {i}: the good append first");
         };
