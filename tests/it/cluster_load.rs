@@ -89,6 +89,20 @@ impl Load {
         }
     }
 
+    /// The writes answered so far with 503 `unavailable` and
+    /// `"outcome_unknown": false`: nothing was proposed, the node found no
+    /// leader to take them.
+    pub fn unproposed(&self) -> Vec<String> {
+        self.h
+            .ops()
+            .into_iter()
+            .filter_map(|op| match op.outcome {
+                Outcome::Unknown(m) if m.contains(r#""outcome_unknown":false"#) => Some(m),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Stops the clients, waits until nodes `among` applied alike, and
     /// checks the history against each one's final logs.
     pub async fn finish(self, c: &ProcCluster, among: &[usize]) -> Report {

@@ -20,6 +20,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Most tries of one write that found no leader ([`Node::write`]): each
+/// waits for a new term or leader, so this bounds a flapping group.
+pub const WRITE_TRIES_MAX: u32 = 8;
+
 /// How long one snapshot RPC (send and install) may take.
 pub const SNAPSHOT_TIMEOUT_MS: u64 = 60_000;
 
@@ -317,9 +321,83 @@ impl Node {
 
     /// One validated op, from any client, answered as the design says:
     /// early refusal, the leader's own apply result, or forwarded.
+    ///
+    /// A write that was not proposed anywhere (no leader yet, the leader
+    /// it was sent to had just stepped down, the leader could not be
+    /// reached) waits for this node to see a new leader and goes again, up
+    /// to [`Node::leader_wait`] each time and [`WRITE_TRIES_MAX`] tries: a
+    /// leadership transfer or an election is then a pause, not a 503.
+    /// Safe because nothing was proposed; a write that was proposed is
+    /// never sent again (its outcome is unknown, and said so).
     pub async fn write(&self, op: ClusterOp) -> WriteOutcome {
         let k = self.shard_of(op.stream());
-        if let Some(r) = self.early_refusal(k, &op) {
+        let start = tokio::time::Instant::now();
+        // A try may itself wait (a paused proposer on a leader handing
+        // over), so each wait for a leader gets its own bound, and no try
+        // starts once a commit's time and one wait have gone by.
+        let last_try = start + self.options.commit_timeout + self.leader_wait();
+        let mut tries = 1;
+        loop {
+            let seen = self.leader_view(k);
+            let outcome = self.write_once(k, &op).await;
+            let WriteOutcome::Unavailable(why) = outcome else {
+                return outcome;
+            };
+            let wait_until = (tokio::time::Instant::now() + self.leader_wait()).min(last_try);
+            if tries == WRITE_TRIES_MAX || !self.new_leader_seen(k, seen, wait_until).await {
+                return WriteOutcome::Unavailable(format!(
+                    "{why} (tried {tries} times in {} ms, waiting for a leader in between)",
+                    start.elapsed().as_millis()
+                ));
+            }
+            tries += 1;
+        }
+    }
+
+    /// How long a write that found no leader waits for one: an election
+    /// (or a transfer's handover, which waits out the old leader's vote
+    /// lease) takes up to about two election timeouts; never longer than
+    /// a commit may take.
+    pub fn leader_wait(&self) -> Duration {
+        let election = Duration::from_millis(2 * self.options.timing.election_max_ms);
+        election.min(self.options.commit_timeout)
+    }
+
+    /// Shard `k`'s term and leader, as this node knows them.
+    fn leader_view(&self, k: ShardId) -> (u64, Option<NodeId>) {
+        let m = self.raft(k).metrics();
+        let m = m.borrow();
+        (m.current_term, m.current_leader)
+    }
+
+    /// Waits until this node knows a leader of shard `k` other than in
+    /// `seen` (a new term or a new leader); false at `deadline`.
+    async fn new_leader_seen(
+        &self,
+        k: ShardId,
+        seen: (u64, Option<NodeId>),
+        deadline: tokio::time::Instant,
+    ) -> bool {
+        let mut metrics = self.raft(k).metrics();
+        loop {
+            let now = {
+                let m = metrics.borrow_and_update();
+                (m.current_term, m.current_leader)
+            };
+            if now.1.is_some() && now != seen {
+                return true;
+            }
+            match tokio::time::timeout_at(deadline, metrics.changed()).await {
+                Ok(Ok(())) => continue,
+                // The deadline, or the Raft group shut down.
+                Ok(Err(_)) | Err(_) => return false,
+            }
+        }
+    }
+
+    /// One try of [`Node::write`].
+    async fn write_once(&self, k: ShardId, op: &ClusterOp) -> WriteOutcome {
+        if let Some(r) = self.early_refusal(k, op) {
             return WriteOutcome::Decided(r);
         }
         let leader = match leadership(self.raft(k), self.id) {
@@ -335,14 +413,14 @@ impl Node {
         }
     }
 
-    async fn forward(&self, k: ShardId, leader: NodeId, op: ClusterOp) -> WriteOutcome {
+    async fn forward(&self, k: ShardId, leader: NodeId, op: &ClusterOp) -> WriteOutcome {
         let Some(addr) = self.addr_of(k, leader) else {
             return WriteOutcome::Unavailable(format!("no address for node {leader}"));
         };
         let timeout = self.options.commit_timeout + Duration::from_secs(1);
         let call = self
             .transport
-            .call(leader, &addr, k, RpcKind::Forward, encode(&op), timeout);
+            .call(leader, &addr, k, RpcKind::Forward, encode(op), timeout);
         match call.await {
             Ok(bytes) => match decode::<Proposed>(&bytes) {
                 Ok(Proposed::NotLeader(_)) => {

@@ -3,9 +3,8 @@
 //! `fencelog-leader` hint) instead of forwarding it. 307 keeps the method
 //! and the body, so the client resends the very request to the leader.
 //! Nothing is proposed here, so a redirect is always safe to follow. With
-//! no known leader the request goes on as usual (and is answered 503
-//! `unavailable` without being proposed); early refusals of stale tokens
-//! are the leader's to answer then.
+//! no known leader the request goes on as usual (`Node::write` waits for
+//! one, and answers 503 `unavailable` without proposing if none comes).
 //!
 //! The layer runs inside each write route's scope check
 //! (`http::redirecting`): a caller without a valid token for the write is
