@@ -32,6 +32,7 @@ mod producers;
 mod protocol_sim;
 mod recovery;
 mod replicated;
+mod replicated_crash;
 mod restart;
 mod seek;
 #[cfg(feature = "mutations")]

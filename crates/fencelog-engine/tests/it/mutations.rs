@@ -251,6 +251,22 @@ fn an_applied_id_not_durable_with_its_frames_is_caught() {
     });
 }
 
+/// The applied marker left out of its entry's group: the crash-point
+/// suite of the replicated path finds a restart that applies an entry
+/// twice (or recovers a state that is no applied prefix).
+#[test]
+fn an_applied_marker_not_in_its_group_is_caught_by_the_apply_crash_suite() {
+    let r = std::thread::spawn(|| {
+        with_mutation(Mutation::AppliedMarkerOmitted, || {
+            crate::replicated_crash::apply_crash_points(0)
+        })
+    })
+    .join()
+    .expect("the suite runs");
+    let e = r.expect_err("AppliedMarkerOmitted was not caught");
+    println!("caught: {e}");
+}
+
 /// A trim, seal or delete let through apply without its fence (issue 14)
 /// is caught by the apply test of stale lifecycle ops.
 #[test]
