@@ -17,7 +17,7 @@ fn at(index: u64, membership: &[u8]) -> AppliedState {
     }
 }
 
-fn append(stream: &str, token: u64, body: &str) -> ReplicatedOp {
+pub(crate) fn append(stream: &str, token: u64, body: &str) -> ReplicatedOp {
     ReplicatedOp::Append {
         stream: stream.into(),
         token,
@@ -27,7 +27,7 @@ fn append(stream: &str, token: u64, body: &str) -> ReplicatedOp {
     }
 }
 
-fn fence(stream: &str, token: u64) -> ReplicatedOp {
+pub(crate) fn fence(stream: &str, token: u64) -> ReplicatedOp {
     ReplicatedOp::Fence {
         stream: stream.into(),
         token,

@@ -15,12 +15,13 @@
 //! retention trim, a seal, a delete and a recreation, with segment rolls
 //! and reclamation passes (checkpoints carry the applied position).
 
+use crate::replicated::{append, fence};
 use crate::support::runtime;
 use bytes::Bytes;
 use fencelog_engine::sim::{Fault, FaultKind, Resolution, Rng, SimStorage};
 use fencelog_engine::{
-    AppendOptions, AppliedState, BatchAction, BatchOp, Config, Engine, OpenError, ReadError,
-    ReplicatedOp, Retention, StreamConfig,
+    AppliedState, BatchAction, BatchOp, Config, Engine, OpenError, ReadError, ReplicatedOp,
+    Retention, StreamConfig,
 };
 use std::sync::Arc;
 
@@ -49,24 +50,6 @@ fn mark(index: u64) -> AppliedState {
         node_id: 1,
         index,
         membership: Vec::new(),
-    }
-}
-
-fn append(stream: &str, token: u64, body: &str) -> ReplicatedOp {
-    ReplicatedOp::Append {
-        stream: stream.into(),
-        token,
-        records: vec![Bytes::from(body.to_string())],
-        headers: vec![],
-        options: AppendOptions::default(),
-    }
-}
-
-fn fence(stream: &str, token: u64) -> ReplicatedOp {
-    ReplicatedOp::Fence {
-        stream: stream.into(),
-        token,
-        not_after_ms: None,
     }
 }
 
