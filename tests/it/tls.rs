@@ -45,6 +45,23 @@ fn client(url: &str, ca: &Path) -> Client {
         .unwrap()
 }
 
+/// The server on `dir/data` with this certificate and key, and its URL.
+fn serve_tls(
+    dir: &Path,
+    cert: &Path,
+    key: &Path,
+) -> (fencelog_testkit::process::ServerProcess, String) {
+    let srv = serve()
+        .data_dir(dir.join("data"))
+        .arg("--tls-cert")
+        .arg(cert)
+        .arg("--tls-key")
+        .arg(key)
+        .start();
+    let url = format!("https://localhost:{}", srv.addr().port());
+    (srv, url)
+}
+
 /// Waits for `needle` in the server's log; the reload has no other signal
 /// a test can see.
 fn wait_for_log(srv: &fencelog_testkit::process::ServerProcess, needle: &str) {
@@ -68,14 +85,7 @@ async fn https_with_a_private_ca_and_a_reload_that_drops_nothing() {
     let key = tmp.path().join("server.key");
     std::fs::copy(&cert1, &cert).unwrap();
     std::fs::copy(&key1, &key).unwrap();
-    let srv = serve()
-        .data_dir(tmp.path().join("data"))
-        .arg("--tls-cert")
-        .arg(&cert)
-        .arg("--tls-key")
-        .arg(&key)
-        .start();
-    let url = format!("https://localhost:{}", srv.addr().port());
+    let (srv, url) = serve_tls(tmp.path(), &cert, &key);
     let c1 = client(&url, &ca1);
     let ack = c1.append("tls", 1, ["over https"]).await.unwrap();
     assert_eq!(ack.first_seq, 0);
@@ -147,4 +157,54 @@ async fn https_with_a_private_ca_and_a_reload_that_drops_nothing() {
     assert_eq!(client(&url, &ca2).state("tls").await.unwrap().next_seq, 2);
     drop(tail);
     srv.sigterm_and_wait();
+}
+
+/// The append session over https:// (`wss://`, the client's own rustls
+/// with the builder's CA): every append answered in order and durable; a
+/// client that does not trust the CA is refused at the handshake.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_append_session_runs_over_https() {
+    const APPENDS: u64 = 200;
+    let tmp = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = certificates(tmp.path(), "s");
+    let (_srv, url) = serve_tls(tmp.path(), &cert, &key);
+    let c = client(&url, &ca);
+    let session = c.append_session_with("wss", 32).await.unwrap();
+    let (mut tx, mut rx) = (session.sender, session.receiver);
+    let sending = async move {
+        for i in 0..APPENDS {
+            tx.send(3, None, format!("over wss {i}").as_bytes()).await?;
+        }
+        tx.close().await
+    };
+    let receiving = async move {
+        let mut answered = Vec::new();
+        while let Some((n, answer)) = rx.recv().await? {
+            answered.push((n, answer?.first_seq));
+        }
+        Ok::<_, ClientError>(answered)
+    };
+    let (sent, answered) = tokio::join!(sending, receiving);
+    sent.unwrap();
+    let want: Vec<(u64, u64)> = (0..APPENDS).map(|i| (i, i)).collect();
+    assert_eq!(answered.unwrap(), want);
+    let options = fencelog_client::ReadOptions {
+        count: Some(APPENDS),
+        ..Default::default()
+    };
+    let page = c.read("wss", 0, &options).await.unwrap();
+    let bodies: Vec<bytes::Bytes> = page.records.iter().map(|r| r.body.clone()).collect();
+    let want: Vec<bytes::Bytes> = (0..APPENDS)
+        .map(|i| format!("over wss {i}").into())
+        .collect();
+    assert_eq!(bodies, want);
+
+    let stranger = Client::new(url.clone()).unwrap();
+    match stranger.append_session("wss").await {
+        Err(ClientError::SessionEnded { message, .. }) => {
+            assert!(message.starts_with("TLS handshake with "), "{message}")
+        }
+        Err(other) => panic!("expected a refused handshake, got {other:?}"),
+        Ok(_) => panic!("a client without the CA opened a session"),
+    }
 }

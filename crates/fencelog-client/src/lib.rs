@@ -39,6 +39,7 @@ pub use redirect::REDIRECTS_MAX;
 pub use fencelog_api::{CursorInfo, CursorList, FenceJson, FenceList, ProducerInfo};
 pub use producer::{BatchOp, Producer, PRODUCER_RETRIES_MAX};
 mod session;
+mod session_io;
 mod tail;
 
 use bytes::Bytes;
@@ -265,6 +266,7 @@ impl ClientBuilder {
             base,
             timeout: self.timeout,
             token: self.token.map(Secret),
+            ca_certs: Arc::new(self.ca_certs),
         })
     }
 }
@@ -283,6 +285,8 @@ pub struct Client {
     /// The access-token secret, for connections reqwest does not make
     /// (the append session's WebSocket).
     pub(crate) token: Option<Secret>,
+    /// The builder's CA certificates (PEM), for the session's own TLS.
+    pub(crate) ca_certs: Arc<Vec<Vec<u8>>>,
 }
 
 /// A secret that `Debug` does not print.

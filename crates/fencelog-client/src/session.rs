@@ -38,7 +38,6 @@ use fencelog_engine::Ack;
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use std::sync::Arc;
-use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
@@ -54,7 +53,7 @@ const WRITE_BUFFER_BYTES: usize = 64 << 10;
 /// The largest answer accepted: an error body is well under it.
 const ANSWER_BYTES_MAX: usize = 1 << 20;
 
-type Ws = WebSocketStream<TcpStream>;
+type Ws = WebSocketStream<crate::session_io::SessionIo>;
 
 /// One answer of a session: the append's number and its outcome.
 pub type Answered = (u64, Result<Ack, ClientError>);
@@ -94,33 +93,26 @@ impl Client {
     }
 
     /// Opens an append session on `stream` keeping at most `window`
-    /// appends unanswered. Plain `http://` servers only.
+    /// appends unanswered, over `http://` or `https://` (the builder's CA
+    /// certificates and the system's roots).
     pub async fn append_session_with(
         &self,
         stream: &str,
         window: usize,
     ) -> Result<AppendSession, ClientError> {
         let url = self.stream_url(stream, wire::SESSION_PATH);
-        let Some(rest) = url.strip_prefix("http://") else {
-            return Err(ClientError::InvalidUrl {
-                url,
-                reason: "append sessions are plain http:// in this client".into(),
-            });
-        };
-        let host = rest.split('/').next().unwrap_or(rest);
-        let tcp = TcpStream::connect(host)
+        let target = crate::session_io::target(&url)?;
+        let io = crate::session_io::connect(&target, &url, &self.ca_certs)
             .await
-            .map_err(|e| lost(0, format!("connecting to {host}: {e}")))?;
-        let _ = tcp.set_nodelay(true);
-        let request = self.session_request(&format!("ws://{rest}"))?;
+            .map_err(|e| lost(0, e))?;
+        let request = self.session_request(&target.ws_url)?;
         let config = WebSocketConfig::default()
             .write_buffer_size(WRITE_BUFFER_BYTES)
             .max_message_size(Some(ANSWER_BYTES_MAX))
             .max_frame_size(Some(ANSWER_BYTES_MAX));
-        let (ws, response) =
-            tokio_tungstenite::client_async_with_config(request, tcp, Some(config))
-                .await
-                .map_err(|e| handshake_error(e, &url))?;
+        let (ws, response) = tokio_tungstenite::client_async_with_config(request, io, Some(config))
+            .await
+            .map_err(|e| handshake_error(e, &url))?;
         let server_max = response
             .headers()
             .get(wire::APPENDS_MAX_HEADER)
