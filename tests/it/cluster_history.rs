@@ -183,7 +183,10 @@ pub async fn read(h: &History, http: &reqwest::Client, url: &str, stream: &str, 
             }
         }
         // 416 before the stream exists or past its end: nothing to judge.
-        Ok(r) => Outcome::ReadFailed(r.status().to_string()),
+        Ok(r) => {
+            let status = r.status().as_u16();
+            Outcome::ReadFailed(format!("{status} {}", r.text().await.unwrap_or_default()))
+        }
         Err(e) => Outcome::ReadFailed(e.to_string()),
     };
     h.complete(at, call, outcome);

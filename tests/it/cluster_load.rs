@@ -103,6 +103,18 @@ impl Load {
             .collect()
     }
 
+    /// The reads answered so far with 503 `unavailable` (no read index).
+    pub fn unavailable_reads(&self) -> Vec<String> {
+        self.h
+            .ops()
+            .into_iter()
+            .filter_map(|op| match op.outcome {
+                Outcome::ReadFailed(m) if m.starts_with("503 ") => Some(m),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Stops the clients, waits until nodes `among` applied alike, and
     /// checks the history against each one's final logs.
     pub async fn finish(self, c: &ProcCluster, among: &[usize]) -> Report {

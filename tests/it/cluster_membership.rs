@@ -167,8 +167,9 @@ async fn a_removed_leader_hands_over_and_the_rest_keep_serving() {
 /// Leadership of each shard moves to each node in turn while clients
 /// write (stale ones included): every transfer lands, writes continue, no
 /// acknowledged append is lost and no stale token is accepted — and no
-/// write is turned away 503 `unavailable` for want of a leader: a node
-/// that finds none waits for the new one (`Node::write`).
+/// write or read is turned away 503 `unavailable` for want of a leader: a
+/// node that finds none waits for the new one (`Node::write`,
+/// `Node::read_barrier`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transfers_under_load_lose_nothing_and_accept_nothing_stale() {
     let c = ProcCluster::start(3, 2, &["--commit-timeout-ms", "3000"]);
@@ -191,10 +192,12 @@ async fn transfers_under_load_lose_nothing_and_accept_nothing_stale() {
         }
     }
     let unproposed = load.unproposed();
+    let unread = load.unavailable_reads();
     let report = load.finish(&c, &ids).await;
     eprintln!("{report:?}");
     assert!(report.acked > 0 && report.stale > 0, "{report:?}");
     assert_eq!(unproposed, Vec::<String>::new(), "{report:?}");
+    assert_eq!(unread, Vec::<String>::new(), "{report:?}");
 }
 
 /// With the rebalancer on, shard k ends up led by node (k mod 3)+1, so

@@ -24,6 +24,15 @@ use std::time::Duration;
 /// waits for a new term or leader, so this bounds a flapping group.
 pub const WRITE_TRIES_MAX: u32 = 8;
 
+/// Why a read barrier's try failed.
+enum Barrier {
+    /// Nobody to ask, or the one asked no longer leads: ask again once
+    /// there is a new leader.
+    NoLeader(String),
+    /// Asked and timed out, or the answer was unreadable.
+    Failed(String),
+}
+
 /// How long one snapshot RPC (send and install) may take.
 pub const SNAPSHOT_TIMEOUT_MS: u64 = 60_000;
 
@@ -438,30 +447,67 @@ impl Node {
 
     /// Waits until this node's shard `k` has applied everything committed
     /// before the call (a read-index through the leader, never a lease).
+    ///
+    /// Like a write, a barrier that found no leader to ask (none known,
+    /// the one asked no longer leads, it could not be reached) waits for
+    /// a new one and asks again ([`Node::leader_wait`] per wait, at most
+    /// [`WRITE_TRIES_MAX`] tries): a read index changes nothing, so asking
+    /// again is always safe. One that timed out is not asked again.
     pub async fn read_barrier(&self, k: ShardId) -> Result<(), String> {
+        let start = tokio::time::Instant::now();
+        let last_try = start + self.options.commit_timeout + self.leader_wait();
+        let mut tries = 1;
+        loop {
+            let seen = self.leader_view(k);
+            let why = match self.read_barrier_once(k).await {
+                Ok(()) => return Ok(()),
+                Err(Barrier::Failed(m)) => return Err(m),
+                Err(Barrier::NoLeader(m)) => m,
+            };
+            let wait_until = (tokio::time::Instant::now() + self.leader_wait()).min(last_try);
+            if tries == WRITE_TRIES_MAX || !self.new_leader_seen(k, seen, wait_until).await {
+                return Err(format!(
+                    "{why} (tried {tries} times in {} ms, waiting for a leader in between)",
+                    start.elapsed().as_millis()
+                ));
+            }
+            tries += 1;
+        }
+    }
+
+    /// One try of [`Node::read_barrier`].
+    async fn read_barrier_once(&self, k: ShardId) -> Result<(), Barrier> {
         let raft = self.raft(k);
         if leadership(raft, self.id).is_ok() {
+            // A leader deposed meanwhile is answered ForwardToLeader: ask
+            // the new one.
             return raft
                 .ensure_linearizable()
                 .await
                 .map(drop)
-                .map_err(|e| e.to_string());
+                .map_err(|e| Barrier::NoLeader(e.to_string()));
         }
-        let leader = self
-            .leader_of(k)
-            .ok_or(format!("shard {k} has no leader"))?;
-        let addr = self.addr_of(k, leader).ok_or("no leader address")?;
+        let no_leader = || Barrier::NoLeader(format!("shard {k} has no leader"));
+        let leader = self.leader_of(k).ok_or_else(no_leader)?;
+        let addr = self
+            .addr_of(k, leader)
+            .ok_or_else(|| Barrier::NoLeader(format!("no address for node {leader}")))?;
         let timeout = self.options.commit_timeout;
         let call = self
             .transport
             .call(leader, &addr, k, RpcKind::ReadIndex, encode(&()), timeout);
-        let bytes = call.await.map_err(|e| e.to_string())?;
-        let index: Result<Option<u64>, String> = decode(&bytes)?;
-        if let Some(i) = index? {
+        let bytes = call.await.map_err(|e| match e {
+            TransportError::Unreachable(m) => Barrier::NoLeader(m),
+            TransportError::Lost(m) => Barrier::Failed(m),
+        })?;
+        let index: Result<Option<u64>, String> = decode(&bytes).map_err(Barrier::Failed)?;
+        // The node asked answers Err when it no longer leads.
+        let index = index.map_err(|m| Barrier::NoLeader(format!("node {leader}: {m}")))?;
+        if let Some(i) = index {
             raft.wait(Some(timeout))
                 .applied_index_at_least(Some(i), "read barrier")
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| Barrier::Failed(e.to_string()))?;
         }
         Ok(())
     }
