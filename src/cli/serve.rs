@@ -150,6 +150,11 @@ pub struct Args {
     /// in cluster mode when access tokens are configured.
     #[arg(long, env = "FENCELOG_CLUSTER_SECRET_FILE")]
     pub cluster_secret_file: Option<PathBuf>,
+    /// With --tls-cert in cluster mode: the CA (PEM) that signed the other
+    /// nodes' certificates, trusted besides the system's roots when this
+    /// node calls them over https.
+    #[arg(long, env = "FENCELOG_CLUSTER_CA_CERT")]
+    pub cluster_ca_cert: Option<PathBuf>,
     /// Join a running cluster through any of its nodes (HOST:PORT) instead
     /// of creating one: the node starts empty, with the cluster's shard
     /// count, and waits for `fencelog cluster add ID ADDR`. Needs
@@ -214,6 +219,7 @@ pub(super) struct FileSettings {
     pub(super) raft_election_ms: Option<String>,
     pub(super) commit_timeout_ms: Option<u64>,
     pub(super) cluster_secret_file: Option<PathBuf>,
+    pub(super) cluster_ca_cert: Option<PathBuf>,
     pub(super) join: Option<String>,
     pub(super) cluster_redirect: Option<bool>,
     pub(super) rebalance_ms: Option<u64>,

@@ -5,7 +5,7 @@
 use super::serve::{report_dropped_log_lines, stop_signal, Args, FileSettings, Prepared, Settings};
 use super::server_log::ServerLog;
 use fencelog_cluster::http_auth::ClusterAuth;
-use fencelog_cluster::http_transport::HttpTransport;
+use fencelog_cluster::http_transport::{HttpTransport, PeerTls};
 use fencelog_cluster::node::{Node, NodeOptions, Timing};
 use fencelog_cluster::shard::{SHARDS_DEFAULT, SHARDS_MAX};
 use fencelog_server::auth::Auth;
@@ -52,6 +52,8 @@ pub struct ClusterSettings {
     pub election: (u64, u64),
     /// Where the peer secret is read from (never printed).
     pub cluster_secret_file: Option<std::path::PathBuf>,
+    /// The CA of the nodes' certificates, when they serve TLS.
+    pub cluster_ca_cert: Option<std::path::PathBuf>,
     /// Whether `shards` was given (a joining node checks it).
     #[serde(skip)]
     pub shards_given: bool,
@@ -184,6 +186,10 @@ impl ClusterSettings {
                 .cluster_secret_file
                 .clone()
                 .or(file.cluster_secret_file.clone()),
+            cluster_ca_cert: args
+                .cluster_ca_cert
+                .clone()
+                .or(file.cluster_ca_cert.clone()),
             shards_given: args.shards.or(file.shards).is_some(),
         }))
     }
@@ -226,6 +232,31 @@ impl ClusterSettings {
         };
         let access = ClusterAuth::new(auth.clone(), secret.as_deref())?;
         Ok((access, secret))
+    }
+
+    /// The node's transport to the others: the peer secret, and https
+    /// when this node serves TLS (the nodes of a cluster all do or none
+    /// do: a peer's client port is where its Raft RPCs go).
+    fn transport(
+        &self,
+        settings: &Settings,
+        secret: Option<String>,
+    ) -> Result<HttpTransport, String> {
+        if settings.tls_cert.is_none() {
+            if self.cluster_ca_cert.is_some() {
+                return Err("cluster_ca_cert needs tls_cert: the nodes serve plain HTTP".into());
+            }
+            return HttpTransport::configured(secret, None);
+        }
+        let ca_pem = match &self.cluster_ca_cert {
+            None => None,
+            Some(path) => Some(
+                std::fs::read(path)
+                    .map_err(|e| format!("cluster_ca_cert {}: {e}", path.display()))?,
+            ),
+        };
+        HttpTransport::configured(secret, Some(&PeerTls { ca_pem }))
+            .map_err(|e| format!("cluster_ca_cert: {e}"))
     }
 }
 
@@ -273,7 +304,14 @@ async fn serve(
             return ExitCode::FAILURE;
         }
     };
-    let shards = match shard_count(settings, c, secret.clone()).await {
+    let transport = match c.transport(settings, secret) {
+        Ok(t) => Arc::new(t),
+        Err(e) => {
+            tracing::error!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let shards = match shard_count(settings, c, &transport).await {
         Ok(s) => s,
         Err(e) => {
             tracing::error!(error = %e, "cannot start the cluster node");
@@ -281,7 +319,7 @@ async fn serve(
         }
     };
     let options = c.options(settings, &p, shards);
-    let node = match Node::start(options, Arc::new(HttpTransport::with_secret(secret))).await {
+    let node = match Node::start(options, transport).await {
         Ok(n) => Arc::new(n),
         Err(e) => {
             tracing::error!(data_dir = %settings.data_dir.display(), error = %e, "cannot start the cluster node");
@@ -329,12 +367,12 @@ async fn serve(
 async fn shard_count(
     settings: &Settings,
     c: &ClusterSettings,
-    peer_secret: Option<String>,
+    transport: &HttpTransport,
 ) -> Result<u32, String> {
     let Some(join) = &c.join else {
         return Ok(c.shards);
     };
     let given = c.shards_given.then_some(c.shards);
     let dir = &settings.data_dir;
-    fencelog_cluster::join::shard_count(dir, join, given, JOIN_TIMEOUT, peer_secret).await
+    fencelog_cluster::join::shard_count(dir, join, given, JOIN_TIMEOUT, transport).await
 }

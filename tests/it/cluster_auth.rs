@@ -9,7 +9,6 @@
 
 use crate::auth_scopes::{every_route_every_scope, forbidden, secret_for, send, write_config};
 use crate::cluster_support::{others, ProcCluster};
-use crate::support::BIN;
 use fencelog_cluster::network::encode;
 use fencelog_cluster::types::ClusterOp;
 use fencelog_server::auth::Scope;
@@ -150,19 +149,14 @@ fn a_node_with_tokens_but_no_peer_secret_refuses_to_start() {
         ),
     ];
     for (extra, says) in cases {
-        let o = std::process::Command::new(BIN)
-            .arg("serve")
-            .env_remove("FENCELOG_CONFIG")
-            .args(["--node-id", "1", "--cluster", &cluster])
-            .arg("--config")
-            .arg(&config)
-            .arg("--data-dir")
-            .arg(tmp.path().join("data"))
-            .args(extra)
-            .output()
-            .unwrap();
-        assert_eq!(o.status.code(), Some(2), "{extra:?}: {o:?}");
-        let err = String::from_utf8_lossy(&o.stderr);
+        let err = crate::cluster_support::serve_refused(|cmd| {
+            cmd.args(["--node-id", "1", "--cluster", &cluster])
+                .arg("--config")
+                .arg(&config)
+                .arg("--data-dir")
+                .arg(tmp.path().join("data"))
+                .args(extra);
+        });
         assert!(err.contains(says), "{extra:?}: {err}");
     }
 }

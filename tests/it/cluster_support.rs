@@ -42,6 +42,19 @@ pub struct ProcCluster {
     pub initial: usize,
     /// Each joined node's `--join` address.
     pub joined: std::collections::BTreeMap<usize, String>,
+    /// `https` when the nodes serve TLS (`--tls-cert` among the args).
+    pub scheme: &'static str,
+}
+
+/// `fencelog serve` with what `args` adds, which must refuse to start
+/// (exit 2) before touching anything; its stderr.
+pub fn serve_refused(args: impl FnOnce(&mut std::process::Command)) -> String {
+    let mut cmd = std::process::Command::new(crate::support::BIN);
+    cmd.arg("serve").env_remove("FENCELOG_CONFIG");
+    args(&mut cmd);
+    let o = cmd.output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{cmd:?}: {o:?}");
+    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// Free loopback ports (bound then released: another process could take
@@ -76,6 +89,11 @@ impl ProcCluster {
             http,
             initial: n,
             joined: Default::default(),
+            scheme: if extra.contains(&"--tls-cert") {
+                "https"
+            } else {
+                "http"
+            },
         };
         let extra: Vec<String> = extra.iter().map(|s| s.to_string()).collect();
         let starting: Vec<_> = (0..n).map(|i| c.builder(i + 1, &extra).spawn()).collect();
@@ -155,7 +173,7 @@ impl ProcCluster {
     }
 
     pub fn url(&self, id: usize) -> String {
-        format!("http://{}", self.addrs[id - 1])
+        format!("{}://{}", self.scheme, self.addrs[id - 1])
     }
 
     pub async fn status(&self, id: usize) -> Option<Value> {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 /// A CA and a server certificate it signed for `localhost` and
 /// 127.0.0.1, written as PEM files; returns (ca, cert, key) paths.
-fn certificates(dir: &Path, tag: &str) -> (PathBuf, PathBuf, PathBuf) {
+pub fn certificates(dir: &Path, tag: &str) -> (PathBuf, PathBuf, PathBuf) {
     let ca_key = rcgen::KeyPair::generate().unwrap();
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
     ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -206,5 +206,88 @@ async fn the_append_session_runs_over_https() {
         }
         Err(other) => panic!("expected a refused handshake, got {other:?}"),
         Ok(_) => panic!("a client without the CA opened a session"),
+    }
+}
+
+/// A cluster whose nodes serve TLS (`--tls-cert`, `--cluster-ca-cert`):
+/// Raft RPCs, forwarded writes and read indexes go node to node over
+/// https, so writes through every node commit in order and every replica
+/// serves them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_over_tls_replicates_and_forwards_over_https() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = certificates(tmp.path(), "c");
+    let ca_pem = std::fs::read(&ca).unwrap();
+    let http = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&ca_pem).unwrap())
+        .build()
+        .unwrap();
+    let path = |p: &Path| p.to_str().unwrap().to_string();
+    let (ca, cert, key) = (path(&ca), path(&cert), path(&key));
+    let args = [
+        "--tls-cert",
+        cert.as_str(),
+        "--tls-key",
+        key.as_str(),
+        "--cluster-ca-cert",
+        ca.as_str(),
+    ];
+    let c = crate::cluster_support::ProcCluster::start_with(3, 1, &args, http);
+    let ids = [1, 2, 3];
+    let leader = c.leader(0, &ids).await;
+    for id in ids {
+        let (s, v) = c
+            .append(id, "tls.c", 1, &format!("through node {id}"))
+            .await;
+        assert_eq!(
+            (s, v["first_seq"].as_u64()),
+            (200, Some(id as u64 - 1)),
+            "node {id}: {v}"
+        );
+    }
+    c.converged(0, &ids).await;
+    for id in ids {
+        let got = c.records(id, "tls.c").await;
+        let want: Vec<(u64, u64, String)> = (1..=3)
+            .map(|i| (i - 1, 1, format!("through node {i}")))
+            .collect();
+        assert_eq!(got, want, "node {id} (leader {leader})");
+    }
+}
+
+/// `--cluster-ca-cert` is for nodes that serve TLS, and must hold a PEM
+/// certificate: either mistake stops the node before it starts (exit 2).
+#[test]
+fn a_cluster_ca_without_tls_or_without_a_certificate_refuses_to_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (_, cert, key) = certificates(tmp.path(), "r");
+    let junk = tmp.path().join("junk.pem");
+    std::fs::write(&junk, "not a certificate").unwrap();
+    let port = crate::cluster_support::free_ports(1)[0];
+    let cluster = format!("1=127.0.0.1:{port}");
+    let tls = [
+        "--tls-cert",
+        cert.to_str().unwrap(),
+        "--tls-key",
+        key.to_str().unwrap(),
+    ];
+    let cases: [(&[&str], &str); 2] = [
+        (
+            &[],
+            "cluster_ca_cert needs tls_cert: the nodes serve plain HTTP",
+        ),
+        (&tls, "cluster_ca_cert: no PEM certificate in it"),
+    ];
+    for (extra, says) in cases {
+        let err = crate::cluster_support::serve_refused(|cmd| {
+            cmd.args(["--node-id", "1", "--cluster", &cluster, "--listen"])
+                .arg(format!("127.0.0.1:{port}"))
+                .arg("--cluster-ca-cert")
+                .arg(&junk)
+                .arg("--data-dir")
+                .arg(tmp.path().join("data"))
+                .args(extra);
+        });
+        assert!(err.contains(says), "{extra:?}: {err}");
     }
 }

@@ -1,5 +1,7 @@
-//! The Raft transport over HTTP: `POST http://{addr}/_cluster/raft/{shard}/{kind}`
+//! The Raft transport over HTTP: `POST http(s)://{addr}/_cluster/raft/{shard}/{kind}`
 //! on the peer's client port, the body the bytes of [`crate::network`].
+//! Nodes that serve TLS (`--tls-cert`) are reached over https, trusting
+//! the system's roots and the cluster's CA ([`PeerTls`]).
 //! One pooled client (keep-alive) serves every shard. A connection that
 //! could not be made is `Unreachable` (nothing was sent); anything after
 //! that is `Lost` (the peer may have acted on it).
@@ -16,29 +18,58 @@ pub struct HttpTransport {
     client: reqwest::Client,
     /// Sent with every RPC ([`crate::http_auth::PEER_SECRET_HEADER`]).
     peer_secret: Option<String>,
+    /// `http`, or `https` when the nodes serve TLS.
+    scheme: &'static str,
+}
+
+/// The nodes serve TLS: reach them over https, trusting the system's
+/// roots and `ca_pem` (the CA that signed the nodes' certificates).
+#[derive(Debug, Clone, Default)]
+pub struct PeerTls {
+    /// PEM certificates, one or more.
+    pub ca_pem: Option<Vec<u8>>,
 }
 
 impl HttpTransport {
     /// A transport whose RPCs carry the cluster's peer secret.
     pub fn with_secret(peer_secret: Option<String>) -> HttpTransport {
-        HttpTransport {
-            peer_secret: peer_secret.map(|s| s.trim().to_string()),
-            ..HttpTransport::new()
-        }
+        HttpTransport::configured(peer_secret, None).expect("an HTTP client without TLS builds")
     }
 
-    /// A transport with its own connection pool.
-    pub fn new() -> HttpTransport {
-        let client = reqwest::Client::builder()
+    /// A transport with its own connection pool, the peer secret, and
+    /// https when the nodes serve TLS. Fails on a CA that is not PEM.
+    pub fn configured(
+        peer_secret: Option<String>,
+        tls: Option<&PeerTls>,
+    ) -> Result<HttpTransport, String> {
+        let mut builder = reqwest::Client::builder()
             .pool_max_idle_per_host(8)
             .tcp_nodelay(true)
-            .connect_timeout(Duration::from_secs(1))
-            .build()
-            .expect("an HTTP client without TLS always builds");
-        HttpTransport {
-            client,
-            peer_secret: None,
+            .connect_timeout(Duration::from_secs(1));
+        if let Some(t) = tls {
+            builder = builder.use_rustls_tls();
+            if let Some(pem) = &t.ca_pem {
+                let certs = reqwest::Certificate::from_pem_bundle(pem)
+                    .map_err(|e| format!("the cluster's CA certificate: {e}"))?;
+                if certs.is_empty() {
+                    return Err("no PEM certificate in it".into());
+                }
+                for cert in certs {
+                    builder = builder.add_root_certificate(cert);
+                }
+            }
         }
+        let client = builder.build().map_err(|e| e.to_string())?;
+        Ok(HttpTransport {
+            client,
+            peer_secret: peer_secret.map(|s| s.trim().to_string()),
+            scheme: if tls.is_some() { "https" } else { "http" },
+        })
+    }
+
+    /// A transport with its own connection pool (plain HTTP, no secret).
+    pub fn new() -> HttpTransport {
+        HttpTransport::with_secret(None)
     }
 }
 
@@ -58,7 +89,8 @@ impl Transport for HttpTransport {
         body: Vec<u8>,
         timeout: Duration,
     ) -> RpcFuture {
-        let url = format!("http://{addr}/_cluster/raft/{shard}/{}", kind.name());
+        let scheme = self.scheme;
+        let url = format!("{scheme}://{addr}/_cluster/raft/{shard}/{}", kind.name());
         let mut request = self
             .client
             .post(url)
@@ -80,6 +112,10 @@ impl Transport for HttpTransport {
             }
             Ok(bytes.to_vec())
         })
+    }
+
+    fn scheme(&self) -> &'static str {
+        self.scheme
     }
 }
 

@@ -17,15 +17,15 @@ use std::time::Duration;
 /// The shard count a joining node runs with: its data directory's
 /// `cluster.meta` if it has one, else the count of the node at `join`
 /// (`given`, the `--shards` flag, must agree). The node at `join` is
-/// asked with the peer `member` RPC (`Whoami`), carrying `peer_secret`
-/// like every node-to-node call, so a cluster with access tokens (whose
+/// asked with the peer `member` RPC (`Whoami`) through `transport` (the
+/// node's own: its peer secret, https when the nodes serve TLS), so a cluster with access tokens (whose
 /// admin routes need an operator's token) answers a joining node too.
 pub async fn shard_count(
     data_dir: &Path,
     join: &str,
     given: Option<u32>,
     timeout: Duration,
-    peer_secret: Option<String>,
+    transport: &HttpTransport,
 ) -> Result<u32, String> {
     let meta = data_dir.join(META_FILE);
     if let Ok(text) = std::fs::read_to_string(&meta) {
@@ -35,7 +35,6 @@ pub async fn shard_count(
             .and_then(|n| n.parse().ok());
         return stored.ok_or(format!("{} holds no shard count", meta.display()));
     }
-    let transport = HttpTransport::with_secret(peer_secret);
     // Shard 0 exists in every cluster; the node's id is not known yet (0).
     let call = transport.call(
         0,

@@ -104,6 +104,12 @@ pub trait Transport: Send + Sync + 'static {
         body: Vec<u8>,
         timeout: std::time::Duration,
     ) -> RpcFuture;
+
+    /// The URL scheme the nodes serve their client port with, `http` or
+    /// `https` (a redirect's `Location` uses it).
+    fn scheme(&self) -> &'static str {
+        "http"
+    }
 }
 
 /// Encodes a message with the version byte.

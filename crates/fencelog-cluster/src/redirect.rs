@@ -45,7 +45,11 @@ fn redirect_to(node: &Node, req: &Request) -> Option<(String, String)> {
         .path_and_query()
         .map(|p| p.as_str())
         .unwrap_or("/");
-    Some((format!("{leader}={addr}"), format!("http://{addr}{path}")))
+    let scheme = node.transport().scheme();
+    Some((
+        format!("{leader}={addr}"),
+        format!("{scheme}://{addr}{path}"),
+    ))
 }
 
 /// The middleware: 307 for a write this node does not lead, when enabled.
