@@ -31,15 +31,8 @@ stop_all() {
 }
 trap 'stop_all; rm -rf "$WORK"' EXIT
 
-wait_healthy() { # url pid log
-    for _ in $(seq 1 4000); do
-        curl -sf "$1/healthz" >/dev/null 2>&1 && return 0
-        kill -0 "$2" 2>/dev/null || { cat "$3" >&2; exit 1; }
-        sleep 0.005
-    done
-    echo "$1 did not come up" >&2
-    exit 1
-}
+# shellcheck source=serve.sh
+. "$(dirname "$0")/serve.sh"
 
 start_single() { # dir
     "$BIN" serve --data-dir "$1/data" --listen "127.0.0.1:$BASE_PORT" \

@@ -1,8 +1,9 @@
-# Sourced by consume.sh and idle_tails.sh: one `fencelog serve` of the
-# script's own on a temporary data directory, stopped by its PID (and the
-# directory removed) when the script exits.
+# Sourced by the peers scripts: one `fencelog serve` of the script's own
+# on a temporary data directory, stopped by its PID (and the directory
+# removed) when the script exits; and the wait for a server to answer.
 #
 #   serve_start BIN PORT WORK [serve flags...]   sets PID and URL
+#   wait_healthy URL PID LOG                     until /healthz answers
 
 stop_pid() { # pid
     [ -n "$1" ] || return 0
@@ -18,11 +19,15 @@ serve_start() { # bin port work [flags...]
         2>>"$work/server.log" >/dev/null &
     PID=$!
     trap 'stop_pid "$PID"; rm -rf "$WORK"' EXIT
-    for _ in $(seq 1 2000); do
-        curl -sf "$URL/healthz" >/dev/null 2>&1 && return 0
-        kill -0 "$PID" 2>/dev/null || { cat "$work/server.log" >&2; exit 1; }
+    wait_healthy "$URL" "$PID" "$work/server.log"
+}
+
+wait_healthy() { # url pid log: exits the script if the server dies first
+    for _ in $(seq 1 4000); do
+        curl -sf "$1/healthz" >/dev/null 2>&1 && return 0
+        kill -0 "$2" 2>/dev/null || { cat "$3" >&2; exit 1; }
         sleep 0.005
     done
-    echo "the server did not come up" >&2
+    echo "$1 did not come up" >&2
     exit 1
 }

@@ -340,21 +340,44 @@ impl Node {
     /// never sent again (its outcome is unknown, and said so).
     pub async fn write(&self, op: ClusterOp) -> WriteOutcome {
         let k = self.shard_of(op.stream());
+        let op = &op;
+        let tried = self
+            .until_led(k, || async move {
+                match self.write_once(k, op).await {
+                    WriteOutcome::Unavailable(why) => Err(why),
+                    outcome => Ok(outcome),
+                }
+            })
+            .await;
+        tried.unwrap_or_else(WriteOutcome::Unavailable)
+    }
+
+    /// Runs `once` — one try that answers `Err(why)` when it found no
+    /// leader and did nothing — again each time this node sees a new
+    /// leader, up to [`WRITE_TRIES_MAX`] tries. A try may itself wait (a
+    /// paused proposer on a leader handing over), so each wait for a
+    /// leader gets its own bound, and no try starts once a commit's time
+    /// and one wait have gone by. `Err` says how often and how long.
+    async fn until_led<T, Fut>(
+        &self,
+        k: ShardId,
+        mut once: impl FnMut() -> Fut,
+    ) -> Result<T, String>
+    where
+        Fut: std::future::Future<Output = Result<T, String>>,
+    {
         let start = tokio::time::Instant::now();
-        // A try may itself wait (a paused proposer on a leader handing
-        // over), so each wait for a leader gets its own bound, and no try
-        // starts once a commit's time and one wait have gone by.
         let last_try = start + self.options.commit_timeout + self.leader_wait();
         let mut tries = 1;
         loop {
             let seen = self.leader_view(k);
-            let outcome = self.write_once(k, &op).await;
-            let WriteOutcome::Unavailable(why) = outcome else {
-                return outcome;
+            let why = match once().await {
+                Ok(done) => return Ok(done),
+                Err(why) => why,
             };
             let wait_until = (tokio::time::Instant::now() + self.leader_wait()).min(last_try);
             if tries == WRITE_TRIES_MAX || !self.new_leader_seen(k, seen, wait_until).await {
-                return WriteOutcome::Unavailable(format!(
+                return Err(format!(
                     "{why} (tried {tries} times in {} ms, waiting for a leader in between)",
                     start.elapsed().as_millis()
                 ));
@@ -454,25 +477,16 @@ impl Node {
     /// [`WRITE_TRIES_MAX`] tries): a read index changes nothing, so asking
     /// again is always safe. One that timed out is not asked again.
     pub async fn read_barrier(&self, k: ShardId) -> Result<(), String> {
-        let start = tokio::time::Instant::now();
-        let last_try = start + self.options.commit_timeout + self.leader_wait();
-        let mut tries = 1;
-        loop {
-            let seen = self.leader_view(k);
-            let why = match self.read_barrier_once(k).await {
-                Ok(()) => return Ok(()),
-                Err(Barrier::Failed(m)) => return Err(m),
-                Err(Barrier::NoLeader(m)) => m,
-            };
-            let wait_until = (tokio::time::Instant::now() + self.leader_wait()).min(last_try);
-            if tries == WRITE_TRIES_MAX || !self.new_leader_seen(k, seen, wait_until).await {
-                return Err(format!(
-                    "{why} (tried {tries} times in {} ms, waiting for a leader in between)",
-                    start.elapsed().as_millis()
-                ));
-            }
-            tries += 1;
-        }
+        let tried = self
+            .until_led(k, || async move {
+                match self.read_barrier_once(k).await {
+                    Ok(()) => Ok(Ok(())),
+                    Err(Barrier::Failed(m)) => Ok(Err(m)),
+                    Err(Barrier::NoLeader(why)) => Err(why),
+                }
+            })
+            .await;
+        tried.and_then(|r| r)
     }
 
     /// One try of [`Node::read_barrier`].
