@@ -11,12 +11,14 @@
 # (leaders spread, (k mod 3)+1) and the bench follows the fencelog-leader
 # hint, so each connection ends up on its stream's shard leader, as a smart
 # client's would. One JSON line per measurement on stdout (the bench's own
-# report plus "system" and "round"); a summary with the ratios on stderr.
+# report plus "system", "round" and the server processes' CPU per request,
+# all three nodes summed for the cluster); a summary with the ratios on
+# stderr.
 # Every process is stopped by its own PID.
 set -euo pipefail
 
 BIN="$(realpath "${1:-target/release/fencelog}")"
-DURATION="${DURATION:-10}"
+DURATION="${DURATION:-10}" # seconds, at least 3
 CLIENTS="${CLIENTS:-64}"
 ROUNDS="${ROUNDS:-2}"
 SHARDS="${SHARDS:-8}"
@@ -73,10 +75,37 @@ sys.exit(0 if all(x.get("leader") == x.get("preferred_leader") for x in s) else 
     exit 1
 }
 
+# CPU seconds (user + system) every server process of this run has used
+# so far, from /proc/PID/stat: the steadier figure on a noisy machine.
+servers_cpu_s() {
+    local ticks=0 p
+    for p in "${PIDS[@]}"; do
+        ticks=$((ticks + $(awk '{print $14 + $15}' "/proc/$p/stat")))
+    done
+    python3 -c "import os,sys; print(int(sys.argv[1]) / os.sysconf('SC_CLK_TCK'))" "$ticks"
+}
+
 bench() { # system round workload clients
+    local c1 c2
     "$BIN" bench --server "$URL" --json --duration "$DURATION" \
-        --workload "$3" --clients "$4" |
-        python3 -c 'import json,sys; r=json.loads(sys.stdin.readline()); r["system"]=sys.argv[1]; r["round"]=int(sys.argv[2]); print(json.dumps(r))' "$1" "$2"
+        --workload "$3" --clients "$4" >"$WORK/bench.json" &
+    local bench_pid=$!
+    # The servers' CPU over the middle of the load (from 1 s in to 1 s
+    # before the end), so neither set-up nor the read-back verification
+    # after the load counts; ÷ the rate gives CPU per request.
+    sleep 1
+    c1=$(servers_cpu_s)
+    sleep $((DURATION - 2))
+    c2=$(servers_cpu_s)
+    wait "$bench_pid"
+    python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+r["system"] = sys.argv[2]
+r["round"] = int(sys.argv[3])
+cpu_s, window_s = float(sys.argv[5]) - float(sys.argv[4]), float(sys.argv[6])
+r["server_cpu_us_per_request"] = round(cpu_s * 1e6 / window_s / max(1.0, r["requests_per_s"]), 1)
+print(json.dumps(r))' "$WORK/bench.json" "$1" "$2" "$c1" "$c2" "$((DURATION - 2))"
 }
 
 leaders() { # status of node 1, one line to stderr
@@ -111,5 +140,6 @@ for workload, key in [("append", "appends_per_s"), ("reject", "rejections_per_s"
     s, c = best("single", workload, key), best("cluster", workload, key)
     print(f"{workload}: single {s[key]:.0f}/s p50 {s['latency']['p50_us']} us p99 {s['latency']['p99_us']} us; "
           f"cluster {c[key]:.0f}/s p50 {c['latency']['p50_us']} us p99 {c['latency']['p99_us']} us; "
-          f"ratio {c[key] / s[key]:.2f}, p99 x{c['latency']['p99_us'] / max(1, s['latency']['p99_us']):.1f}")
+          f"ratio {c[key] / s[key]:.2f}, p99 x{c['latency']['p99_us'] / max(1, s['latency']['p99_us']):.1f}; "
+          f"server CPU per request {s['server_cpu_us_per_request']} us vs {c['server_cpu_us_per_request']} us (all nodes)")
 EOF

@@ -190,6 +190,7 @@ impl Node {
                 .join("shards")
                 .join(format!("shard-{k:03}"));
             let sm = ShardSm::open(&root, shard_engine_config(&options.engine))?;
+            check_applied_reaches_log(k, &sm, &wal)?;
             let log = LogStore::new(wal.clone(), k);
             let net = NetFactory {
                 transport: transport.clone(),
@@ -650,4 +651,23 @@ where
             }
         }
     });
+}
+
+/// Refuses to start a shard whose recovered applied position is below the
+/// last entry its Raft log purged: the entries between are gone from both,
+/// so the shard cannot catch up by applying them again. A flush precedes
+/// every snapshot, and openraft purges only what a snapshot covers, so
+/// this means the disk lost synced data (or files were mixed by hand).
+fn check_applied_reaches_log(shard: ShardId, sm: &ShardSm, wal: &Wal) -> io::Result<()> {
+    let applied = sm.engine().applied().map_or(0, |a| a.index);
+    let purged = wal.shard(shard).lock().unwrap().last_purged;
+    match purged {
+        Some(p) if p.index > applied => Err(io::Error::other(format!(
+            "shard {shard}: its state holds entries up to index {applied}, but its Raft log \
+             starts after index {}: the entries between are gone; remove this node's data \
+             directory and add it to the cluster again",
+            p.index
+        ))),
+        _ => Ok(()),
+    }
 }

@@ -1,10 +1,21 @@
 //! `RaftStateMachine` for one shard over its fencelog engine. The fencing
 //! rule runs in `apply` — the engine's `apply_batch` plans every op through
 //! `fence.rs` against pending state, in log order, at the leader's
-//! timestamp — and each entry's Applied marker lands in the same durable
-//! group as its effects. So `applied_state()` after a restart is exactly
-//! the last entry whose effects survived: never applied twice, never
-//! skipped.
+//! timestamp — and each entry's Applied marker lands in the same group as
+//! its effects. So `applied_state()` after a restart is exactly the last
+//! entry whose effects survived: never applied twice, never skipped.
+//!
+//! The shard engine runs in `Durability::OnFlush` (no fsync per apply:
+//! the entry is already durable in the node's Raft WAL, fsynced before it
+//! counted towards commit). A crash may lose the groups after the last
+//! flush; recovery keeps a prefix of them, so the applied position only
+//! rewinds, and openraft applies the entries after it again at startup
+//! from the WAL, with the same answers (apply is deterministic). That
+//! needs the WAL to keep every entry after the flushed position: openraft
+//! purges only entries a snapshot covers, and `build_snapshot` flushes
+//! before it reads the files, so the purge point never passes a flush
+//! (and a node whose applied position is below its purge point refuses
+//! to start, `node.rs`).
 //!
 //! Snapshots are physical: the engine directory's files, read while the
 //! apply gate is held (the engine runs without background reclamation, so
@@ -16,7 +27,7 @@ use crate::types::{
     BatchResult, ClusterOp, Entry, LogId, OpResult, ShardSnapshot, Snapshot, SnapshotMeta,
     StorageError, StoredMembership, TypeConfig,
 };
-use fencelog_engine::{AppliedState, Config, Engine};
+use fencelog_engine::{AppliedState, Config, Durability, Engine};
 use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder, StorageIOError};
 use std::io;
@@ -49,9 +60,11 @@ pub struct ShardSm {
 /// by each replica's clock would make replicas differ: the shard leader
 /// proposes retention trims as entries instead, [`crate::retention`]) and
 /// no disk budget (apply must not refuse on local limits; the leader
-/// checks them before proposing).
+/// checks them before proposing), and groups synced on flush only (see
+/// the module comment).
 pub fn shard_engine_config(base: &Config) -> Config {
     Config {
+        durability: Durability::OnFlush,
         reclaim_interval_ms: 0,
         data_bytes_max: None,
         retention_age_s: None,
@@ -194,6 +207,8 @@ impl ShardSm {
 impl RaftSnapshotBuilder<TypeConfig> for ShardSm {
     async fn build_snapshot(&mut self) -> Result<Snapshot, StorageError> {
         let gate = self.gate.lock().await;
+        // Durable before openraft may purge the log up to this snapshot.
+        self.engine().flush().await.map_err(sm_err)?;
         let (last_log_id, last_membership) = self.applied_now();
         let files = self.read_files().map_err(sm_err)?;
         drop(gate);

@@ -95,6 +95,29 @@ pub struct Config {
     /// [`crate::Engine::retention_due`], since a trim decided by each
     /// replica's own clock would make the replicas differ.
     pub retention_in_reclaim: bool,
+    /// When a group's frames become durable (issue 14).
+    pub durability: Durability,
+}
+
+/// When the writer syncs, and so what an answer means.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// Every group is synced before it is answered or published: an
+    /// answer means durable. The single node's mode.
+    #[default]
+    EveryGroup,
+    /// Groups are answered and published once written, and synced only by
+    /// [`crate::Engine::flush`], by a segment roll (so only the last
+    /// segment ever holds unsynced groups), before a checkpoint is named
+    /// and before segments are deleted, and at shutdown. For a log whose
+    /// durability comes from elsewhere: a cluster shard, whose every
+    /// applied entry stays in its node's fsynced Raft log until a flush
+    /// covers it, so a crash that loses unflushed groups only rewinds the
+    /// applied position and the entries are applied again. Recovery cuts
+    /// the last segment at its first bad frame even when complete frames
+    /// follow (write-back of unsynced pages is in no order), so the log
+    /// that comes back is a prefix of the groups written.
+    OnFlush,
 }
 
 impl Default for Config {
@@ -114,6 +137,7 @@ impl Default for Config {
             reclaim_interval_ms: RECLAIM_INTERVAL_MS_DEFAULT,
             compaction_bytes_per_second: COMPACTION_BYTES_PER_SECOND_DEFAULT,
             retention_in_reclaim: true,
+            durability: Durability::EveryGroup,
         }
     }
 }

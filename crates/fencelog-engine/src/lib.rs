@@ -61,7 +61,7 @@ pub use codec::checkpoint::{AppliedState, CursorEntry, FenceBy, FenceEvent, Prod
 /// version field), shown by `fencelog --version`.
 pub use codec::FORMAT_VERSION;
 pub use codec::{Retention, StreamConfig};
-pub use config::Config;
+pub use config::{Config, Durability};
 /// Operations one multi-stream batch may carry.
 pub use engine::BATCH_OPS_MAX;
 pub use engine::{validate_short_name, validate_stream_config};

@@ -207,6 +207,19 @@ mod imp {
         /// the writer has it queued, before the engine's durable answer,
         /// with the seq it expects it to get (issue 13).
         SessionAckBeforeDurable,
+        /// In `Durability::OnFlush` (issue 14's shard engines), a flush
+        /// answers without syncing: a checkpoint, a segment deletion or a
+        /// Raft log purge may then rely on groups a crash loses.
+        FlushSkipsSync,
+        /// In `Durability::OnFlush`, a roll leaves the old segment's
+        /// groups unsynced: a crash can leave a hole in a segment that is
+        /// not the last, which recovery cannot cut.
+        RollLeavesUnsynced,
+        /// Recovery of a `Durability::OnFlush` log treats a bad frame with
+        /// complete later groups after it as damage, as in the default
+        /// mode: a power loss that wrote back a later group before an
+        /// earlier one leaves a shard that cannot open.
+        OrderedTailOnFlush,
     }
 
     thread_local! {

@@ -75,3 +75,74 @@ async fn a_node_behind_the_purge_point_catches_up_by_snapshot() {
     c.converged(0, &ids).await;
     assert_eq!(c.records(late, "s"), expected);
 }
+
+/// Copies the directory tree `from` to `to`.
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// A shard whose state is behind its Raft log's purge point cannot catch
+/// up by applying entries again: they are gone from both. The node must
+/// refuse to start, naming the shard, rather than serve a state with a
+/// hole (shard engines sync on flush only, so this is the check that a
+/// purge never passed a flush; here the state is put back by hand).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_state_is_behind_its_purge_point_refuses_to_start() {
+    let c = TestCluster::start_with(3, 1, SMALL_SNAPSHOTS).await;
+    let ids = c.ids();
+    let leader = c.leader(0, &ids).await;
+    let victim = *ids.iter().find(|i| **i != leader).unwrap();
+    c.write(leader, append("s", 1, "before")).await;
+    c.converged(0, &ids).await;
+    let applied = |id| {
+        let m = c.node(id).raft(0).metrics().borrow().clone();
+        m.last_applied.map_or(0, |l| l.index)
+    };
+    let old_applied = applied(victim);
+    c.stop(victim).await;
+    let shards = c.data_dir(victim).join("shards");
+    let saved = c.data_dir(victim).with_extension("saved-shards");
+    copy_tree(&shards, &saved);
+    c.boot(victim).await;
+    for i in 0..100 {
+        append_surely(&c, &ids, i, &format!("r{i}")).await;
+    }
+    let purged = eventually("the victim to purge its log", || async {
+        let m = c.node(victim).raft(0).metrics().borrow().clone();
+        m.purged.map(|p| p.index).filter(|p| *p > old_applied)
+    })
+    .await;
+    c.stop(victim).await;
+    std::fs::remove_dir_all(&shards).unwrap();
+    copy_tree(&saved, &shards);
+    let err = match c.try_boot(victim).await {
+        Ok(_) => panic!("a node behind its purge point started"),
+        Err(e) => e.to_string(),
+    };
+    let starts = format!(
+        "shard 0: its state holds entries up to index {old_applied}, but its Raft log starts after index "
+    );
+    assert!(err.starts_with(&starts), "{err}");
+    assert!(
+        err.ends_with(
+            ": the entries between are gone; remove this node's data directory and add it to the cluster again"
+        ),
+        "{err}"
+    );
+    let said: u64 = err[starts.len()..]
+        .split(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(said >= purged, "{err}: purged {purged}");
+}

@@ -108,6 +108,11 @@ impl TestCluster {
     }
 
     pub async fn boot(&self, id: NodeId) -> Arc<Node> {
+        self.try_boot(id).await.unwrap()
+    }
+
+    /// Starts node `id` on its data directory, or says why it would not.
+    pub async fn try_boot(&self, id: NodeId) -> std::io::Result<Arc<Node>> {
         let options = NodeOptions {
             id,
             members: self.members.clone(),
@@ -120,9 +125,9 @@ impl TestCluster {
             rebalance: None,
             retention: None,
         };
-        let node = Arc::new(Node::start(options, self.router.port(id)).await.unwrap());
+        let node = Arc::new(Node::start(options, self.router.port(id)).await?);
         self.router.register(node.clone());
-        node
+        Ok(node)
     }
 
     pub async fn stop(&self, id: NodeId) {

@@ -153,6 +153,25 @@ impl Engine {
         rx.await.map_err(|_| WriteError::ShuttingDown)?
     }
 
+    /// Makes every write answered so far durable. In
+    /// [`crate::Durability::OnFlush`] the writer answers groups once
+    /// written and syncs here; in the default mode every answer already
+    /// was durable and this returns at once after the queue ahead of it.
+    /// A failed sync poisons the engine (answered groups may be lost) and
+    /// is never retried.
+    pub async fn flush(&self) -> Result<(), WriteError> {
+        if let Some(f) = self.shared().poisoned.get() {
+            return Err(WriteError::Poisoned(f.clone()));
+        }
+        let (tx, rx) = oneshot::channel();
+        self.inner
+            .tx
+            .send(Msg::Flush(tx))
+            .await
+            .map_err(|_| WriteError::ShuttingDown)?;
+        rx.await.map_err(|_| WriteError::ShuttingDown)?
+    }
+
     /// Stops accepting writes, commits and syncs everything already queued,
     /// and stops the writer. Reads keep working.
     pub async fn shutdown(&self) {

@@ -2,10 +2,15 @@
 //! applied through the writer and the fencing rule, each with its Applied
 //! marker in the same group, and the applied position they leave.
 //!
-//! The engine stays in its local durability mode: every group, marker
-//! included, is synced before its answer, so the applied position a
-//! restart recovers is exactly the last entry whose effects it recovers —
-//! never one applied twice, never one skipped.
+//! An entry's marker is in the same group as its effects, so the applied
+//! position a restart recovers is exactly the last entry whose effects it
+//! recovers — never one applied twice, never one skipped. A cluster runs
+//! its shard engines in `Durability::OnFlush`: an apply is answered once
+//! written, and a crash may lose the groups after the last flush, which
+//! only rewinds the applied position (recovery keeps a prefix of the
+//! groups); openraft applies those entries again from its fsynced log,
+//! which purges nothing a flush has not covered (see the cluster's
+//! `state_machine.rs`).
 
 use super::Engine;
 use crate::codec::checkpoint::AppliedState;

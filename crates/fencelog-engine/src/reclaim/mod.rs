@@ -28,6 +28,7 @@ mod delete;
 mod live;
 pub(crate) mod retention;
 
+use crate::config::Durability;
 use crate::error::{StorageFailure, WriteError};
 use crate::locks;
 use crate::shared::Shared;
@@ -238,6 +239,21 @@ impl Writer<'_> {
         self.signal.stopping()
     }
 
+    /// In [`Durability::OnFlush`], makes every group written so far
+    /// durable: before a checkpoint is named (it may cover them) and
+    /// before segments are deleted (compaction's copies of their live
+    /// frames are such groups). In the other mode they already are.
+    fn flush(&self, shared: &Shared) -> Result<(), WriteError> {
+        if shared.config.durability != Durability::OnFlush {
+            return Ok(());
+        }
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .blocking_send(Msg::Flush(reply))
+            .map_err(|_| WriteError::ShuttingDown)?;
+        rx.blocking_recv().map_err(|_| WriteError::ShuttingDown)?
+    }
+
     /// Sends `op` for `stream` and waits for the writer's answer.
     fn request<T>(
         &self,
@@ -278,14 +294,18 @@ fn pass(
     let live = live::walk(shared);
     let dead = live.deletable();
     if mutated!(DeleteBeforeCheckpoint) {
+        writer.flush(shared)?;
         delete::run(shared, &dead, &mut report).map_err(|f| failed(shared, f))?;
         if !dead.is_empty() {
-            checkpoint::write(shared, &mut report).map_err(|f| failed(shared, f))?;
+            checkpoint::write(shared, &writer, &mut report)?;
         }
     } else {
         let covered = shared.manifest.get().checkpoint_covered_group;
         if dead.iter().any(|d| d.last_group > covered) {
-            checkpoint::write(shared, &mut report).map_err(|f| failed(shared, f))?;
+            checkpoint::write(shared, &writer, &mut report)?;
+        }
+        if !dead.is_empty() {
+            writer.flush(shared)?;
         }
         delete::run(shared, &dead, &mut report).map_err(|f| failed(shared, f))?;
     }

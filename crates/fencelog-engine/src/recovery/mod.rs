@@ -158,7 +158,8 @@ pub fn recover(storage: &dyn Storage, config: &Config) -> Result<Recovered, Open
         .manifest
         .as_ref()
         .map_or(0, |m| m.checkpoint_covered_group);
-    let mut scan = Scan::new(covered, config.producers_per_stream_max);
+    let unordered_tail = config.durability == crate::config::Durability::OnFlush;
+    let mut scan = Scan::new(covered, config.producers_per_stream_max, unordered_tail);
     let loaded = restore::load(storage, layout.manifest.as_ref(), &mut scan)?;
     let mut report = RecoveryReport {
         checkpoint: (loaded.generation != 0).then_some(loaded.generation),

@@ -56,10 +56,13 @@ pub(super) struct Scan {
     pub version: u32,
     /// A version-2 segment has been seen (no version-1 one may follow).
     pub seen_v2: bool,
+    /// The log was written in `Durability::OnFlush`: unsynced groups of
+    /// the last segment may have reached the disk in any order.
+    pub unordered_tail: bool,
 }
 
 impl Scan {
-    pub(super) fn new(covered: u64, producers_max: usize) -> Self {
+    pub(super) fn new(covered: u64, producers_max: usize, unordered_tail: bool) -> Self {
         Scan {
             streams: HashMap::new(),
             covered,
@@ -76,6 +79,7 @@ impl Scan {
             frames: 0,
             version: FORMAT_VERSION,
             seen_v2: false,
+            unordered_tail,
         }
     }
 

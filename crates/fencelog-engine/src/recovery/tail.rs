@@ -2,6 +2,14 @@
 //! unsynced tail of its last group (cut it) or damage in the middle of the
 //! log (refuse). At most one group — the last — can be torn by a crash,
 //! because the writer syncs each group before it writes the next.
+//!
+//! In `Durability::OnFlush` many groups of the last segment may be
+//! unsynced, and write-back reaches the disk in no particular order: a
+//! torn group can be followed by complete later ones. There the last
+//! segment is cut at its first bad frame whatever follows, which keeps
+//! exactly the prefix of groups that survived whole (the groups cut were
+//! never flushed; their Raft entries are applied again). Every segment
+//! before the last was synced by its roll, so damage there still refuses.
 
 use super::scan::Scan;
 use super::{corrupt, RecoveryReport, Truncation};
@@ -19,8 +27,9 @@ pub(super) struct Cut {
 }
 
 /// The frame at `off` failed to decode with `reason`. Refuses unless it is
-/// in the last segment and no frame of a later group follows it; then the
-/// cut starts at the open group (its earlier frames were never acknowledged
+/// in the last segment and no frame of a later group follows it (or the
+/// log's tail may be unordered, see the module comment); then the cut
+/// starts at the open group (its earlier frames were never acknowledged
 /// either) or at `off`.
 pub(super) fn decide(
     scan: &Scan,
@@ -39,8 +48,12 @@ pub(super) fn decide(
     } else {
         scan.last_closed_group + 1
     };
-    let later = find_frame_after(view, off + 1, torn_group + 1, scan.version)
-        .filter(|_| !mutated!(TruncateAnyBadFrame));
+    let later = match (scan.unordered_tail && !mutated!(OrderedTailOnFlush))
+        || mutated!(TruncateAnyBadFrame)
+    {
+        true => None,
+        false => find_frame_after(view, off + 1, torn_group + 1, scan.version),
+    };
     if let Some((at, g)) = later {
         return Err(corrupt(
             name,

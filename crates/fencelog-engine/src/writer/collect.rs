@@ -1,7 +1,7 @@
 //! Taking a group off the queue: the one routine both the normal loop and
 //! the shutdown drain use, so every group has the same bounds.
 
-use super::protocol::{Msg, Request};
+use super::protocol::{Msg, Reply, Request};
 use crate::config::Config;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -45,9 +45,18 @@ impl Linger {
     };
 }
 
+/// The messages met while collecting that are not writes: answered after
+/// the group they arrived with is committed (so everything queued before
+/// them is in it or an earlier group).
+#[derive(Default)]
+pub(super) struct Control {
+    pub shutdown: Vec<oneshot::Sender<()>>,
+    pub flushes: Vec<Reply<()>>,
+}
+
 /// Moves `first` (if any) and then whatever is queued into `group`, until
 /// the group is full or the queue is empty and nobody is worth waiting for.
-/// Shutdown requests met on the way go to `shutdown`.
+/// Shutdown and flush requests met on the way go to `control`.
 ///
 /// Callers answered by the last group usually send again within
 /// microseconds. Starting the sync before they arrive splits them into two
@@ -60,7 +69,7 @@ pub(super) fn collect(
     limits: GroupLimits,
     linger: &Linger,
     group: &mut VecDeque<Request>,
-    shutdown: &mut Vec<oneshot::Sender<()>>,
+    control: &mut Control,
 ) {
     assert!(group.is_empty(), "the last group was not committed");
     let mut bytes = 0;
@@ -68,7 +77,7 @@ pub(super) fn collect(
         group.len() >= limits.requests_max || bytes >= limits.bytes_max
     };
     if let Some(m) = first {
-        take(m, group, &mut bytes, shutdown);
+        take(m, group, &mut bytes, control);
     }
     let quiet = (linger.last_sync / 16).min(LINGER_QUIET_MAX);
     let give_up = Instant::now() + linger.last_sync / 2;
@@ -76,7 +85,7 @@ pub(super) fn collect(
     while !full(group, bytes) {
         match rx.try_recv() {
             Ok(m) => {
-                take(m, group, &mut bytes, shutdown);
+                take(m, group, &mut bytes, control);
                 last_arrival = Instant::now();
             }
             Err(mpsc::error::TryRecvError::Empty)
@@ -91,17 +100,13 @@ pub(super) fn collect(
     }
 }
 
-fn take(
-    m: Msg,
-    group: &mut VecDeque<Request>,
-    bytes: &mut usize,
-    shutdown: &mut Vec<oneshot::Sender<()>>,
-) {
+fn take(m: Msg, group: &mut VecDeque<Request>, bytes: &mut usize, control: &mut Control) {
     match m {
         Msg::Write(r) => {
             *bytes += r.encoded_len();
             group.push_back(r);
         }
-        Msg::Shutdown(tx) => shutdown.push(tx),
+        Msg::Shutdown(tx) => control.shutdown.push(tx),
+        Msg::Flush(tx) => control.flushes.push(tx),
     }
 }

@@ -32,7 +32,7 @@ use crate::error::{StorageFailure, WriteError};
 use crate::locks;
 use crate::shared::Shared;
 use crate::stream::StreamShared;
-use collect::{collect, GroupLimits, Linger};
+use collect::{collect, Control, GroupLimits, Linger};
 use persist::{PersistError, Tail};
 use plan::{Budget, Context, Defaults, Durable, Lookup, Plan};
 use protocol::Answer;
@@ -41,7 +41,7 @@ use std::collections::VecDeque;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 /// Starts the writer thread of a freshly recovered log. The thread adopts
 /// the opening thread's mutation switch (see `crate::mutation`).
@@ -133,7 +133,7 @@ impl Writer {
 
     fn run(mut self) {
         let limits = GroupLimits::of(&self.shared.config);
-        let mut shutdown: Vec<oneshot::Sender<()>> = Vec::new();
+        let mut control = Control::default();
         let mut linger = Linger::NONE;
         while let Some(first) = self.rx.blocking_recv() {
             collect(
@@ -142,7 +142,7 @@ impl Writer {
                 limits,
                 &linger,
                 &mut self.requests,
-                &mut shutdown,
+                &mut control,
             );
             self.shared.metrics.queue_depth.set(self.rx.len() as i64);
             if !self.requests.is_empty() {
@@ -154,9 +154,17 @@ impl Writer {
                     last_sync: started.elapsed(),
                 };
             }
-            if !shutdown.is_empty() {
-                self.drain(limits, &mut shutdown);
+            self.answer_flushes(&mut control.flushes);
+            if !control.shutdown.is_empty() {
+                self.drain(limits, &mut control);
                 break;
+            }
+        }
+        // What is written is synced before the writer stops, so a clean
+        // shutdown in `OnFlush` mode loses nothing either.
+        if self.shared.poisoned.get().is_none() {
+            if let Err(f) = self.tail.sync_unsynced(&self.shared) {
+                self.shared.poison(f);
             }
         }
         self.shared.wake_all_waiters();
@@ -164,7 +172,7 @@ impl Writer {
         // writer's reference before `shutdown()` returns, so dropping the
         // engine right after it frees the lock and a reopen succeeds.
         drop(self);
-        for tx in shutdown {
+        for tx in control.shutdown {
             let _ = tx.send(());
         }
     }
@@ -172,7 +180,7 @@ impl Writer {
     /// Everything sent before the shutdown request is in the queue ahead of
     /// it: commit all of it, in groups with the usual bounds, so a later
     /// `shutdown()` waits for the same end as the first.
-    fn drain(&mut self, limits: GroupLimits, shutdown: &mut Vec<oneshot::Sender<()>>) {
+    fn drain(&mut self, limits: GroupLimits, control: &mut Control) {
         self.rx.close();
         loop {
             collect(
@@ -181,12 +189,33 @@ impl Writer {
                 limits,
                 &Linger::NONE,
                 &mut self.requests,
-                shutdown,
+                control,
             );
             if self.requests.is_empty() {
+                self.answer_flushes(&mut control.flushes);
                 return;
             }
             self.commit_guarded();
+            self.answer_flushes(&mut control.flushes);
+        }
+    }
+
+    /// Syncs what was written unsynced and answers the flushes waiting for
+    /// it. A failed sync poisons, as on the write path: groups already
+    /// answered may be lost, and it is never retried.
+    fn answer_flushes(&mut self, flushes: &mut Vec<Reply<()>>) {
+        if flushes.is_empty() {
+            return;
+        }
+        let result = match self.shared.poisoned.get() {
+            Some(f) => Err(WriteError::Poisoned(f.clone())),
+            None => self
+                .tail
+                .sync_unsynced(&self.shared)
+                .map_err(|f| WriteError::StorageFailed(self.shared.poison(f))),
+        };
+        for tx in flushes.drain(..) {
+            let _ = tx.send(result.clone());
         }
     }
 
@@ -344,10 +373,15 @@ mod tests {
     use crate::sim::SimStorage;
     use crate::storage::Storage;
     use bytes::Bytes;
+    use tokio::sync::oneshot;
 
     /// A writer over a fresh simulated disk, driven on the test's thread.
     fn writer(config: Config, queue: usize) -> (Writer, mpsc::Sender<Msg>) {
-        let storage: Arc<dyn Storage> = Arc::new(SimStorage::new());
+        writer_on(SimStorage::new(), config, queue)
+    }
+
+    fn writer_on(sim: SimStorage, config: Config, queue: usize) -> (Writer, mpsc::Sender<Msg>) {
+        let storage: Arc<dyn Storage> = Arc::new(sim);
         let recovered = crate::recovery::recover(&*storage, &config).unwrap();
         let (next_group_id, active_len) = (recovered.next_group_id, recovered.active_len);
         let start = crate::shared::Start::recovered(config, storage, recovered);
@@ -429,5 +463,40 @@ mod tests {
         assert_eq!(first_rx.try_recv(), Ok(()));
         assert_eq!(second_rx.try_recv(), Ok(()));
         assert!(shared.upgrade().is_none());
+    }
+
+    /// In `OnFlush` groups are answered without a sync, a flush syncs what
+    /// they wrote once (and is answered after the group queued before it),
+    /// and a flush with nothing written does not sync at all.
+    #[test]
+    fn on_flush_answers_groups_unsynced_and_a_flush_syncs_them_once() {
+        let config = Config {
+            durability: crate::config::Durability::OnFlush,
+            group_requests_max: 1,
+            ..Config::default()
+        };
+        let sim = SimStorage::new();
+        let (w, tx) = writer_on(sim.clone(), config, 64);
+        let syncs = || sim.op_counts().get("sync_data").copied().unwrap_or(0);
+        let before = syncs();
+        let mut replies = Vec::new();
+        for _ in 0..3 {
+            let (m, rx) = append("s", 10);
+            tx.try_send(m).ok().unwrap();
+            replies.push(rx);
+        }
+        let (first, mut first_rx) = oneshot::channel();
+        let (second, mut second_rx) = oneshot::channel();
+        tx.try_send(Msg::Flush(first)).ok().unwrap();
+        tx.try_send(Msg::Flush(second)).ok().unwrap();
+        drop(tx);
+        w.run();
+        for mut r in replies {
+            r.try_recv().unwrap().unwrap();
+        }
+        assert_eq!(first_rx.try_recv().unwrap(), Ok(()));
+        assert_eq!(second_rx.try_recv().unwrap(), Ok(()));
+        assert_eq!(syncs() - before, 1, "three groups and two flushes");
+        assert_eq!(sim.unsynced_ops(), 0);
     }
 }

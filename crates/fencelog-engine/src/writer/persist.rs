@@ -12,6 +12,7 @@
 
 use crate::codec::manifest::Manifest;
 use crate::codec::SEGMENT_HEADER_BYTES;
+use crate::config::Durability;
 use crate::error::StorageFailure;
 use crate::index::SEGMENT_INDEX_MAX;
 use crate::locks;
@@ -45,6 +46,9 @@ pub(super) struct Tail {
     /// that may have a successor (a half-created file whose removal was
     /// not durable) must end exactly at its last group.
     roll_pending: bool,
+    /// The active segment holds groups written but not synced yet
+    /// ([`Durability::OnFlush`] only).
+    unsynced: bool,
 }
 
 impl Tail {
@@ -54,11 +58,12 @@ impl Tail {
             active_len,
             allocated_len: active_len,
             roll_pending: false,
+            unsynced: false,
         }
     }
 
-    /// Writes and syncs the encoded group `group_id`, rolling first if it
-    /// would not fit.
+    /// Writes the encoded group `group_id`, rolling first if it would not
+    /// fit, and syncs it unless the engine syncs only on flush.
     pub(super) fn write_group(
         &mut self,
         shared: &Shared,
@@ -85,10 +90,23 @@ impl Tail {
             .map_err(|e| PersistError::Failed(StorageFailure::new("write", &seg.name, &e)))?;
         self.active_len = end;
         self.allocated_len = self.allocated_len.max(end);
-        if !(mutated!(AckBeforeSync) || mutated!(ServeUnsynced)) {
+        if shared.config.durability == Durability::OnFlush {
+            self.unsynced = true;
+        } else if !(mutated!(AckBeforeSync) || mutated!(ServeUnsynced)) {
             sync_active(shared).map_err(PersistError::Failed)?;
         }
         Ok((seg.index, at))
+    }
+
+    /// Syncs the groups written since the last sync, if any
+    /// ([`Durability::OnFlush`]'s flush). Never retried by the caller.
+    pub(super) fn sync_unsynced(&mut self, shared: &Shared) -> Result<(), StorageFailure> {
+        if !self.unsynced || mutated!(FlushSkipsSync) {
+            return Ok(());
+        }
+        sync_active(shared)?;
+        self.unsynced = false;
+        Ok(())
     }
 
     /// Bytes of the active segment's file (data and preallocated zeros).
@@ -164,11 +182,17 @@ impl Tail {
         let old = locks::read(&shared.segments).active().clone();
         // A sealed segment ends exactly at its last group: recovery refuses
         // anything after that in any segment but the last. Cut the zeros
-        // before the next segment exists.
+        // before the next segment exists. The cut's sync also makes the
+        // groups `OnFlush` left unsynced durable: a hole may only ever be
+        // in the last segment, where recovery can cut it.
+        let keep_unsynced = self.unsynced && mutated!(RollLeavesUnsynced);
         if self.allocated_len > self.active_len {
             old.file
                 .truncate(self.active_len)
-                .and_then(|()| old.file.sync_data())
+                .and_then(|()| match keep_unsynced {
+                    true => Ok(()),
+                    false => old.file.sync_data(),
+                })
                 .map_err(|e| {
                     PersistError::Failed(StorageFailure::new(
                         "truncate preallocation",
@@ -177,6 +201,13 @@ impl Tail {
                     ))
                 })?;
             self.allocated_len = self.active_len;
+            self.unsynced = keep_unsynced;
+        }
+        if self.unsynced && !keep_unsynced {
+            old.file.sync_data().map_err(|e| {
+                PersistError::Failed(StorageFailure::new("fdatasync", &old.name, &e))
+            })?;
+            self.unsynced = false;
         }
         let index = old.index + 1;
         if index > SEGMENT_INDEX_MAX {

@@ -92,6 +92,10 @@ pub(crate) enum Msg {
     Write(Request),
     /// Commit everything queued so far, then stop.
     Shutdown(oneshot::Sender<()>),
+    /// Make every group written so far durable, then answer
+    /// ([`crate::config::Durability::OnFlush`]; in the other mode every
+    /// group already is).
+    Flush(Reply<()>),
 }
 
 pub(crate) type Reply<T> = oneshot::Sender<Result<T, WriteError>>;

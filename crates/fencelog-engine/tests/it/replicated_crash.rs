@@ -3,12 +3,19 @@
 //! I/O error at every call. Every entry's ops are applied with its Applied
 //! marker in one durable group, so whatever the disk kept:
 //!
-//! - the recovered applied index `m` is at least the last entry that was
-//!   answered, and at most the last one that was tried;
+//! - the recovered applied index `m` is at least the last entry known
+//!   durable, and at most the last one that was tried;
 //! - the recovered state is exactly the state after entries `1..=m` of a
 //!   run without faults (no entry half applied, none applied twice);
 //! - applying `m+1..` again — what openraft does after a restart — gives
 //!   the same answers as the faultless run and ends in its final state.
+//!
+//! Both durability modes run the suites. In `EveryGroup` every answered
+//! entry is known durable; in `OnFlush` (what a cluster's shard engines
+//! run) only the entries before the last answered [`Engine::flush`] are —
+//! the run flushes every [`FLUSH_EVERY`] entries and at its end — and
+//! recovery must still open whatever the disk kept (unsynced groups reach
+//! it in any order) and find an applied prefix.
 //!
 //! The script covers every replicated op: appends (stale ones too),
 //! fences, config, cursor commits, a multi-stream batch, trims, a
@@ -20,8 +27,8 @@ use crate::support::runtime;
 use bytes::Bytes;
 use fencelog_engine::sim::{Fault, FaultKind, Resolution, Rng, SimStorage};
 use fencelog_engine::{
-    AppliedState, BatchAction, BatchOp, Config, Engine, OpenError, ReadError, ReplicatedOp,
-    Retention, StreamConfig,
+    AppliedState, BatchAction, BatchOp, Config, Durability, Engine, OpenError, ReadError,
+    ReplicatedOp, Retention, StreamConfig,
 };
 use std::sync::Arc;
 
@@ -29,19 +36,23 @@ const STREAMS: [&str; 3] = ["a", "b", "c"];
 /// Entries after which a reclamation pass runs (as a node's apply queues
 /// one after a trim, delete or retention trim).
 const RECLAIM_AFTER: [u64; 3] = [7, 11, 18];
+/// In `OnFlush`, the run flushes after every this many entries (and after
+/// the last): the entries before a flush answered are the durable floor.
+pub const FLUSH_EVERY: u64 = 4;
 
-fn config() -> Config {
+fn config(mode: Durability) -> Config {
     Config {
         // Small segments: the script rolls several times.
         segment_bytes_max: 4096,
         reclaim_interval_ms: 0,
         retention_in_reclaim: false,
+        durability: mode,
         ..Config::default()
     }
 }
 
-fn open(sim: &SimStorage) -> Result<Engine, OpenError> {
-    Engine::open_storage(Arc::new(sim.clone()), config())
+fn open(sim: &SimStorage, mode: Durability) -> Result<Engine, OpenError> {
+    Engine::open_storage(Arc::new(sim.clone()), config(mode))
 }
 
 fn mark(index: u64) -> AppliedState {
@@ -167,6 +178,16 @@ enum Stop {
     Apply,
     /// A reclamation pass failed after the last answered entry.
     Reclaim,
+    /// A flush failed after the last answered entry.
+    Flush,
+}
+
+/// How far a run got: answers given, where it stopped if early, and the
+/// last entry known durable (answered, or before an answered flush).
+struct Run {
+    answers: Vec<Answers>,
+    stop: Option<Stop>,
+    durable: u64,
 }
 
 /// What a faultless run answers to each entry, and the state after each
@@ -176,39 +197,75 @@ struct Golden {
     states: Vec<String>,
 }
 
-/// Applies entries `from..` (from 1); stops at the first engine failure.
-/// Returns the answers given and where it stopped, if early.
-async fn apply_from(
+/// Applies entries `from..=to` (from 1) of the script; stops at the first
+/// engine failure. The run's flushes (in `OnFlush`) fall where they would
+/// in a run of the whole script.
+async fn apply_range(
     e: &Engine,
     script: &[Vec<ReplicatedOp>],
-    from: u64,
-) -> (Vec<Answers>, Option<Stop>) {
-    let mut answers = Vec::new();
-    for i in from..=script.len() as u64 {
+    (from, to): (u64, u64),
+    mode: Durability,
+) -> Run {
+    let mut run = Run {
+        answers: Vec::new(),
+        stop: None,
+        durable: from - 1,
+    };
+    let last = script.len() as u64;
+    for i in from..=to {
         let ops = script[i as usize - 1].clone();
         match e.apply_batch(mark(i), 1_000 * i, ops).await {
-            Ok(a) => answers.push(format!("{a:?}")),
-            Err(_) => return (answers, Some(Stop::Apply)),
+            Ok(a) => run.answers.push(format!("{a:?}")),
+            Err(_) => {
+                return Run {
+                    stop: Some(Stop::Apply),
+                    ..run
+                }
+            }
+        }
+        if mode == Durability::EveryGroup {
+            run.durable = i;
         }
         if RECLAIM_AFTER.contains(&i) && e.reclaim().await.is_err() {
-            return (answers, Some(Stop::Reclaim));
+            return Run {
+                stop: Some(Stop::Reclaim),
+                ..run
+            };
+        }
+        if mode == Durability::OnFlush && (i % FLUSH_EVERY == 0 || i == last) {
+            if e.flush().await.is_err() {
+                return Run {
+                    stop: Some(Stop::Flush),
+                    ..run
+                };
+            }
+            run.durable = i;
         }
     }
-    (answers, None)
+    run
 }
 
-fn golden(rt: &tokio::runtime::Runtime, script: &[Vec<ReplicatedOp>]) -> (Golden, SimStorage) {
+/// Applies entries `from..` to the end of the script.
+async fn apply_from(e: &Engine, script: &[Vec<ReplicatedOp>], from: u64, mode: Durability) -> Run {
+    apply_range(e, script, (from, script.len() as u64), mode).await
+}
+
+fn golden(
+    rt: &tokio::runtime::Runtime,
+    script: &[Vec<ReplicatedOp>],
+    mode: Durability,
+) -> (Golden, SimStorage) {
     let sim = SimStorage::new();
-    let e = open(&sim).expect("a fresh disk opens");
+    let e = open(&sim, mode).expect("a fresh disk opens");
     let checkpoints_before = e.metrics().checkpoints.get();
     let mut g = Golden {
         answers: Vec::new(),
         states: vec![digest(&e)],
     };
     for i in 1..=script.len() as u64 {
-        let (mut a, stop) = rt.block_on(apply_from(&e, &script[..i as usize], i));
-        assert_eq!(stop, None, "entry {i} failed without a fault");
-        g.answers.append(&mut a);
+        let mut run = rt.block_on(apply_range(&e, script, (i, i), mode));
+        assert_eq!(run.stop, None, "entry {i} failed without a fault");
+        g.answers.append(&mut run.answers);
         g.states.push(digest(&e));
     }
     // Crashing inside rolls and checkpoints proves something only if the
@@ -227,19 +284,19 @@ fn golden(rt: &tokio::runtime::Runtime, script: &[Vec<ReplicatedOp>]) -> (Golden
 }
 
 /// Opens the disk after a crash and checks it against the faultless run:
-/// `acked` entries were answered, `tried` were sent.
+/// entries up to `durable` were known durable, `tried` were sent.
 fn check_recovered(
     rt: &tokio::runtime::Runtime,
     disk: &SimStorage,
-    script: &[Vec<ReplicatedOp>],
+    (script, mode): (&[Vec<ReplicatedOp>], Durability),
     g: &Golden,
-    (acked, tried): (u64, u64),
+    (durable, tried): (u64, u64),
 ) -> Result<(), String> {
-    let e = open(disk).map_err(|e| format!("recovery refused: {e}"))?;
+    let e = open(disk, mode).map_err(|e| format!("recovery refused: {e}"))?;
     let m = e.applied().map_or(0, |a| a.index);
-    if m < acked || m > tried {
+    if m < durable || m > tried {
         return Err(format!(
-            "applied index {m} after {acked} answered and {tried} tried"
+            "applied index {m} after {durable} known durable and {tried} tried"
         ));
     }
     let got = digest(&e);
@@ -249,11 +306,11 @@ fn check_recovered(
             g.states[m as usize]
         ));
     }
-    let (answers, stop) = rt.block_on(apply_from(&e, script, m + 1));
-    if stop.is_some() {
+    let run = rt.block_on(apply_from(&e, script, m + 1, mode));
+    if run.stop.is_some() {
         return Err(format!("applying from {} after recovery failed", m + 1));
     }
-    for (k, a) in answers.iter().enumerate() {
+    for (k, a) in run.answers.iter().enumerate() {
         let i = m as usize + 1 + k;
         if a != &g.answers[i - 1] {
             return Err(format!(
@@ -271,19 +328,24 @@ fn check_recovered(
     Ok(())
 }
 
-/// Runs the script on `sim` (already armed); returns (answered, tried),
-/// checking every answer given against the faultless run.
+/// Runs the script on `sim` (already armed); returns (known durable,
+/// tried, stopped early), checking every answer given against the
+/// faultless run.
 fn run_armed(
     rt: &tokio::runtime::Runtime,
     sim: &SimStorage,
-    script: &[Vec<ReplicatedOp>],
+    (script, mode): (&[Vec<ReplicatedOp>], Durability),
     g: &Golden,
 ) -> Result<(u64, u64, bool), String> {
-    let e = match open(sim) {
+    let e = match open(sim, mode) {
         Ok(e) => e,
         Err(_) => return Ok((0, 0, true)),
     };
-    let (answers, stop) = rt.block_on(apply_from(&e, script, 1));
+    let Run {
+        answers,
+        stop,
+        durable,
+    } = rt.block_on(apply_from(&e, script, 1, mode));
     for (k, a) in answers.iter().enumerate() {
         if a != &g.answers[k] {
             return Err(format!(
@@ -293,35 +355,37 @@ fn run_armed(
             ));
         }
     }
-    let acked = answers.len() as u64;
-    let tried = acked + (stop == Some(Stop::Apply)) as u64;
-    Ok((acked, tried, stop.is_some()))
+    let tried = answers.len() as u64 + (stop == Some(Stop::Apply)) as u64;
+    Ok((durable, tried, stop.is_some()))
 }
 
 /// Power loss at every storage call of the script, each resolved every
-/// way when few calls are unsynced (else at random), then recovered.
-pub fn apply_crash_points(random: usize) -> Result<(u64, u64), String> {
+/// way when few calls are unsynced (else all kept, none kept and at
+/// random), then recovered.
+pub fn apply_crash_points(mode: Durability, random: usize) -> Result<(u64, u64), String> {
     let rt = runtime();
     let script = script();
-    let (g, dry) = golden(&rt, &script);
+    let (g, dry) = golden(&rt, &script, mode);
     let total = dry.op_count();
     let mut rng = Rng::new(0xA991_1ED0);
     let mut resolutions_run = 0;
     for point in 0..total {
         let sim = SimStorage::new();
         sim.crash_at(point);
-        let (acked, tried, _) = run_armed(&rt, &sim, &script, &g)?;
+        let (durable, tried, _) = run_armed(&rt, &sim, (&script, mode), &g)?;
         let unsynced = sim.unsynced_ops();
         let mut resolutions: Vec<Resolution> = Vec::new();
         if unsynced <= 4 {
             resolutions.extend((0..1u64 << unsynced).map(Resolution::Subset));
+        } else {
+            resolutions.extend([Resolution::KeepAll, Resolution::DropAll]);
         }
         resolutions.extend((0..random).map(|_| Resolution::Random(rng.next_u64())));
         for res in resolutions {
             let disk = sim.fork();
             disk.crash(res);
-            check_recovered(&rt, &disk, &script, &g, (acked, tried))
-                .map_err(|e| format!("crash at call {point}, {res:?}: {e}"))?;
+            check_recovered(&rt, &disk, (&script, mode), &g, (durable, tried))
+                .map_err(|e| format!("{mode:?}: crash at call {point}, {res:?}: {e}"))?;
             resolutions_run += 1;
         }
     }
@@ -331,10 +395,10 @@ pub fn apply_crash_points(random: usize) -> Result<(u64, u64), String> {
 /// EIO, ENOSPC and a short write, once and persistently, at every storage
 /// call: a failure is answered as one (never a false "durable"), and after
 /// a power loss the disk recovers as above.
-pub fn apply_faults() -> Result<u64, String> {
+pub fn apply_faults(mode: Durability) -> Result<u64, String> {
     let rt = runtime();
     let script = script();
-    let (g, dry) = golden(&rt, &script);
+    let (g, dry) = golden(&rt, &script, mode);
     let total = dry.op_count();
     let mut rng = Rng::new(0xFA17_A991);
     let mut runs = 0;
@@ -348,20 +412,20 @@ pub fn apply_faults() -> Result<u64, String> {
                 };
                 let sim = SimStorage::new();
                 sim.inject(fault);
-                let (acked, tried, failed) =
-                    run_armed(&rt, &sim, &script, &g).map_err(|e| format!("{fault:?}: {e}"))?;
+                let (durable, tried, failed) = run_armed(&rt, &sim, (&script, mode), &g)
+                    .map_err(|e| format!("{mode:?}: {fault:?}: {e}"))?;
                 let wrote = sim.fired().iter().any(|(_, op)| {
                     !matches!(*op, "list" | "open" | "lock" | "len" | "read" | "view")
                 });
                 if wrote && !failed {
                     return Err(format!(
-                        "{fault:?}: a write or sync failed and every entry was answered"
+                        "{mode:?}: {fault:?}: a write or sync failed and every entry was answered"
                     ));
                 }
                 let res = Resolution::Random(rng.next_u64());
                 sim.crash(res);
-                check_recovered(&rt, &sim, &script, &g, (acked, tried))
-                    .map_err(|e| format!("{fault:?}, then {res:?}: {e}"))?;
+                check_recovered(&rt, &sim, (&script, mode), &g, (durable, tried))
+                    .map_err(|e| format!("{mode:?}: {fault:?}, then {res:?}: {e}"))?;
                 runs += 1;
             }
         }
@@ -369,11 +433,10 @@ pub fn apply_faults() -> Result<u64, String> {
     Ok(runs)
 }
 
-#[test]
-fn every_crash_point_of_apply_recovers_exactly_an_applied_prefix() {
+fn crash_points(mode: Durability) {
     let random = crate::support::env_or("FENCELOG_CRASH_RANDOM", 4) as usize;
-    let (calls, resolutions) = apply_crash_points(random).unwrap_or_else(|e| panic!("{e}"));
-    println!("{calls} crash points, {resolutions} resolutions recovered");
+    let (calls, resolutions) = apply_crash_points(mode, random).unwrap_or_else(|e| panic!("{e}"));
+    println!("{mode:?}: {calls} crash points, {resolutions} resolutions recovered");
     assert!(
         calls > 100,
         "the script makes too few storage calls: {calls}"
@@ -381,7 +444,23 @@ fn every_crash_point_of_apply_recovers_exactly_an_applied_prefix() {
 }
 
 #[test]
+fn every_crash_point_of_apply_recovers_exactly_an_applied_prefix() {
+    crash_points(Durability::EveryGroup);
+}
+
+#[test]
+fn every_crash_point_of_apply_on_flush_recovers_an_applied_prefix_past_the_last_flush() {
+    crash_points(Durability::OnFlush);
+}
+
+#[test]
 fn every_io_fault_in_apply_is_answered_and_recovers_an_applied_prefix() {
-    let runs = apply_faults().unwrap_or_else(|e| panic!("{e}"));
+    let runs = apply_faults(Durability::EveryGroup).unwrap_or_else(|e| panic!("{e}"));
+    println!("{runs} faulted runs recovered");
+}
+
+#[test]
+fn every_io_fault_in_apply_on_flush_is_answered_and_recovers_an_applied_prefix() {
+    let runs = apply_faults(Durability::OnFlush).unwrap_or_else(|e| panic!("{e}"));
     println!("{runs} faulted runs recovered");
 }
