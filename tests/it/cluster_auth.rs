@@ -82,7 +82,12 @@ async fn cluster_routes_take_the_single_nodes_tokens_scopes_and_bodies() {
     let k = fencelog_cluster::shard::shard_of("in-s", 2);
     let leader = c.leader(k, &ids).await;
     let follower = others(&ids, leader)[0];
-    let plain = reqwest::Client::new();
+    // Redirects not followed: a follower answers the append session's
+    // upgrade with 307 to the leader, the answer this walk judges.
+    let plain = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
     for id in [follower, leader] {
         every_route_every_scope(&plain, &c.url(id)).await;
     }

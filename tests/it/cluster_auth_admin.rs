@@ -251,23 +251,59 @@ async fn a_redirecting_follower_checks_the_token_before_it_names_the_leader() {
             }
         }
     }
-    // The append session is refused on every node, after the check.
-    let session_refused = json!({
-        "error": "bad_request",
-        "message": "the append session is not served in cluster mode: append with POST /v1/streams/in-s/records, which any node takes and answers once the append is committed and applied; nothing was changed",
-        "stream": "in-s",
-    });
+    // The append session: after the check, the leader of the stream's
+    // shard serves it (a GET without the upgrade is its exact 400), and a
+    // follower answers 307 to the leader, with the hint.
+    let k = fencelog_cluster::shard::shard_of("in-s", 2);
+    let leader = c.leader(k, &ids).await;
+    let path = "/v1/streams/in-s/session";
     for id in ids {
-        let url = format!("{}/v1/streams/in-s/session", c.url(id));
+        let url = format!("{}{path}", c.url(id));
         let (s, body, _) = send(&no_redirects, "get", &url, None).await;
         assert_eq!((s, body), (401, no_token()), "node {id}");
         let read = secret_for(Scope::Read);
         let (s, body, _) = send(&no_redirects, "get", &url, Some(&read)).await;
         let want = forbidden(Scope::Read, Scope::Append, Some("in-s"));
         assert_eq!((s, body), (403, want), "node {id}");
-        let append = secret_for(Scope::Append);
-        let (s, body, _) = send(&no_redirects, "get", &url, Some(&append)).await;
-        assert_eq!((s, &body), (400, &session_refused), "node {id}");
+        let resp = no_redirects
+            .get(&url)
+            .bearer_auth(secret_for(Scope::Append))
+            .send()
+            .await
+            .unwrap();
+        let header = |h: &str| {
+            resp.headers()
+                .get(h)
+                .map(|v| v.to_str().unwrap().to_string())
+        };
+        let (location, hint) = (header("location"), header("fencelog-leader"));
+        let status = resp.status().as_u16();
+        if id == leader {
+            let body = resp.json::<Value>().await.unwrap();
+            let message = body["message"].as_str().unwrap_or_default();
+            assert_eq!(
+                (status, &body["error"], &body["stream"]),
+                (400, &json!("bad_request"), &json!("in-s")),
+                "{body}"
+            );
+            assert!(
+                message.starts_with(
+                    "an append session is a WebSocket: send GET with Upgrade: websocket"
+                ),
+                "{body}"
+            );
+        } else {
+            let addr = &c.addrs[leader - 1];
+            assert_eq!(
+                (status, location, hint),
+                (
+                    307,
+                    Some(format!("http://{addr}{path}")),
+                    Some(format!("{leader}={addr}"))
+                ),
+                "node {id}"
+            );
+        }
     }
     // Nothing was proposed: neither stream exists on any node.
     let setup = client_with("setup-secret");

@@ -295,3 +295,80 @@ async fn record_headers_come_back_exactly_through_another_node() {
     assert_eq!(read, expected);
     assert_eq!(page(leader).await, expected, "the leader's replica");
 }
+
+/// The append session in cluster mode (issue 13's session, issue 14's
+/// "any node"): opened through a follower, the Rust client follows the
+/// 307 to the shard's leader; 200 appends pipelined on one connection,
+/// one of them with a stale token and one with a wrong `match_seq_num`,
+/// are answered in the order sent — 409 and 412 for those two alone, the
+/// single node's exact bodies — and every replica holds the other 198 in
+/// send order, seqs dense.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_append_session_through_a_follower_is_served_on_the_leader_in_order() {
+    let c = ProcCluster::start(3, 2, &[]);
+    let ids = [1, 2, 3];
+    let k = shard_of("piped", 2);
+    let leader = c.leader(k, &ids).await;
+    let follower = others(&ids, leader)[0];
+    let (s, v) = c.fence(leader, "piped", 5).await;
+    assert_eq!(s, 200, "{v}");
+    let client = fencelog_client::Client::new(c.url(follower)).unwrap();
+    let session = client.append_session("piped").await.unwrap();
+    let (mut tx, mut rx) = (session.sender, session.receiver);
+    const N: u64 = 200;
+    const STALE: u64 = 70;
+    const MISMATCH: u64 = 140;
+    let sending = async move {
+        for i in 0..N {
+            let (token, matching) = match i {
+                STALE => (4, None),
+                MISMATCH => (5, Some(0)),
+                _ => (5, None),
+            };
+            tx.send(token, matching, format!("r{i}").as_bytes()).await?;
+        }
+        tx.close().await
+    };
+    let receiving = async move {
+        let mut answers = Vec::new();
+        while let Some(a) = rx.recv().await? {
+            answers.push(a);
+        }
+        Ok::<_, fencelog_client::ClientError>(answers)
+    };
+    let (sent, answers) = tokio::join!(sending, receiving);
+    sent.unwrap();
+    let answers = answers.unwrap();
+    assert_eq!(answers.len() as u64, N);
+    let mut seq = 0;
+    for (i, (n, answer)) in answers.into_iter().enumerate() {
+        assert_eq!(n, i as u64, "answers in the order sent");
+        match (n, answer) {
+            (STALE, Err(fencelog_client::ClientError::StaleToken { answer, .. })) => {
+                assert_eq!(answer.to_value(), stale_body("piped", 4, 5, seq));
+            }
+            (
+                MISMATCH,
+                Err(fencelog_client::ClientError::SeqMismatch {
+                    expected, next_seq, ..
+                }),
+            ) => {
+                assert_eq!((expected, next_seq), (0, seq));
+            }
+            (n, Ok(ack)) if n != STALE && n != MISMATCH => {
+                assert_eq!((ack.first_seq, ack.fencing_token), (seq, 5), "append {n}");
+                seq += 1;
+            }
+            (n, other) => panic!("append {n}: {other:?}"),
+        }
+    }
+    c.converged(k, &ids).await;
+    let expected: Vec<(u64, u64, String)> = (0..N)
+        .filter(|i| *i != STALE && *i != MISMATCH)
+        .enumerate()
+        .map(|(seq, i)| (seq as u64, 5, format!("r{i}")))
+        .collect();
+    for id in ids {
+        assert_eq!(c.records(id, "piped").await, expected, "node {id}");
+    }
+}

@@ -100,19 +100,27 @@ impl Client {
         stream: &str,
         window: usize,
     ) -> Result<AppendSession, ClientError> {
-        let url = self.stream_url(stream, wire::SESSION_PATH);
-        let target = crate::session_io::target(&url)?;
-        let io = crate::session_io::connect(&target, &url, &self.ca_certs)
-            .await
-            .map_err(|e| lost(0, e))?;
-        let request = self.session_request(&target.ws_url)?;
-        let config = WebSocketConfig::default()
-            .write_buffer_size(WRITE_BUFFER_BYTES)
-            .max_message_size(Some(ANSWER_BYTES_MAX))
-            .max_frame_size(Some(ANSWER_BYTES_MAX));
-        let (ws, response) = tokio_tungstenite::client_async_with_config(request, io, Some(config))
-            .await
-            .map_err(|e| handshake_error(e, &url))?;
+        let mut url = self.stream_url(stream, wire::SESSION_PATH);
+        // A cluster follower answers the upgrade with 307 to the shard's
+        // leader, where the session is served: follow it, as requests do.
+        let mut redirects = 0;
+        let (ws, response) = loop {
+            match self.handshake(&url).await? {
+                Ok(done) => break done,
+                Err(to) if redirects < crate::REDIRECTS_MAX => {
+                    redirects += 1;
+                    url = to;
+                }
+                Err(to) => {
+                    return Err(lost(
+                        0,
+                        format!(
+                        "opening the session: more than {redirects} redirects (the last to {to})"
+                    ),
+                    ))
+                }
+            }
+        };
         let server_max = response
             .headers()
             .get(wire::APPENDS_MAX_HEADER)
@@ -137,6 +145,39 @@ impl Client {
             },
             window,
         })
+    }
+
+    /// One upgrade attempt at `url`: the WebSocket, or where a 307/308
+    /// answer points.
+    async fn handshake(
+        &self,
+        url: &str,
+    ) -> Result<Result<(Ws, tungstenite::handshake::client::Response), String>, ClientError> {
+        let target = crate::session_io::target(url)?;
+        let io = crate::session_io::connect(&target, url, &self.ca_certs)
+            .await
+            .map_err(|e| lost(0, e))?;
+        let request = self.session_request(&target.ws_url)?;
+        let config = WebSocketConfig::default()
+            .write_buffer_size(WRITE_BUFFER_BYTES)
+            .max_message_size(Some(ANSWER_BYTES_MAX))
+            .max_frame_size(Some(ANSWER_BYTES_MAX));
+        match tokio_tungstenite::client_async_with_config(request, io, Some(config)).await {
+            Ok(done) => Ok(Ok(done)),
+            Err(tungstenite::Error::Http(resp)) if matches!(resp.status().as_u16(), 307 | 308) => {
+                let next = resp
+                    .headers()
+                    .get("location")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|l| reqwest::Url::parse(url).ok()?.join(l).ok())
+                    .filter(|u| matches!(u.scheme(), "http" | "https"));
+                match next {
+                    Some(u) => Ok(Err(u.to_string())),
+                    None => Err(handshake_error(tungstenite::Error::Http(resp), url)),
+                }
+            }
+            Err(e) => Err(handshake_error(e, url)),
+        }
     }
 
     fn session_request(

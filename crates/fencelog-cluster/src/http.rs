@@ -259,7 +259,7 @@ pub(crate) fn stream_of(
 
 /// The checks a single node's engine makes before its writer, made here
 /// before proposing so apply never refuses on local limits.
-fn check_append(
+pub(crate) fn check_append(
     state: &AppState,
     stream: &str,
     token: u64,
@@ -511,7 +511,8 @@ async fn to_shard(State(s): State<ClusterState>, request: Request) -> Response {
         .into_response();
     }
     if let Some(stream) = path_stream(&path).filter(|_| path.ends_with("/session")) {
-        return session_refused(&s, &request, stream);
+        let stream = stream.to_string();
+        return crate::session::open(&s, request, &stream).await;
     }
     let k = match path_stream(&path) {
         Some(stream) => {
@@ -539,30 +540,6 @@ async fn to_shard(State(s): State<ClusterState>, request: Request) -> Response {
         Ok(r) => r,
         Err(never) => match never {},
     }
-}
-
-/// The append session (`GET .../session`, a WebSocket) is not served in
-/// cluster mode: it writes through the engine it reaches, and a shard
-/// engine is written only by apply. After the route's own check (scope
-/// `append` on the stream, the single node's 401/403), a 400 that says
-/// what to use instead; nothing was changed.
-fn session_refused(s: &ClusterState, request: &Request, stream: &str) -> Response {
-    let who = s
-        .access
-        .auth
-        .authenticate(request.headers().get(axum::http::header::AUTHORIZATION));
-    let who = match who {
-        Ok(p) => p,
-        Err(e) => return fencelog_server::auth::with_challenge(e),
-    };
-    let scope = fencelog_server::auth::Scope::Append;
-    if let Err(e) = fencelog_server::auth::authorize(who, scope, Some(stream)) {
-        return e.into_response();
-    }
-    let e = ApiError::bad_request(format!(
-        "the append session is not served in cluster mode: append with POST /v1/streams/{stream}/records, which any node takes and answers once the append is committed and applied; nothing was changed"
-    ));
-    e.on_stream(stream).into_response()
 }
 
 /// Whether some route of the single node's table has `path`'s shape

@@ -22,6 +22,7 @@ pub mod rebalance;
 pub mod redirect;
 pub mod retention;
 pub mod router;
+mod session;
 pub mod shard;
 pub mod shard_dir;
 pub mod state_machine;

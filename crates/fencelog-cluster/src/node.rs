@@ -572,6 +572,27 @@ impl Node {
         })
     }
 
+    /// Queues `op` (validated, of shard `k`) of the append session behind
+    /// `gate` on this node's proposer, in the order of the calls: only on
+    /// the shard's leader (an append session is served there; forwarded
+    /// ops on separate connections would have no order). No early refusal:
+    /// a session's every op is decided in apply, in its order.
+    pub fn enqueue_session_op(
+        &self,
+        k: ShardId,
+        op: ClusterOp,
+        gate: crate::proposer::SessionGate,
+    ) -> Result<tokio::sync::oneshot::Receiver<Proposed>, Proposed> {
+        let proposer = &self.shards[k as usize].proposer;
+        if let Err(hint) = leadership(self.raft(k), self.id) {
+            if !proposer.ignores_gates() {
+                gate.store(true, std::sync::atomic::Ordering::Release);
+            }
+            return Err(Proposed::NotLeader(hint));
+        }
+        proposer.enqueue(op, gate)
+    }
+
     async fn handle_forward(&self, k: ShardId, op: ClusterOp) -> Proposed {
         if let Some(s) = op.streams().into_iter().find(|s| self.shard_of(s) != k) {
             return Proposed::Applied(OpResult::Invalid(format!("{s} is not in shard {k}")));
@@ -628,6 +649,7 @@ fn outcome_of(p: Proposed) -> WriteOutcome {
         Proposed::Applied(r) => WriteOutcome::Decided(r),
         Proposed::NotLeader(_) => WriteOutcome::Unavailable("not the leader".into()),
         Proposed::Unknown(m) => WriteOutcome::Unknown(m),
+        Proposed::NotProposed(m) => WriteOutcome::Unavailable(m),
     }
 }
 

@@ -23,6 +23,7 @@
 
 use crate::types::{Batch, ClusterOp, NodeId, OpResult, Raft};
 use openraft::ServerState;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, oneshot};
@@ -33,6 +34,9 @@ pub const BATCH_OPS_MAX: usize = 4096;
 pub const BATCH_BYTES_MAX: usize = 8 << 20;
 /// Most ops waiting for the proposer.
 pub const QUEUE_OPS_MAX: usize = 16 * 1024;
+/// Why an op of an append session was not proposed.
+pub const SESSION_BROKEN: &str =
+    "not proposed: an earlier append of this session was not applied (see its answer)";
 /// Longest the proposer waits for the ops the last entry answered to come
 /// back (see the module comment).
 pub const LINGER_MAX: Duration = Duration::from_millis(2);
@@ -46,11 +50,45 @@ pub enum Proposed {
     NotLeader(Option<NodeId>),
     /// Proposed, then lost sight of: it may or may not commit.
     Unknown(String),
+    /// Not proposed, for the reason given (an append session's earlier
+    /// append was not applied; the queue was full).
+    NotProposed(String),
 }
+
+/// Shared by the ops of one append session: set once one of them was not
+/// applied (not proposed, or its outcome unknown), after which none of the
+/// session's later ops is proposed — or a leader that lost and regained
+/// leadership could apply append n+1 without append n.
+pub type SessionGate = Arc<AtomicBool>;
 
 struct Waiting {
     op: ClusterOp,
+    to: Reply,
+}
+
+/// Who hears an op's outcome, and its session's gate.
+struct Reply {
     reply: oneshot::Sender<Proposed>,
+    gate: Option<SessionGate>,
+}
+
+impl Reply {
+    /// Answers the op, closing its session's gate unless it was applied
+    /// (`ignore_gates`: the deliberate bug `SessionGateIgnored`).
+    fn answer(self, result: Proposed, ignore_gates: bool) {
+        if let Some(g) = &self.gate {
+            if !matches!(result, Proposed::Applied(_)) && !ignore_gates {
+                g.store(true, Ordering::Release);
+            }
+        }
+        let _ = self.reply.send(result);
+    }
+
+    fn gate_closed(&self) -> bool {
+        self.gate
+            .as_ref()
+            .is_some_and(|g| g.load(Ordering::Acquire))
+    }
 }
 
 /// The handle to a shard's proposer task.
@@ -58,6 +96,8 @@ struct Waiting {
 pub struct Proposer {
     tx: mpsc::Sender<Waiting>,
     paused: Pause,
+    /// The deliberate bug `SessionGateIgnored` is on.
+    ignore_gates: bool,
 }
 
 /// Until when the proposer holds new proposals back (a leadership
@@ -103,8 +143,17 @@ impl Proposer {
     pub fn spawn(raft: Raft, id: NodeId, commit_timeout: Duration) -> Proposer {
         let (tx, rx) = mpsc::channel(QUEUE_OPS_MAX);
         let paused = Pause::default();
-        tokio::spawn(run(raft, id, rx, commit_timeout, paused.clone()));
-        Proposer { tx, paused }
+        // Read here, on the thread that starts the node (the switch is per
+        // thread; the task may run anywhere).
+        let ignore_gates =
+            fencelog_engine::node_mutation() == fencelog_engine::NodeMutation::SessionGateIgnored;
+        let task = run(raft, id, rx, (commit_timeout, ignore_gates), paused.clone());
+        tokio::spawn(task);
+        Proposer {
+            tx,
+            paused,
+            ignore_gates,
+        }
     }
 
     /// Holds new proposals back for `d` (or until leadership is lost:
@@ -119,10 +168,51 @@ impl Proposer {
         *self.paused.lock().unwrap() = None;
     }
 
+    /// Queues `op` (already validated) of the session behind `gate`, now,
+    /// behind every op queued before it: ops queued by one caller are
+    /// proposed in the order queued. The outcome arrives on the receiver.
+    pub fn enqueue(
+        &self,
+        op: ClusterOp,
+        gate: SessionGate,
+    ) -> Result<oneshot::Receiver<Proposed>, Proposed> {
+        let (reply, rx) = oneshot::channel();
+        let w = Waiting {
+            op,
+            to: Reply {
+                reply,
+                gate: Some(gate.clone()),
+            },
+        };
+        match self.tx.try_send(w) {
+            Ok(()) => Ok(rx),
+            Err(e) => {
+                if !self.ignore_gates {
+                    gate.store(true, Ordering::Release);
+                }
+                Err(match e {
+                    mpsc::error::TrySendError::Full(_) => Proposed::NotProposed(format!(
+                        "the shard's proposal queue is full ({QUEUE_OPS_MAX} ops)"
+                    )),
+                    mpsc::error::TrySendError::Closed(_) => Proposed::NotLeader(None),
+                })
+            }
+        }
+    }
+
+    /// Whether the deliberate bug `SessionGateIgnored` is on.
+    pub fn ignores_gates(&self) -> bool {
+        self.ignore_gates
+    }
+
     /// Proposes `op` (already validated) and waits for its outcome.
     pub async fn propose(&self, op: ClusterOp) -> Proposed {
         let (reply, rx) = oneshot::channel();
-        if self.tx.send(Waiting { op, reply }).await.is_err() {
+        let w = Waiting {
+            op,
+            to: Reply { reply, gate: None },
+        };
+        if self.tx.send(w).await.is_err() {
             return Proposed::NotLeader(None);
         }
         rx.await
@@ -134,7 +224,7 @@ async fn run(
     raft: Raft,
     id: NodeId,
     mut rx: mpsc::Receiver<Waiting>,
-    timeout: Duration,
+    (timeout, ignore_gates): (Duration, bool),
     paused: Pause,
 ) {
     // Ops the last entry answered, and how long its round took.
@@ -154,20 +244,27 @@ async fn run(
             }
         }
         wait_unpaused(&raft, id, &paused).await;
+        let (skipped, ops): (Vec<_>, Vec<_>) =
+            group.ops.into_iter().partition(|w| w.to.gate_closed());
+        for w in skipped {
+            w.to.answer(Proposed::NotProposed(SESSION_BROKEN.into()), ignore_gates);
+        }
+        if ops.is_empty() {
+            continue;
+        }
         if let Err(hint) = leadership(&raft, id) {
-            for w in group.ops {
-                let _ = w.reply.send(Proposed::NotLeader(hint));
+            for w in ops {
+                w.to.answer(Proposed::NotLeader(hint), ignore_gates);
             }
             continue;
         }
         let started = Instant::now();
-        let (ops, replies): (Vec<_>, Vec<_>) =
-            group.ops.into_iter().map(|w| (w.op, w.reply)).unzip();
         returning = ops.len();
+        let (ops, replies): (Vec<_>, Vec<_>) = ops.into_iter().map(|w| (w.op, w.to)).unzip();
         let results = propose(&raft, ops, timeout).await;
         last_round = started.elapsed();
-        for (reply, r) in replies.into_iter().zip(results) {
-            let _ = reply.send(r);
+        for (to, r) in replies.into_iter().zip(results) {
+            to.answer(r, ignore_gates);
         }
     }
 }

@@ -66,6 +66,8 @@ pub enum NodeMutation {
     None,
     /// See `Mutation::ProducerRefusedEarly`.
     ProducerRefusedEarly,
+    /// See `Mutation::SessionGateIgnored`.
+    SessionGateIgnored,
 }
 
 /// Without the `mutations` feature no node mutation is ever on.
@@ -220,6 +222,10 @@ mod imp {
         /// mode: a power loss that wrote back a later group before an
         /// earlier one leaves a shard that cannot open.
         OrderedTailOnFlush,
+        /// A cluster shard's proposer (issue 14) keeps proposing an append
+        /// session's ops after one of them was not applied, so a later
+        /// append of the session can be applied without an earlier one.
+        SessionGateIgnored,
     }
 
     thread_local! {
@@ -255,6 +261,7 @@ mod imp {
     pub fn node_mutation() -> super::NodeMutation {
         match ACTIVE.with(|a| a.get()) {
             Mutation::ProducerRefusedEarly => super::NodeMutation::ProducerRefusedEarly,
+            Mutation::SessionGateIgnored => super::NodeMutation::SessionGateIgnored,
             _ => super::NodeMutation::None,
         }
     }

@@ -20,6 +20,10 @@
 //! one message over, the WebSocket buffers — is taken from the upload
 //! budget when it opens.
 //!
+//! A cluster node serves the same session on the shard's leader through a
+//! [`SessionSink`] of its own (issue 14): each append goes to the shard's
+//! proposer in the order read, and its answer is the apply result.
+//!
 //! [`HttpLimits::session_appends_max`]: crate::HttpLimits::session_appends_max
 //! [`HttpLimits::session_bytes_max`]: crate::HttpLimits::session_bytes_max
 
@@ -42,6 +46,9 @@ use fencelog_api::{ErrorCode, Field};
 use fencelog_engine::{Ack, AppendOptions, PendingAppend, SessionMutation, WriteError};
 use futures_util::{FutureExt, SinkExt, StreamExt};
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio_tungstenite::tungstenite;
 
@@ -57,6 +64,42 @@ const WRITE_BUFFER_MAX_BYTES: usize = 256 << 10;
 /// How long a closed session waits for the client's close reply.
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
 
+/// Where a session's appends go when not to the node's own engine (a
+/// cluster shard's proposer): `queue` is called in the order the appends
+/// are read and must keep that order in what it writes.
+pub trait SessionSink: Send + Sync + 'static {
+    /// Queues one append of `stream`; its answer now or later.
+    fn queue(&self, stream: &str, append: SessionAppend) -> Answer;
+}
+
+/// One append's answer: known, waiting for the engine, or waiting for a
+/// [`SessionSink`]'s own future.
+pub enum Answer {
+    /// Decided.
+    Known(Result<Ack, Refused>),
+    /// The engine's answer, when durable.
+    Waiting(PendingAppend),
+    /// A sink's answer.
+    Remote(Pin<Box<dyn Future<Output = Result<Ack, Refused>> + Send>>),
+}
+
+/// Why an append was not accepted: the engine's refusal (answered as the
+/// single-request route answers it) or an error of its own (a cluster's
+/// 503 `unavailable`, with whether the outcome is known).
+#[derive(Debug)]
+pub enum Refused {
+    /// As `POST .../records` answers it.
+    Write(WriteError),
+    /// This error, as it is.
+    Api(ApiError),
+}
+
+impl From<WriteError> for Refused {
+    fn from(e: WriteError) -> Refused {
+        Refused::Write(e)
+    }
+}
+
 /// `GET /v1/streams/{stream}/session`: checks, the budget, then the
 /// upgrade. Authorization (scope `append` on the stream) is the route
 /// table's, as for `POST .../records`.
@@ -69,6 +112,19 @@ pub async fn open(
 ) -> Result<Response, ApiError> {
     let caller = caller.map(|Extension(c)| c).unwrap_or_default();
     let stream = stream_name(path)?;
+    upgrade(state, caller, hold, stream, ws, None).await
+}
+
+/// The session on `stream` for an already checked caller: the budget, then
+/// the upgrade. Appends go to `sink`, or to `state.engine` without one.
+pub async fn upgrade(
+    state: AppState,
+    caller: Caller,
+    hold: Option<Extension<ConnHold>>,
+    stream: String,
+    ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    sink: Option<Arc<dyn SessionSink>>,
+) -> Result<Response, ApiError> {
     let ws = ws.map_err(|e| {
         ApiError::bad_request(format!(
             "an append session is a WebSocket: send GET with Upgrade: websocket ({e})"
@@ -81,7 +137,8 @@ pub async fn open(
         .take(Pool::Uploads, limits.lease_bytes(), state.budget.wait)
         .await
         .ok_or_else(|| overloaded("append sessions").on_stream(&stream))?;
-    let session = Session::new(state, caller, stream, limits, lease, hold);
+    let mut session = Session::new(state, caller, stream, limits, lease, hold);
+    session.sink = sink;
     let mut resp = ws
         .protocols([wire::SUBPROTOCOL])
         .read_buffer_size(READ_BUFFER_BYTES)
@@ -133,21 +190,21 @@ struct InFlight {
     answer: Answer,
 }
 
-enum Answer {
-    Known(Result<Ack, WriteError>),
-    Waiting(PendingAppend),
-}
-
 impl InFlight {
     /// Whether the engine has answered, taking the answer if it just did.
     fn ready(&mut self) -> bool {
-        if let Answer::Waiting(p) = &mut self.answer {
-            match p.try_answer() {
-                Some(a) => self.answer = Answer::Known(a),
-                None => return false,
+        let known = match &mut self.answer {
+            Answer::Known(_) => return true,
+            Answer::Waiting(p) => p.try_answer().map(|a| a.map_err(Refused::Write)),
+            Answer::Remote(f) => f.as_mut().now_or_never(),
+        };
+        match known {
+            Some(a) => {
+                self.answer = Answer::Known(a);
+                true
             }
+            None => false,
         }
-        true
     }
 }
 
@@ -174,6 +231,8 @@ struct Session {
     /// The connection is gone: nobody to answer.
     gone: bool,
     out: BytesMut,
+    /// Where appends go instead of the engine (a cluster node's shard).
+    sink: Option<Arc<dyn SessionSink>>,
     _lease: Lease,
     /// The connection's slot under the server's cap and drain.
     _hold: Option<Extension<ConnHold>>,
@@ -200,6 +259,7 @@ impl Session {
             closing: false,
             gone: false,
             out: BytesMut::new(),
+            sink: None,
             _lease: lease,
             _hold: hold,
         }
@@ -339,8 +399,12 @@ impl Session {
         });
     }
 
-    /// The append to the engine, through its normal append path.
+    /// The append to the engine, through its normal append path (or to
+    /// the sink).
     fn queue(&self, append: SessionAppend) -> Answer {
+        if let Some(sink) = &self.sink {
+            return sink.queue(&self.stream, append);
+        }
         let options = AppendOptions {
             match_seq_num: append.match_seq_num,
             ..Default::default()
@@ -356,7 +420,7 @@ impl Session {
                 Answer::Known(Ok(self.guessed_ack(token)))
             }
             Ok(pending) => Answer::Waiting(pending),
-            Err(e) => Answer::Known(Err(e)),
+            Err(e) => Answer::Known(Err(Refused::Write(e))),
         }
     }
 
@@ -422,7 +486,15 @@ impl Session {
                 self.out.extend_from_slice(&wire::encode_ack(done.n, &ack));
             }
             Err(e) => {
-                let (status, body) = self.state.write_refused_body(&self.caller, &self.stream, e);
+                let (status, body) = match e {
+                    Refused::Write(e) => {
+                        self.state.write_refused_body(&self.caller, &self.stream, e)
+                    }
+                    Refused::Api(e) => {
+                        let e = e.on_stream(&self.stream);
+                        (e.code().status(), e.to_json())
+                    }
+                };
                 let mut m = Vec::with_capacity(wire::ERROR_HEADER_BYTES + body.len());
                 wire::encode_error(&mut m, false, done.n, status, &body);
                 self.out.extend_from_slice(&m);
@@ -465,8 +537,10 @@ async fn wait_front(in_flight: &mut VecDeque<InFlight>) {
     let Some(front) = in_flight.front_mut() else {
         return std::future::pending().await;
     };
-    if let Answer::Waiting(p) = &mut front.answer {
-        let answer = p.answer().await;
-        front.answer = Answer::Known(answer);
-    }
+    let answer = match &mut front.answer {
+        Answer::Known(_) => return,
+        Answer::Waiting(p) => p.answer().await.map_err(Refused::Write),
+        Answer::Remote(f) => f.await,
+    };
+    front.answer = Answer::Known(answer);
 }

@@ -5,6 +5,7 @@ mod support;
 mod cluster;
 mod producers;
 mod reclaim;
+mod session;
 mod snapshot;
 mod suite;
 mod wal_crash;
