@@ -155,6 +155,16 @@ async fn admin_commands_take_the_operators_token_and_a_join_uses_the_peer_secret
     }
 }
 
+/// A redirect's `Location` and `fencelog-leader` hint, if there.
+fn location_and_hint(resp: &reqwest::Response) -> (Option<String>, Option<String>) {
+    let header = |h: &str| {
+        resp.headers()
+            .get(h)
+            .map(|v| v.to_str().unwrap().to_string())
+    };
+    (header("location"), header("fencelog-leader"))
+}
+
 /// The single node's scope for `method` on a stream write `path`.
 fn needed(method: &str, path: &str) -> Scope {
     let m = method.to_uppercase().parse().unwrap();
@@ -223,12 +233,7 @@ async fn a_redirecting_follower_checks_the_token_before_it_names_the_leader() {
                 .send()
                 .await
                 .unwrap();
-            let header = |h: &str| {
-                resp.headers()
-                    .get(h)
-                    .map(|v| v.to_str().unwrap().to_string())
-            };
-            let (location, hint) = (header("location"), header("fencelog-leader"));
+            let (location, hint) = location_and_hint(&resp);
             if stream == "in-s" {
                 let addr = &c.addrs[leader - 1];
                 assert_eq!(
@@ -271,12 +276,7 @@ async fn a_redirecting_follower_checks_the_token_before_it_names_the_leader() {
             .send()
             .await
             .unwrap();
-        let header = |h: &str| {
-            resp.headers()
-                .get(h)
-                .map(|v| v.to_str().unwrap().to_string())
-        };
-        let (location, hint) = (header("location"), header("fencelog-leader"));
+        let (location, hint) = location_and_hint(&resp);
         let status = resp.status().as_u16();
         if id == leader {
             let body = resp.json::<Value>().await.unwrap();
