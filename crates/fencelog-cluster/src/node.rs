@@ -585,9 +585,7 @@ impl Node {
     ) -> Result<tokio::sync::oneshot::Receiver<Proposed>, Proposed> {
         let proposer = &self.shards[k as usize].proposer;
         if let Err(hint) = leadership(self.raft(k), self.id) {
-            if !proposer.ignores_gates() {
-                gate.store(true, std::sync::atomic::Ordering::Release);
-            }
+            proposer.close(&gate);
             return Err(Proposed::NotLeader(hint));
         }
         proposer.enqueue(op, gate)

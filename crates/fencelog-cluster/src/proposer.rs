@@ -18,8 +18,8 @@
 //! Outcome rules (the 0.9 pitfall: `ForwardToLeader` may also mean
 //! "truncated after it was proposed"): leadership is checked *before*
 //! proposing, and a refusal then is definite (nothing proposed). Once
-//! `client_write_ff` is called, the apply result is the answer and any
-//! error — or the timeout — is "outcome unknown", never retried here.
+//! `client_write` is called, `Ok` is the apply result and any error — or
+//! the timeout — is "outcome unknown", never retried here.
 
 use crate::types::{Batch, ClusterOp, NodeId, OpResult, Raft};
 use openraft::ServerState;
@@ -187,9 +187,7 @@ impl Proposer {
         match self.tx.try_send(w) {
             Ok(()) => Ok(rx),
             Err(e) => {
-                if !self.ignore_gates {
-                    gate.store(true, Ordering::Release);
-                }
+                self.close(&gate);
                 Err(match e {
                     mpsc::error::TrySendError::Full(_) => Proposed::NotProposed(format!(
                         "the shard's proposal queue is full ({QUEUE_OPS_MAX} ops)"
@@ -200,9 +198,12 @@ impl Proposer {
         }
     }
 
-    /// Whether the deliberate bug `SessionGateIgnored` is on.
-    pub fn ignores_gates(&self) -> bool {
-        self.ignore_gates
+    /// Closes a session's gate: one of its ops was not applied (unless
+    /// the deliberate bug `SessionGateIgnored` is on).
+    pub fn close(&self, gate: &SessionGate) {
+        if !self.ignore_gates {
+            gate.store(true, Ordering::Release);
+        }
     }
 
     /// Proposes `op` (already validated) and waits for its outcome.

@@ -80,13 +80,13 @@ async fn serve(
     let (mut parts, _body) = request.into_parts();
     let hold = parts.extensions.get::<ConnHold>().cloned().map(Extension);
     let ws = WebSocketUpgrade::from_request_parts(&mut parts, &()).await;
+    let state = s.shard_state(k);
     let sink = Arc::new(ShardSink {
         node: s.node.clone(),
-        state: s.shard_state(k),
+        state: state.clone(),
         k,
         gate: SessionGate::default(),
     });
-    let state = s.shard_state(k);
     match fencelog_server::session::upgrade(state, caller, hold, stream.into(), ws, Some(sink))
         .await
     {

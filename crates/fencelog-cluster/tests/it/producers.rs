@@ -3,10 +3,10 @@
 //! table in apply, never refused early from a higher token, through every
 //! node; and the deliberate bug that refuses it early is caught.
 
-use crate::support::{fence, producer_append, TestCluster};
+use crate::support::{fails_under, fence, producer_append, TestCluster};
 use fencelog_cluster::node::WriteOutcome;
 use fencelog_cluster::types::OpResult;
-use fencelog_engine::{set_mutation, Mutation};
+use fencelog_engine::Mutation;
 
 /// A producer appends through the leader, another owner fences through a
 /// follower, and once every replica applied the fence (so each one's
@@ -64,15 +64,8 @@ async fn producer_retry_is_a_duplicate_everywhere() {
 /// their applied token answer the retry 409, and the test above fails.
 #[test]
 fn a_producer_refused_early_is_caught() {
-    let r = std::thread::spawn(|| {
-        set_mutation(Mutation::ProducerRefusedEarly);
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap()
-            .block_on(producer_retry_is_a_duplicate_everywhere());
-    })
-    .join();
-    assert!(r.is_err(), "ProducerRefusedEarly was not caught");
+    fails_under(
+        Mutation::ProducerRefusedEarly,
+        producer_retry_is_a_duplicate_everywhere,
+    );
 }

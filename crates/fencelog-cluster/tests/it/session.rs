@@ -4,10 +4,10 @@
 //! without an earlier one. The deliberate bug that ignores the gate is
 //! caught.
 
-use crate::support::{append, TestCluster};
+use crate::support::{append, fails_under, TestCluster};
 use fencelog_cluster::proposer::{Proposed, SessionGate, SESSION_BROKEN};
 use fencelog_cluster::types::OpResult;
-use fencelog_engine::{set_mutation, Mutation};
+use fencelog_engine::Mutation;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_proposes_nothing_after_an_append_that_was_not_applied() {
@@ -64,15 +64,8 @@ async fn nothing_after_an_unapplied_append() {
 
 #[test]
 fn a_session_gate_ignored_is_caught() {
-    let r = std::thread::spawn(|| {
-        set_mutation(Mutation::SessionGateIgnored);
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap()
-            .block_on(nothing_after_an_unapplied_append());
-    })
-    .join();
-    assert!(r.is_err(), "SessionGateIgnored was not caught");
+    fails_under(
+        Mutation::SessionGateIgnored,
+        nothing_after_an_unapplied_append,
+    );
 }

@@ -197,3 +197,23 @@ impl TestCluster {
         .await
     }
 }
+
+/// Runs `test` with the deliberate bug `m` on, on a thread and runtime of
+/// its own (the switch is per thread, and nodes read it when they start):
+/// the test must fail under it.
+pub fn fails_under<F: std::future::Future<Output = ()> + 'static>(
+    m: fencelog_engine::Mutation,
+    test: fn() -> F,
+) {
+    let r = std::thread::spawn(move || {
+        fencelog_engine::set_mutation(m);
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+            .block_on(test());
+    })
+    .join();
+    assert!(r.is_err(), "{m:?} was not caught");
+}

@@ -9,7 +9,7 @@ use crate::support::corruption::{corruption, CorruptionSuite};
 use crate::support::crash::{crash_points, CrashSuite};
 use crate::support::faults::{fault_points, FaultSuite};
 use crate::support::mutation::with_mutation;
-use fencelog_engine::Mutation;
+use fencelog_engine::{Durability, Mutation};
 
 fn crash_suite() -> CrashSuite {
     CrashSuite {
@@ -256,14 +256,18 @@ fn an_applied_id_not_durable_with_its_frames_is_caught() {
 /// twice (or recovers a state that is no applied prefix).
 #[test]
 fn an_applied_marker_not_in_its_group_is_caught_by_the_apply_crash_suite() {
-    let r = std::thread::spawn(|| {
-        with_mutation(Mutation::AppliedMarkerOmitted, || {
-            crate::replicated_crash::apply_crash_points(fencelog_engine::Durability::EveryGroup, 0)
-        })
+    apply_crash_suite_catches(Mutation::AppliedMarkerOmitted, Durability::EveryGroup);
+}
+
+/// Runs the apply crash-point suite in `mode` with `m` on, on a thread of
+/// its own (the switch is per thread): it must fail.
+fn apply_crash_suite_catches(m: Mutation, mode: Durability) {
+    let r = std::thread::spawn(move || {
+        with_mutation(m, || crate::replicated_crash::apply_crash_points(mode, 0))
     })
     .join()
     .expect("the suite runs");
-    let e = r.expect_err("AppliedMarkerOmitted was not caught");
+    let e = r.expect_err(&format!("{m:?} was not caught"));
     println!("caught: {e}");
 }
 
@@ -325,37 +329,23 @@ fn sim_catches_a_writer_that_drops_headers() {
     assert_sim_catches(Mutation::HeadersDropped);
 }
 
-/// Runs the `OnFlush` apply crash-point suite with `m` on, on a thread of
-/// its own: it must fail.
-fn on_flush_crash_suite_catches(m: Mutation) {
-    let r = std::thread::spawn(move || {
-        with_mutation(m, || {
-            crate::replicated_crash::apply_crash_points(fencelog_engine::Durability::OnFlush, 0)
-        })
-    })
-    .join()
-    .expect("the suite runs");
-    let e = r.expect_err(&format!("{m:?} was not caught"));
-    println!("caught: {e}");
-}
-
 /// A flush answered without its sync (issue 14's shard engines): a crash
 /// after it loses groups below the durable floor the flush promised.
 #[test]
 fn a_flush_that_does_not_sync_is_caught() {
-    on_flush_crash_suite_catches(Mutation::FlushSkipsSync);
+    apply_crash_suite_catches(Mutation::FlushSkipsSync, Durability::OnFlush);
 }
 
 /// A roll that leaves the old segment's groups unsynced: a crash leaves a
 /// hole in a segment that is not the last.
 #[test]
 fn a_roll_that_leaves_groups_unsynced_is_caught() {
-    on_flush_crash_suite_catches(Mutation::RollLeavesUnsynced);
+    apply_crash_suite_catches(Mutation::RollLeavesUnsynced, Durability::OnFlush);
 }
 
 /// Recovery that expects an `OnFlush` tail to be written back in order
 /// refuses disks the power loss left with a later group before a hole.
 #[test]
 fn an_on_flush_recovery_that_refuses_holes_is_caught() {
-    on_flush_crash_suite_catches(Mutation::OrderedTailOnFlush);
+    apply_crash_suite_catches(Mutation::OrderedTailOnFlush, Durability::OnFlush);
 }
