@@ -54,6 +54,16 @@ pub(crate) async fn send(
     url: &str,
     secret: Option<&str>,
 ) -> (u16, Value, Option<String>) {
+    send_with(http, method, url, secret.as_slice()).await
+}
+
+/// [`send`] with one `Authorization: Bearer` header per secret.
+async fn send_with(
+    http: &reqwest::Client,
+    method: &str,
+    url: &str,
+    secrets: &[&str],
+) -> (u16, Value, Option<String>) {
     let mut req = match method {
         "get" => http.get(url),
         "post" => http
@@ -70,8 +80,9 @@ pub(crate) async fn send(
             .body("{}"),
         other => panic!("a route with method {other}: teach this test its request"),
     };
-    if let Some(s) = secret {
-        req = req.bearer_auth(s);
+    for s in secrets {
+        // `header` appends: two secrets make two headers.
+        req = req.header("authorization", format!("Bearer {s}"));
     }
     let resp = req.send().await.unwrap();
     let status = resp.status().as_u16();
@@ -220,6 +231,18 @@ pub(crate) async fn every_route_every_scope(http: &reqwest::Client, base: &str) 
                     json!({"error": "unauthenticated", "message": "unknown access token"})
                 ),
                 "{what} with an unknown token"
+            );
+            // Two headers, even both right, are two readings of who asks.
+            let right = secret_for(needed);
+            let twice = [right.as_str(), right.as_str()];
+            let (status, body, _) = send_with(&http, route.method, &url, &twice).await;
+            assert_eq!(
+                (status, body),
+                (
+                    401,
+                    json!({"error": "unauthenticated", "message": "the Authorization header appears more than once: send one, Bearer <secret>"})
+                ),
+                "{what} with two Authorization headers"
             );
             for scope in Scope::ALL {
                 let (status, body, _) =

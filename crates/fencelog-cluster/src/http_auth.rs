@@ -16,7 +16,7 @@
 //!   secret never reaches the leader's proposer.
 
 use axum::extract::{Request, State};
-use axum::http::{header, Method};
+use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::MethodRouter;
@@ -103,10 +103,7 @@ fn peer_refused(message: &str) -> ApiError {
 pub async fn guard(State(a): State<ClusterAuth>, request: Request, next: Next) -> Response {
     let path = request.uri().path();
     if path.starts_with(ADMIN_PREFIX) {
-        let principal = match a
-            .auth
-            .authenticate(request.headers().get(header::AUTHORIZATION))
-        {
+        let principal = match a.auth.authenticate(request.headers()) {
             Ok(p) => p,
             Err(e) => return with_challenge(e),
         };
@@ -151,7 +148,7 @@ pub fn guarded<S: Clone + Send + Sync + 'static>(
 /// `None` when the request may go on.
 pub fn unauthenticated(a: &ClusterAuth, request: &Request) -> Option<Response> {
     a.auth
-        .authenticate(request.headers().get(header::AUTHORIZATION))
+        .authenticate(request.headers())
         .err()
         .map(with_challenge)
 }

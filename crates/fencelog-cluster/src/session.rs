@@ -42,10 +42,7 @@ use std::sync::Arc;
 /// here if this node leads the stream's shard, 307 to the leader if
 /// another node does, 503 while none does.
 pub(crate) async fn open(s: &ClusterState, request: Request, stream: &str) -> Response {
-    let who = s
-        .access
-        .auth
-        .authenticate(request.headers().get(header::AUTHORIZATION));
+    let who = s.access.auth.authenticate(request.headers());
     let who = match who {
         Ok(p) => p.cloned(),
         Err(e) => return fencelog_server::auth::with_challenge(e),

@@ -10,7 +10,7 @@
 use crate::error::ApiError;
 use axum::extract::rejection::RawPathParamsRejection;
 use axum::extract::{RawPathParams, Request, State};
-use axum::http::{header, HeaderValue};
+use axum::http::{header, HeaderMap, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use fencelog_api::{ErrorCode, Field};
@@ -177,14 +177,19 @@ impl Auth {
     }
 
     /// The principal a request's `Authorization` header names; `None` on an
-    /// open server.
-    pub fn authenticate(
-        &self,
-        value: Option<&HeaderValue>,
-    ) -> Result<Option<&Principal>, ApiError> {
+    /// open server. Two such headers are refused: which of them a request
+    /// is from would depend on which one a reader takes.
+    pub fn authenticate(&self, headers: &HeaderMap) -> Result<Option<&Principal>, ApiError> {
         let Auth::Tokens(tokens) = self else {
             return Ok(None);
         };
+        let mut values = headers.get_all(header::AUTHORIZATION).iter();
+        let value = values.next();
+        if values.next().is_some() {
+            return Err(unauthenticated(
+                "the Authorization header appears more than once: send one, Bearer <secret>",
+            ));
+        }
         let Some(value) = value else {
             return Err(unauthenticated(
                 "this server requires an access token: send Authorization: Bearer <secret>",
@@ -318,22 +323,41 @@ pub async fn check(
         Access::Open => return next.run(request).await,
         Access::Scope(scope) => scope,
     };
-    let principal = match auth.authenticate(request.headers().get(header::AUTHORIZATION)) {
-        Ok(p) => p,
-        Err(e) => return with_challenge(e),
-    };
     // A path the router matched but cannot decode names no stream anyone
     // may be authorized for.
-    let params = match params {
-        Ok(p) => p,
-        Err(e) => return ApiError::bad_request(format!("bad path: {e}")).into_response(),
-    };
-    let stream = params.iter().find(|(k, _)| *k == "stream").map(|(_, v)| v);
-    if let Err(e) = authorize(principal, scope, stream) {
-        return e.into_response();
+    let params = params.map_err(|e| format!("bad path: {e}"));
+    let stream = params
+        .as_ref()
+        .map(|p| p.iter().find(|(k, _)| *k == "stream").map(|(_, v)| v))
+        .map_err(String::as_str);
+    match admit(&auth, scope, request.headers(), stream) {
+        Ok(caller) => {
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
+        Err(refused) => refused,
     }
-    request.extensions_mut().insert(Caller(principal.cloned()));
-    next.run(request).await
+}
+
+/// [`check`]'s decision without the middleware around it, for a route
+/// that needs `scope`: who the request is from, or the answer that
+/// refuses it — 401 before anything else, then the path's own 400
+/// (`stream` is `Err` when the path could not be decoded), then 403. The
+/// append route's fast path (`crate::append_route`) calls it directly, so
+/// both ways in decide alike.
+// The refusal is the response sent as it is, once; boxing it would give
+// every refused request an allocation to save a move.
+#[allow(clippy::result_large_err)]
+pub fn admit(
+    auth: &Auth,
+    scope: Scope,
+    headers: &HeaderMap,
+    stream: Result<Option<&str>, &str>,
+) -> Result<Caller, Response> {
+    let principal = auth.authenticate(headers).map_err(with_challenge)?;
+    let stream = stream.map_err(|e| ApiError::bad_request(e).into_response())?;
+    authorize(principal, scope, stream).map_err(IntoResponse::into_response)?;
+    Ok(Caller(principal.cloned()))
 }
 
 /// A 401 tells the client how to authenticate (RFC 6750).
@@ -433,14 +457,23 @@ mod tests {
         })
         .unwrap();
         let bearer = |s: &str| HeaderValue::from_str(&format!("Bearer {s}")).unwrap();
-        let p = auth.authenticate(Some(&bearer("s3cret"))).unwrap().unwrap();
+        let with = |values: &[HeaderValue]| {
+            let mut headers = HeaderMap::new();
+            for v in values {
+                headers.append(header::AUTHORIZATION, v.clone());
+            }
+            headers
+        };
+        let good = with(&[bearer("s3cret")]);
+        let p = auth.authenticate(&good).unwrap().unwrap();
         assert_eq!(&*p.name, "w");
         for bad in [
-            None,
-            Some(bearer("nope")),
-            Some(HeaderValue::from_static("Basic x")),
+            with(&[]),
+            with(&[bearer("nope")]),
+            with(&[HeaderValue::from_static("Basic x")]),
+            with(&[bearer("s3cret"), bearer("s3cret")]),
         ] {
-            let e = auth.authenticate(bad.as_ref()).unwrap_err();
+            let e = auth.authenticate(&bad).unwrap_err();
             assert_eq!(e.code(), ErrorCode::Unauthenticated);
         }
         assert!(authorize(Some(p), Scope::Append, Some("orders-1")).is_ok());

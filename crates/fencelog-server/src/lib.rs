@@ -30,6 +30,7 @@
 //! connection-level protections.
 
 mod append_body;
+pub mod append_route;
 pub mod audit;
 pub mod auth;
 pub mod body;
@@ -63,7 +64,7 @@ use axum::Router;
 
 pub use append_body::AppendBody;
 pub use error::ApiError;
-pub use server::{serve, serve_metrics, serve_router, ServerConfig};
+pub use server::{serve, serve_metrics, serve_router, Routes, ServerConfig};
 pub use state::{AppState, HttpLimits, Shutdown};
 pub use tls::Tls;
 

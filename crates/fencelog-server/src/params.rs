@@ -22,9 +22,14 @@ use std::time::Duration;
 /// The `{stream}` path segment, validated.
 pub fn stream_name(path: Result<Path<String>, PathRejection>) -> Result<String, ApiError> {
     let Path(name) = path.map_err(|e| ApiError::bad_request(format!("bad path: {e}")))?;
-    validate_stream_name(&name)
-        .map_err(|e| ApiError::bad_request(format!("invalid stream name: {e}")))?;
+    valid_stream_name(&name)?;
     Ok(name)
+}
+
+/// A decoded `{stream}` segment against the engine's naming rule.
+pub fn valid_stream_name(name: &str) -> Result<(), ApiError> {
+    validate_stream_name(name)
+        .map_err(|e| ApiError::bad_request(format!("invalid stream name: {e}")))
 }
 
 const TOKEN_RANGE: &str = "an integer in 1..=18446744073709551615";

@@ -44,8 +44,20 @@ pub async fn append(
 ) -> Result<Response, Response> {
     let caller = caller.map(|Extension(c)| c).unwrap_or_default();
     let stream = stream_name(path)?;
+    append_to(&state, &caller, stream, request).await
+}
+
+/// The append route after its path is decoded and validated and its
+/// caller admitted: what both the router's handler ([`append`]) and the
+/// fast path in front of the router (`crate::append_route`) run.
+pub async fn append_to(
+    state: &AppState,
+    caller: &Caller,
+    stream: String,
+    request: Request,
+) -> Result<Response, Response> {
     // Held until the engine has answered: the records are slices of it.
-    let (upload, req) = decode_append(&state, &stream, request)
+    let (upload, req) = decode_append(state, &stream, request)
         .await
         .map_err(|e| e.on_stream(&stream))?;
     let before = state.token_before(&stream);
@@ -77,13 +89,13 @@ pub async fn append(
     drop(upload);
     match result {
         Ok(ack) => {
-            state.written(&caller, &stream, "append", before, ack.fencing_token);
+            state.written(caller, &stream, "append", before, ack.fencing_token);
             let ack = AppendAck::new(stream, ack);
             let mut body = Vec::with_capacity(fixed_json::append_ack_bytes(ack.stream.len()));
             fixed_json::write_append_ack(&mut body, &ack);
             Ok(json_response(StatusCode::OK, body))
         }
-        Err(e) => Err(state.write_refused(&caller, &stream, e)),
+        Err(e) => Err(state.write_refused(caller, &stream, e)),
     }
 }
 

@@ -7,6 +7,7 @@
 //! engine down so everything queued is committed and synced.
 
 use crate::app;
+use crate::append_route::AppendRoute;
 use crate::conn_io::ConnIo;
 use crate::state::{AppState, Shutdown};
 use crate::tls::Tls;
@@ -108,7 +109,10 @@ pub async fn serve(
     let build = move |shutdown: Shutdown| {
         let mut state = for_router;
         state.shutdown = shutdown;
-        app(state)
+        Routes {
+            router: app(state.clone()),
+            append: Some(Arc::new(AppendRoute::new(state))),
+        }
     };
     serve_router(listener, build, config, signal).await?;
     engine.shutdown().await;
@@ -118,18 +122,36 @@ pub async fn serve(
     Ok(())
 }
 
-/// Serves the router `build` makes (given the shutdown signal its long
+/// What a connection answers with: the router, and optionally the append
+/// route's fast path in front of it ([`crate::append_route`]). A bare
+/// router (a cluster node's) converts into one without the fast path.
+#[derive(Clone)]
+pub struct Routes {
+    pub router: Router,
+    pub append: Option<Arc<AppendRoute>>,
+}
+
+impl From<Router> for Routes {
+    fn from(router: Router) -> Self {
+        Routes {
+            router,
+            append: None,
+        }
+    }
+}
+
+/// Serves the routes `build` makes (given the shutdown signal its long
 /// polls and tails end on) with the same connection-level protections,
 /// until `signal` resolves; then drains. What is behind the router is the
 /// caller's to shut down (a cluster node's groups and engines, issue 14).
-pub async fn serve_router(
+pub async fn serve_router<R: Into<Routes>>(
     listener: TcpListener,
-    build: impl FnOnce(Shutdown) -> Router,
+    build: impl FnOnce(Shutdown) -> R,
     config: ServerConfig,
     signal: impl Future<Output = ()>,
 ) -> io::Result<()> {
     let (trigger, shutdown) = Shutdown::new();
-    let router = build(shutdown.clone());
+    let routes: Routes = build(shutdown.clone()).into();
     let conns = Arc::new(Semaphore::new(config.connections_max.max(1)));
     // Each connection task holds a sender; when all are gone, recv() ends.
     let (conn_alive, mut conns_done) = mpsc::channel::<()>(1);
@@ -153,7 +175,7 @@ pub async fn serve_router(
             _ = &mut signal => break,
         };
         let conn = Conn {
-            router: router.clone(),
+            routes: routes.clone(),
             config: config.clone(),
             shutdown: shutdown.clone(),
             peer,
@@ -191,7 +213,7 @@ pub async fn serve_metrics(listener: TcpListener, state: AppState) -> io::Result
 
 /// One accepted connection and what it holds while it lives.
 struct Conn {
-    router: Router,
+    routes: Routes,
     config: ServerConfig,
     shutdown: Shutdown,
     peer: SocketAddr,
@@ -204,6 +226,16 @@ struct Conn {
 /// upgraded, still counts against both.
 #[derive(Clone)]
 pub struct ConnHold(#[allow(dead_code)] Arc<(OwnedSemaphorePermit, mpsc::Sender<()>)>);
+
+/// Which way a request is answered: the append route's fast path, or the
+/// router's service call.
+// Made and consumed once per request inside its future; a box would be
+// an allocation per request, which is what the fast path exists to save.
+#[allow(clippy::large_enum_variant)]
+enum Answer<F> {
+    Append(Arc<AppendRoute>, axum::extract::Request),
+    Router(F),
+}
 
 /// The first byte of every TLS handshake record.
 const TLS_HANDSHAKE: u8 = 0x16;
@@ -242,18 +274,29 @@ impl Conn {
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let keep_alive = self.config.keep_alive_header();
-        let router = self.router.clone();
+        let Routes { router, append } = self.routes.clone();
         let hold = self.hold.clone();
         let service = hyper::service::service_fn(move |mut req: hyper::Request<Incoming>| {
             // Only upgrades: an extension costs every other request an
             // allocation.
-            if req.headers().contains_key(hyper::header::UPGRADE) {
+            let upgrade = req.headers().contains_key(hyper::header::UPGRADE);
+            if upgrade {
                 req.extensions_mut().insert(hold.clone());
             }
             let keep_alive = keep_alive.clone();
-            let answer = router.clone().oneshot(req);
+            let fast = append
+                .as_ref()
+                .filter(|_| !upgrade && AppendRoute::matches(&req).is_some())
+                .cloned();
+            let answer = match fast {
+                Some(route) => Answer::Append(route, req.map(axum::body::Body::new)),
+                None => Answer::Router(router.clone().oneshot(req)),
+            };
             async move {
-                let mut resp = answer.await?;
+                let mut resp = match answer {
+                    Answer::Append(route, req) => route.serve(req).await,
+                    Answer::Router(answer) => answer.await?,
+                };
                 resp.headers_mut().insert("keep-alive", keep_alive);
                 Ok::<_, std::convert::Infallible>(resp)
             }

@@ -1,0 +1,102 @@
+//! The append route served in front of the router: the request a producer
+//! (and a flood of stale ones) sends most, `POST /v1/streams/{stream}/records`,
+//! taken straight from the connection to [`crate::records::append_to`].
+//!
+//! Why: through axum, each request pays for the route match, the
+//! middleware's boxed futures, a clone of the service stack, the path
+//! extractors and an extension map; callgrind counted ~19k instructions of
+//! the ~52k a stale rejection cost on the server there (BENCHMARKS.md,
+//! issue 13). Here the same steps run as plain calls, in the same order
+//! the router takes them:
+//!
+//! 1. [`crate::ops::headers_over_limit`] (what [`crate::http_metrics::track`] does first);
+//! 2. [`crate::auth::admit`] with the route's declared [`Access`] (what [`crate::auth::check`] does);
+//! 3. [`crate::params::valid_stream_name`] (what the handler's path extractor leads to);
+//! 4. [`crate::records::append_to`], the handler's own body;
+//!
+//! and the answer is counted under the route's metrics series. Anything
+//! that is not plainly this route — another method, a percent-encoded or
+//! empty segment, a different path — goes to the router, which stays the
+//! one definition of the API; `tests/it/append_route.rs` checks that both
+//! ways answer alike, byte for byte.
+
+use crate::auth::{self, Access};
+use crate::http_metrics::APPEND_ROUTE;
+use crate::state::AppState;
+use crate::{ops, params, records};
+use axum::body::Body;
+use axum::http::{Method, Request};
+use axum::response::{IntoResponse, Response};
+use std::borrow::Cow;
+use std::time::Instant;
+
+/// The fast path's share of the server: the state the router serves and
+/// the access the route table declares for the append route.
+#[derive(Clone)]
+pub struct AppendRoute {
+    state: AppState,
+    access: Access,
+}
+
+impl AppendRoute {
+    pub fn new(state: AppState) -> Self {
+        let access = crate::openapi::ROUTES
+            .iter()
+            .find(|r| r.path == APPEND_ROUTE && r.operation_id == "append")
+            .map(|r| r.access)
+            .expect("the route table has the append route");
+        AppendRoute { state, access }
+    }
+
+    /// The stream segment when `request` is this route and nothing about
+    /// it needs the router: a POST to exactly the route's shape whose
+    /// segment decodes to itself.
+    pub fn matches<B>(request: &Request<B>) -> Option<&str> {
+        if request.method() != Method::POST {
+            return None;
+        }
+        let stream = request
+            .uri()
+            .path()
+            .strip_prefix("/v1/streams/")?
+            .strip_suffix("/records")?;
+        let plain = !stream.is_empty() && !stream.bytes().any(|b| b == b'/' || b == b'%');
+        plain.then_some(stream)
+    }
+
+    /// Answers `request`, which [`AppendRoute::matches`] accepted.
+    pub async fn serve(&self, request: Request<Body>) -> Response {
+        let started = Instant::now();
+        let response = match ops::headers_over_limit(&self.state, &request) {
+            Some(refused) => refused,
+            None => self.admitted(request).await,
+        };
+        self.state.http_metrics.answered(
+            Cow::Borrowed("POST"),
+            APPEND_ROUTE,
+            response.status().as_u16(),
+            started,
+        );
+        response
+    }
+
+    async fn admitted(&self, request: Request<Body>) -> Response {
+        let stream = Self::matches(&request).expect("matched before serving");
+        let caller = match self.access {
+            Access::Open => auth::Caller::default(),
+            Access::Scope(scope) => {
+                match auth::admit(&self.state.auth, scope, request.headers(), Ok(Some(stream))) {
+                    Ok(caller) => caller,
+                    Err(refused) => return refused,
+                }
+            }
+        };
+        if let Err(e) = params::valid_stream_name(stream) {
+            return e.into_response();
+        }
+        let stream = stream.to_string();
+        match records::append_to(&self.state, &caller, stream, request).await {
+            Ok(r) | Err(r) => r,
+        }
+    }
+}
