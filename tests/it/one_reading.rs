@@ -139,6 +139,24 @@ fn repeated_match_seq_num_headers_are_400() {
 }
 
 #[test]
+fn repeated_producer_id_headers_are_400() {
+    refused(
+        post(
+            RECORDS,
+            &[
+                "Fencing-Token: 10",
+                "Producer-Seq: 0",
+                "Producer-Id: a",
+                "Producer-Id: b",
+            ],
+            "x",
+        ),
+        400,
+        bad("header producer-id appears more than once"),
+    );
+}
+
+#[test]
 fn a_match_seq_num_header_on_a_json_append_is_400() {
     refused(
         post(RECORDS, &[JSON, "Match-Seq-Num: 5"], r#"{"fencing_token":10,"records":[{"body":"x"}]}"#),

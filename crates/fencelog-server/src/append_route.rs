@@ -27,7 +27,6 @@ use crate::{ops, params, records};
 use axum::body::Body;
 use axum::http::{Method, Request};
 use axum::response::{IntoResponse, Response};
-use std::borrow::Cow;
 use std::time::Instant;
 
 /// The fast path's share of the server: the state the router serves and
@@ -71,12 +70,9 @@ impl AppendRoute {
             Some(refused) => refused,
             None => self.admitted(request).await,
         };
-        self.state.http_metrics.answered(
-            Cow::Borrowed("POST"),
-            APPEND_ROUTE,
-            response.status().as_u16(),
-            started,
-        );
+        self.state
+            .http_metrics
+            .answered_append(response.status().as_u16(), started);
         response
     }
 

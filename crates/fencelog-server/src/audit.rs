@@ -85,40 +85,48 @@ fn emit(principal: &str, stream: &str, w: &Window) {
     );
 }
 
+/// One stale rejection counted in its pair's window, and the window's
+/// line written when it is due.
+fn count(
+    principal: &str,
+    stream: &str,
+    w: &mut Window,
+    presented: u64,
+    highest: u64,
+    now: Instant,
+) {
+    w.count += 1;
+    w.lowest = w.lowest.min(presented);
+    w.highest = w.highest.max(presented);
+    w.stream_highest = highest;
+    w.last_seen = now;
+    if w.due(now) {
+        emit(principal, stream, w);
+        *w = Window {
+            last_line: Some(now),
+            ..Window::new(now)
+        };
+    }
+}
+
 impl Audit {
     /// A stale rejection of `presented` (the stream is at `highest`).
     pub fn stale(&self, principal: &str, stream: &str, presented: u64, highest: u64) {
         let now = Instant::now();
         let mut map = lock(&self.stale);
-        let known = map.get(principal).is_some_and(|m| m.contains_key(stream));
-        // A known pair is looked up, not entered: `entry` wants owned keys,
-        // two allocations on every rejection of a flood.
-        let (principal, stream) = if known {
-            (principal, stream)
-        } else {
-            let (principal, stream) = self.slot(principal, stream);
-            map.entry(principal.into())
-                .or_default()
-                .entry(stream.into())
-                .or_insert_with(|| Window::new(now));
-            (principal, stream)
-        };
-        let w = map
-            .get_mut(principal)
-            .and_then(|m| m.get_mut(stream))
-            .expect("the pair was entered above");
-        w.count += 1;
-        w.lowest = w.lowest.min(presented);
-        w.highest = w.highest.max(presented);
-        w.stream_highest = highest;
-        w.last_seen = now;
-        if w.due(now) {
-            emit(principal, stream, w);
-            *w = Window {
-                last_line: Some(now),
-                ..Window::new(now)
-            };
+        // A known pair is found with one lookup per level and counted in
+        // place; only a new pair is entered (`entry` wants owned keys, two
+        // allocations, which a flood of one pair would pay every time).
+        if let Some(w) = map.get_mut(principal).and_then(|m| m.get_mut(stream)) {
+            return count(principal, stream, w, presented, highest, now);
         }
+        let (principal, stream) = self.slot(principal, stream);
+        let w = map
+            .entry(principal.into())
+            .or_default()
+            .entry(stream.into())
+            .or_insert_with(|| Window::new(now));
+        count(principal, stream, w, presented, highest, now);
     }
 
     /// The key to count a pair not in the map under: the pair itself while

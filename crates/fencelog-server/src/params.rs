@@ -7,8 +7,7 @@
 use crate::error::ApiError;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query};
-use axum::http::HeaderMap;
-use fencelog_api::header;
+use axum::http::{HeaderMap, HeaderName};
 use fencelog_api::read::{
     param, ReadStart, READ_BYTES_CAP, READ_BYTES_DEFAULT, READ_COUNT_CAP, READ_COUNT_DEFAULT,
     WAIT_MS_CAP,
@@ -96,10 +95,29 @@ fn parse_u64_strict(s: &str) -> Option<u64> {
     s.parse().ok()
 }
 
-/// A header that must appear at most once: two `Fencing-Token` headers
-/// would mean one thing to a reader that takes the first and another to
-/// one that takes the last.
-fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, ApiError> {
+/// The API's header names, parsed once: a lookup by `&str` parses and
+/// hashes the name again on every request (the raw append path looks up
+/// five of them).
+pub mod names {
+    use axum::http::HeaderName;
+    use fencelog_api::header;
+
+    pub static FENCING_TOKEN: HeaderName = HeaderName::from_static(header::FENCING_TOKEN);
+    pub static MATCH_SEQ_NUM: HeaderName = HeaderName::from_static(header::MATCH_SEQ_NUM);
+    pub static PRODUCER_ID: HeaderName = HeaderName::from_static(header::PRODUCER_ID);
+    pub static PRODUCER_SEQ: HeaderName = HeaderName::from_static(header::PRODUCER_SEQ);
+    pub static NOT_AFTER_MS: HeaderName = HeaderName::from_static(header::NOT_AFTER_MS);
+    pub static LAST_EVENT_ID: HeaderName = HeaderName::from_static(header::LAST_EVENT_ID);
+}
+
+/// A header's one value, trimmed: `None` when absent, 400 when it appears
+/// more than once or is not ASCII. Why at most once: two `Fencing-Token`
+/// headers would mean one thing to a reader that takes the first and
+/// another to one that takes the last.
+pub fn header_str<'a>(
+    headers: &'a HeaderMap,
+    name: &HeaderName,
+) -> Result<Option<&'a str>, ApiError> {
     let mut all = headers.get_all(name).iter();
     let Some(v) = all.next() else {
         return Ok(None);
@@ -118,11 +136,11 @@ fn header_str<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>,
 /// headers too would be a second reading of the same request.
 pub fn refuse_raw_headers(headers: &HeaderMap) -> Result<(), ApiError> {
     for name in [
-        header::FENCING_TOKEN,
-        header::MATCH_SEQ_NUM,
-        header::PRODUCER_ID,
-        header::PRODUCER_SEQ,
-        header::NOT_AFTER_MS,
+        &names::FENCING_TOKEN,
+        &names::MATCH_SEQ_NUM,
+        &names::PRODUCER_ID,
+        &names::PRODUCER_SEQ,
+        &names::NOT_AFTER_MS,
     ] {
         if headers.contains_key(name) {
             return Err(ApiError::bad_request(format!(
@@ -135,7 +153,7 @@ pub fn refuse_raw_headers(headers: &HeaderMap) -> Result<(), ApiError> {
 
 /// The `Fencing-Token` header of a raw append.
 pub fn token_from_header(headers: &HeaderMap) -> Result<u64, ApiError> {
-    let raw = header_str(headers, header::FENCING_TOKEN)?
+    let raw = header_str(headers, &names::FENCING_TOKEN)?
         .ok_or_else(|| ApiError::bad_request("header Fencing-Token is required"))?;
     match parse_u64_strict(raw) {
         Some(t) if t >= 1 => Ok(t),
@@ -146,7 +164,7 @@ pub fn token_from_header(headers: &HeaderMap) -> Result<u64, ApiError> {
 }
 
 /// An optional sequence-number header (`Match-Seq-Num`, `Last-Event-ID`).
-pub fn seq_from_header(headers: &HeaderMap, name: &str) -> Result<Option<u64>, ApiError> {
+pub fn seq_from_header(headers: &HeaderMap, name: &HeaderName) -> Result<Option<u64>, ApiError> {
     match header_str(headers, name)? {
         None => Ok(None),
         Some(raw) => parse_u64_strict(raw).map(Some).ok_or_else(|| {

@@ -7,7 +7,8 @@ use crate::body::{read_capped, Upload};
 use crate::chunked::{self, Framed, Source};
 use crate::error::{json_response, read_error, write_error, ApiError};
 use crate::params::{
-    refuse_raw_headers, seq_from_header, stream_name, token_from_header, QueryParams, ReadParams,
+    header_str, names, refuse_raw_headers, seq_from_header, stream_name, token_from_header,
+    QueryParams, ReadParams,
 };
 use crate::start;
 use crate::state::AppState;
@@ -102,16 +103,8 @@ pub async fn append_to(
 /// `Producer-Id` and `Producer-Seq` of a raw or binary append: both or
 /// neither.
 fn producer_from_headers(headers: &HeaderMap) -> Result<Option<(String, u64)>, ApiError> {
-    let seq = seq_from_header(headers, wire::PRODUCER_SEQ)?;
-    let id = match headers.get(wire::PRODUCER_ID) {
-        None => None,
-        Some(v) => Some(
-            v.to_str()
-                .map_err(|_| ApiError::bad_request("header Producer-Id is not ASCII"))?
-                .trim()
-                .to_string(),
-        ),
-    };
+    let seq = seq_from_header(headers, &names::PRODUCER_SEQ)?;
+    let id = header_str(headers, &names::PRODUCER_ID)?.map(str::to_string);
     match (id, seq) {
         (Some(id), Some(seq)) => Ok(Some((id, seq))),
         (None, None) => Ok(None),
@@ -146,8 +139,8 @@ pub async fn decode_append(
     } else {
         // Header errors first: no point reading a body we will refuse.
         let token = token_from_header(headers)?;
-        let match_seq_num = seq_from_header(headers, wire::MATCH_SEQ_NUM)?;
-        let not_after_ms = seq_from_header(headers, wire::NOT_AFTER_MS)?;
+        let match_seq_num = seq_from_header(headers, &names::MATCH_SEQ_NUM)?;
+        let not_after_ms = seq_from_header(headers, &names::NOT_AFTER_MS)?;
         let producer = producer_from_headers(headers)?;
         let version = match kind {
             BodyKind::Batch => batch_version(headers)?,
@@ -344,7 +337,7 @@ async fn read_stream(
                 param::UNTIL_TIMESTAMP_MS
             )));
         }
-        let resume = seq_from_header(headers, wire::LAST_EVENT_ID)?;
+        let resume = seq_from_header(headers, &names::LAST_EVENT_ID)?;
         return sse::tail(state, stream.to_string(), resume, &params);
     }
     let engine = &state.engine;

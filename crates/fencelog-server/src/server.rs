@@ -237,6 +237,9 @@ enum Answer<F> {
     Router(F),
 }
 
+/// Parsed once: inserting by `&str` parses the name on every response.
+static KEEP_ALIVE: axum::http::HeaderName = axum::http::HeaderName::from_static("keep-alive");
+
 /// The first byte of every TLS handshake record.
 const TLS_HANDSHAKE: u8 = 0x16;
 
@@ -297,7 +300,7 @@ impl Conn {
                     Answer::Append(route, req) => route.serve(req).await,
                     Answer::Router(answer) => answer.await?,
                 };
-                resp.headers_mut().insert("keep-alive", keep_alive);
+                resp.headers_mut().insert(KEEP_ALIVE.clone(), keep_alive);
                 Ok::<_, std::convert::Infallible>(resp)
             }
         });
