@@ -144,9 +144,10 @@ impl fmt::Write for Escaped<'_> {
     fn write_str(&mut self, s: &str) -> fmt::Result {
         let bytes = s.as_bytes();
         // `start` is the first byte not yet copied; runs that need no
-        // escape are copied whole. Why eight at a time: a stale refusal's
-        // message is ~90 bytes of plain text written on every rejection,
-        // and testing each byte alone cost ~15 instructions a byte.
+        // escape are copied whole, eight bytes tested at a time (testing
+        // each byte alone cost ~15 instructions a byte). A stream name is
+        // written here on every answer; a message only when
+        // `write_message` found something to escape.
         let (mut start, mut i) = (0, 0);
         while i < bytes.len() {
             if let Some(word) = bytes.get(i..i + 8) {

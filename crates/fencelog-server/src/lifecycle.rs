@@ -6,7 +6,7 @@
 use crate::body::read_capped;
 use crate::error::{write_error, ApiError};
 use crate::params::{
-    required_seq, retention_from_json, seq_from_json, stream_name, token_from_header,
+    names, required_seq, retention_from_json, seq_from_json, stream_name, token_from_header,
     token_from_json,
 };
 use crate::state::AppState;
@@ -15,7 +15,7 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::Json;
-use fencelog_api::{header, StreamInfo};
+use fencelog_api::StreamInfo;
 use fencelog_engine::StreamConfig;
 use serde_json::{Map, Value};
 
@@ -134,7 +134,7 @@ pub async fn delete_token(
 ) -> Result<u64, ApiError> {
     let upload = read_capped(headers, body, &state.limits, &state.budget).await?;
     let bytes = &upload.bytes;
-    let from_header = headers.contains_key(header::FENCING_TOKEN);
+    let from_header = headers.contains_key(&names::FENCING_TOKEN);
     let token = match (bytes.is_empty(), from_header) {
         (true, true) => token_from_header(headers)?,
         (true, false) => {
