@@ -6,6 +6,7 @@
 //! multiples of three bytes, so the pieces concatenate to exactly the
 //! whole.
 
+use crate::fixed_json::{is_utf8, number, plain_run_len};
 use crate::record::{BODY, BODY_BASE64};
 use crate::record_headers::HeadersJson;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -67,15 +68,22 @@ impl RecordArray {
             let state = match self.body {
                 Some(s) => s,
                 None => {
-                    let text = std::str::from_utf8(&r.body).is_ok();
+                    let text = is_utf8(&r.body);
                     let field = if text { BODY } else { BODY_BASE64 };
-                    let comma = if self.next > 0 { "," } else { "" };
-                    write!(
-                        out,
-                        r#"{comma}{{"seq":{},"fencing_token":{},"timestamp_ms":{},"#,
-                        r.seq, r.fencing_token, r.timestamp_ms
-                    )
-                    .expect("writing to a Vec cannot fail");
+                    if self.next > 0 {
+                        out.push(b',');
+                    }
+                    // Pushed, not formatted: `write!` cost ~10% of a JSON
+                    // read of 1 KiB records.
+                    for (key, n) in [
+                        (&b"{\"seq\":"[..], r.seq),
+                        (b",\"fencing_token\":", r.fencing_token),
+                        (b",\"timestamp_ms\":", r.timestamp_ms),
+                    ] {
+                        out.extend_from_slice(key);
+                        number(out, n);
+                    }
+                    out.push(b',');
                     // Headers are small (a few KiB at most, by the
                     // engine's limits): written whole, as serde does.
                     if let Some(h) = HeadersJson::encode(&r.headers) {
@@ -83,7 +91,9 @@ impl RecordArray {
                         serde_json::to_writer(&mut *out, &h).expect("headers serialise to a Vec");
                         out.push(b',');
                     }
-                    write!(out, r#""{field}":""#).expect("writing to a Vec cannot fail");
+                    out.push(b'"');
+                    out.extend_from_slice(field.as_bytes());
+                    out.extend_from_slice(b"\":\"");
                     InBody { at: 0, text }
                 }
             };
@@ -131,10 +141,7 @@ fn escape_text(body: &[u8], from: usize, out: &mut Vec<u8>, limit: usize) -> usi
             }
             _ => {
                 // A run of bytes that need no escape, copied at once.
-                let run = body[i..]
-                    .iter()
-                    .position(|&c| c < 0x20 || c == b'"' || c == b'\\')
-                    .unwrap_or(body.len() - i);
+                let run = plain_run_len(&body[i..]);
                 let room = limit.saturating_sub(out.len()).max(1);
                 let mut end = i + run.min(room);
                 while end < body.len() && (body[end] & 0xC0) == 0x80 {

@@ -18,6 +18,7 @@ pub mod header;
 pub mod producer;
 pub mod read;
 pub mod read_batch;
+pub mod read_json;
 pub mod record;
 pub mod record_headers;
 pub mod session;

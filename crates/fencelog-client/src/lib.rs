@@ -611,22 +611,12 @@ impl Client {
         if options.binary {
             let accept = fencelog_api::read_batch::ACCEPT;
             let answer = self
-                .send_idempotent_raw(req.header("accept", accept))
+                .send_idempotent_raw(req.header("accept", accept).unjoined())
                 .await?;
             return decode_binary_page(answer);
         }
-        let wire: ReadPage = self.send_idempotent(req).await?;
-        let records = wire
-            .records
-            .into_iter()
-            .map(decode_record)
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(ReadResult {
-            records,
-            next_start_seq: wire.next_start_seq,
-            next_seq: wire.next_seq,
-            sealed: wire.sealed,
-        })
+        let answer = self.send_idempotent_raw(req).await?;
+        decode_json_page(answer)
     }
 
     pub async fn state(&self, stream: &str) -> Result<StreamInfo, ClientError> {
@@ -789,6 +779,33 @@ fn decode_ack(answer: Answer) -> Result<AppendAck, ClientError> {
     decode_response(answer)
 }
 
+/// A JSON page: in the common shape read without serde, its bodies slices
+/// of the answer ([`fencelog_api::read_json`]), any other the general way.
+fn decode_json_page(answer: Answer) -> Result<ReadResult, ClientError> {
+    if answer.is_success() {
+        if let Some(p) = fencelog_api::read_json::read_plain_page(&answer.body) {
+            return Ok(ReadResult {
+                records: p.records,
+                next_start_seq: p.next_start_seq,
+                next_seq: p.next_seq,
+                sealed: p.sealed,
+            });
+        }
+    }
+    let wire: ReadPage = decode_response(answer)?;
+    let records = wire
+        .records
+        .into_iter()
+        .map(decode_record)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(ReadResult {
+        records,
+        next_start_seq: wire.next_start_seq,
+        next_seq: wire.next_seq,
+        sealed: wire.sealed,
+    })
+}
+
 /// A page in the binary read format: records from the body (slices of
 /// it), positions from the answer's headers; refusals are JSON as always.
 fn decode_binary_page(answer: Answer) -> Result<ReadResult, ClientError> {
@@ -812,7 +829,9 @@ fn decode_binary_page(answer: Answer) -> Result<ReadResult, ClientError> {
         )));
     };
     let mut decoder = read_batch::PageDecoder::new();
-    decoder.push(answer.body);
+    for piece in answer.into_pieces() {
+        decoder.push(piece);
+    }
     let records = decoder.finish().map_err(|e| protocol(e.to_string()))?;
     Ok(ReadResult {
         records,

@@ -168,7 +168,8 @@ impl Pool {
         for _ in 0..=POOL_CONNECTIONS_MAX {
             let (mut conn, reused) = self.checkout(authority, deadline).await?;
             let request = self.request(req, &conn, uri.clone());
-            match tokio::time::timeout_at(deadline, exchange(&mut conn, request)).await {
+            let exchanged = exchange(&mut conn, request, req.unjoined);
+            match tokio::time::timeout_at(deadline, exchanged).await {
                 Ok(Ok((answer, reusable))) => {
                     if reusable {
                         self.checkin(conn);
@@ -382,6 +383,7 @@ fn drive(driver: &mut Option<Pin<Box<Driver>>>, cx: &mut Context<'_>) -> bool {
 async fn exchange(
     conn: &mut Conn,
     request: Request<Full<Bytes>>,
+    unjoined: bool,
 ) -> Result<(Answer, bool), Broken> {
     let Conn { sender, driver, .. } = conn;
     // The dispatcher must want a request (driving it first lets a new one
@@ -414,25 +416,33 @@ async fn exchange(
         None => Broken::Unknown(Cause::Hyper(e.into_error())),
     })?;
     let (parts, mut body) = response.into_parts();
-    let body = read_body(&mut body, driver).await?;
+    let mut pieces = read_body(&mut body, driver).await?;
     let reusable = driver.is_some();
+    let status = parts.status.as_u16();
+    // Refusals are always joined: they are parsed as one JSON body.
+    let body = if unjoined && (200..300).contains(&status) && pieces.len() > 1 {
+        Bytes::new()
+    } else {
+        join(std::mem::take(&mut pieces))
+    };
     let answer = Answer {
-        status: parts.status.as_u16(),
+        status,
         headers: parts.headers,
         body,
+        pieces,
         url: String::new(),
     };
     Ok((answer, reusable))
 }
 
-/// The whole body, driving the connection meanwhile; kept as the one piece
-/// it usually arrives in, joined only when it comes in several.
+/// The whole body in the pieces it arrived in, driving the connection
+/// meanwhile (bounded by [`RESPONSE_BYTES_MAX`]).
 async fn read_body(
     body: &mut Incoming,
     driver: &mut Option<Pin<Box<Driver>>>,
-) -> Result<Bytes, Broken> {
-    let mut first: Option<Bytes> = None;
-    let mut joined: Option<BytesMut> = None;
+) -> Result<Vec<Bytes>, Broken> {
+    let mut pieces: Vec<Bytes> = Vec::new();
+    let mut total = 0;
     loop {
         let frame = poll_fn(|cx| loop {
             if let Poll::Ready(f) = Pin::new(&mut *body).poll_frame(cx) {
@@ -451,29 +461,32 @@ async fn read_body(
                 Err(_trailers) => continue,
             },
         };
-        let so_far =
-            first.as_ref().map_or(0, Bytes::len) + joined.as_ref().map_or(0, BytesMut::len);
-        if so_far + data.len() > RESPONSE_BYTES_MAX {
+        total += data.len();
+        if total > RESPONSE_BYTES_MAX {
             let what = format!("an answer over {RESPONSE_BYTES_MAX} bytes");
             return Err(Broken::Unknown(Cause::Answer(what)));
         }
-        match (&mut first, &mut joined) {
-            (None, None) => first = Some(data),
-            (Some(f), None) => {
-                let mut j = BytesMut::with_capacity(f.len() + data.len());
-                j.extend_from_slice(f);
-                j.extend_from_slice(&data);
-                first = None;
-                joined = Some(j);
+        pieces.push(data);
+    }
+    Ok(pieces)
+}
+
+/// `pieces` as one buffer: the one piece a body usually arrives in as it
+/// is, several copied once into a buffer of their total size (growing one
+/// buffer as they came copied an 8 MiB page about twice).
+fn join(mut pieces: Vec<Bytes>) -> Bytes {
+    let total = pieces.iter().map(Bytes::len).sum();
+    match pieces.len() {
+        0 => Bytes::new(),
+        1 => pieces.pop().expect("one piece"),
+        _ => {
+            let mut joined = BytesMut::with_capacity(total);
+            for p in &pieces {
+                joined.extend_from_slice(p);
             }
-            (_, Some(j)) => j.extend_from_slice(&data),
+            joined.freeze()
         }
     }
-    Ok(match (first, joined) {
-        (_, Some(j)) => j.freeze(),
-        (Some(f), None) => f,
-        (None, None) => Bytes::new(),
-    })
 }
 
 #[cfg(test)]
@@ -571,6 +584,63 @@ mod tests {
         assert_eq!(pool.open(4), 1, "the dead one was closed");
     }
 
+    /// A server that answers every request with `status` and a chunked
+    /// body of three chunks (hyper hands each over as a piece of its own).
+    async fn chunked_server(status: &'static str) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/x", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            while let Ok((mut conn, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let mut seen = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !seen.ends_with(b"\r\n\r\none") {
+                        match conn.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => seen.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let head = format!("HTTP/1.1 {status}\r\ntransfer-encoding: chunked\r\n\r\n");
+                    conn.write_all(head.as_bytes()).await.unwrap();
+                    for piece in ["{\"a\"", ":", "1}"] {
+                        let chunk = format!("{:x}\r\n{piece}\r\n", piece.len());
+                        conn.write_all(chunk.as_bytes()).await.unwrap();
+                        conn.flush().await.unwrap();
+                    }
+                    conn.write_all(b"0\r\n\r\n").await.unwrap();
+                });
+            }
+        });
+        url
+    }
+
+    /// An unjoined request gets a success's pieces as they came (their
+    /// concatenation the body); a refusal, or a request that did not ask,
+    /// gets the body joined.
+    #[tokio::test]
+    async fn unjoined_answers_keep_their_pieces_and_refusals_are_joined() {
+        let pool = Pool::new(4, Duration::from_secs(5), Duration::from_secs(5), None);
+        let ok = chunked_server("200 OK").await;
+        let a = pool.send(&one(&ok), Duration::from_secs(5)).await.unwrap();
+        assert_eq!((&a.body[..], a.pieces.len()), (&b"{\"a\":1}"[..], 0));
+        let a = pool
+            .send(&one(&ok).unjoined(), Duration::from_secs(5))
+            .await
+            .unwrap();
+        let pieces = a.into_pieces();
+        assert_eq!(pieces, [&b"{\"a\""[..], b":", b"1}"]);
+        let refused = chunked_server("409 Conflict").await;
+        let a = pool
+            .send(&one(&refused).unjoined(), Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!(
+            (a.status, &a.body[..], a.pieces.len()),
+            (409, &b"{\"a\":1}"[..], 0)
+        );
+    }
+
     #[tokio::test]
     async fn a_connection_that_ended_hands_the_request_back_unsent() {
         let (url, mut requests, close) = answer_once_server().await;
@@ -582,7 +652,7 @@ mod tests {
         let mut conn = pool.idle.lock().unwrap().pop().unwrap().conn;
         let uri: Uri = "/x".parse().unwrap();
         let request = pool.request(&one(&url), &conn, uri);
-        match exchange(&mut conn, request).await {
+        match exchange(&mut conn, request, false).await {
             Err(Broken::NotSent(_)) => {}
             Err(Broken::Unknown(c)) => panic!("unknown: {c:?}"),
             Ok(_) => panic!("answered on a closed connection"),

@@ -72,6 +72,7 @@ impl Client {
             status,
             headers,
             body,
+            pieces: Vec::new(),
             url,
         })
     }

@@ -20,6 +20,11 @@ pub(crate) struct Req {
     pub url: String,
     pub headers: Vec<(HeaderName, HeaderValue)>,
     pub body: Bytes,
+    /// A successful answer's body may come back in the pieces it arrived
+    /// in ([`Answer::pieces`]) instead of joined: for a caller that reads
+    /// it piece by piece anyway (a binary page), joining is a copy of
+    /// every byte for nothing.
+    pub unjoined: bool,
 }
 
 impl Req {
@@ -29,7 +34,14 @@ impl Req {
             url,
             headers: Vec::with_capacity(REQUEST_HEADERS_MAX),
             body: Bytes::new(),
+            unjoined: false,
         }
+    }
+
+    /// Asks for [`Req::unjoined`].
+    pub fn unjoined(mut self) -> Req {
+        self.unjoined = true;
+        self
     }
 
     pub fn get(url: impl Into<String>) -> Req {
@@ -115,11 +127,24 @@ fn escape_query(out: &mut String, s: &str) {
 pub(crate) struct Answer {
     pub status: u16,
     pub headers: HeaderMap,
+    /// The body, joined; empty when it is in `pieces`.
     pub body: Bytes,
+    /// The body as it arrived, when the request was [`Req::unjoined`], the
+    /// answer a success and it came in more than one piece.
+    pub pieces: Vec<Bytes>,
     pub url: String,
 }
 
 impl Answer {
+    /// The body's pieces in order, however it was kept.
+    pub fn into_pieces(self) -> Vec<Bytes> {
+        if self.pieces.is_empty() {
+            vec![self.body]
+        } else {
+            self.pieces
+        }
+    }
+
     pub fn is_success(&self) -> bool {
         (200..300).contains(&self.status)
     }
