@@ -511,12 +511,27 @@ mod tests {
     /// A server that answers each connection's first request and closes
     /// it when `close` is signalled; it sends every request's bytes to
     /// the test.
+    /// What arrives on `conn` up to the end of one [`one`] request (less
+    /// if the peer closes first).
+    async fn read_one(conn: &mut tokio::net::TcpStream) -> Vec<u8> {
+        use tokio::io::AsyncReadExt;
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !seen.ends_with(b"\r\n\r\none") {
+            match conn.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
+        }
+        seen
+    }
+
     async fn answer_once_server() -> (
         String,
         tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>,
         Arc<Notify>,
     ) {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        use tokio::io::AsyncWriteExt;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/x", listener.local_addr().unwrap());
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -525,15 +540,7 @@ mod tests {
         tokio::spawn(async move {
             loop {
                 let (mut conn, _) = listener.accept().await.unwrap();
-                let mut seen = Vec::new();
-                let mut buf = [0u8; 1024];
-                while !seen.ends_with(b"\r\n\r\none") {
-                    match conn.read(&mut buf).await {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => seen.extend_from_slice(&buf[..n]),
-                    }
-                }
-                tx.send(seen).unwrap();
+                tx.send(read_one(&mut conn).await).unwrap();
                 let _ = conn
                     .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
                     .await;
@@ -587,19 +594,14 @@ mod tests {
     /// A server that answers every request with `status` and a chunked
     /// body of three chunks (hyper hands each over as a piece of its own).
     async fn chunked_server(status: &'static str) -> String {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        use tokio::io::AsyncWriteExt;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/x", listener.local_addr().unwrap());
         tokio::spawn(async move {
             while let Ok((mut conn, _)) = listener.accept().await {
                 tokio::spawn(async move {
-                    let mut seen = Vec::new();
-                    let mut buf = [0u8; 1024];
-                    while !seen.ends_with(b"\r\n\r\none") {
-                        match conn.read(&mut buf).await {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => seen.extend_from_slice(&buf[..n]),
-                        }
+                    if !read_one(&mut conn).await.ends_with(b"one") {
+                        return;
                     }
                     let head = format!("HTTP/1.1 {status}\r\ntransfer-encoding: chunked\r\n\r\n");
                     conn.write_all(head.as_bytes()).await.unwrap();
