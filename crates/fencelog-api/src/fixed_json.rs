@@ -401,12 +401,14 @@ impl<'a> Reader<'a> {
     /// A string's contents up to its closing quote, which it consumes;
     /// `None` if it has an escape or a control character (left to serde).
     fn plain_string(&mut self) -> Option<&'a str> {
-        let end = self.0.iter().position(|&b| b == b'"')?;
-        let text = &self.0[..end];
-        if text.iter().any(|&b| b == b'\\' || b < 0x20) {
+        // One pass a block at a time: the run must end at the closing
+        // quote (an escape or a control byte is left to serde).
+        let run = plain_run(self.0);
+        if self.0.get(run.len) != Some(&b'"') {
             return None;
         }
-        self.0 = &self.0[end + 1..];
+        let text = &self.0[..run.len];
+        self.0 = &self.0[run.len + 1..];
         std::str::from_utf8(text).ok()
     }
 }

@@ -303,14 +303,23 @@ impl std::fmt::Debug for Secret {
 /// anything: escape so a bad name reaches the server's validation intact.
 pub(crate) fn escape_segment(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
+    push_segment(&mut out, s);
+    out
+}
+
+/// [`escape_segment`] onto `out`, without formatting: a URL is built for
+/// every request.
+fn push_segment(out: &mut String, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-') {
             out.push(b as char);
         } else {
-            out.push_str(&format!("%{b:02X}"));
+            out.push('%');
+            out.push(HEX[usize::from(b >> 4)] as char);
+            out.push(HEX[usize::from(b & 0xf)] as char);
         }
     }
-    out
 }
 
 impl Client {
@@ -342,12 +351,14 @@ impl Client {
     }
 
     pub(crate) fn stream_url(&self, stream: &str, tail: &str) -> String {
-        format!(
-            "{}/v1/streams/{}{}",
-            self.base,
-            escape_segment(stream),
-            tail
-        )
+        const STREAMS: &str = "/v1/streams/";
+        let mut url =
+            String::with_capacity(self.base.len() + STREAMS.len() + stream.len() + tail.len());
+        url.push_str(&self.base);
+        url.push_str(STREAMS);
+        push_segment(&mut url, stream);
+        url.push_str(tail);
+        url
     }
 
     /// Appends records (each anything that turns into bytes) atomically.
