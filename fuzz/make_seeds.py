@@ -87,6 +87,23 @@ write("http_append_body", {
     "bad_name": b"../etc/passwd",
 })
 
+# http_front_head: the first byte picks the cap (64 bytes a unit); the rest
+# is what a connection has sent so far.
+APPEND = (b"POST /v1/streams/s/records HTTP/1.1\r\nHost: t\r\nFencing-Token: 3\r\n"
+          b"Content-Type: application/octet-stream\r\nContent-Length: 5\r\n\r\nhello")
+write("http_front_head", {
+    "append": b"\x7f" + APPEND,
+    "pipelined": b"\x7f" + APPEND + APPEND,
+    "cut_in_body": b"\x7f" + APPEND[:-2],
+    "over_cap": b"\x01" + APPEND,
+    "get_no_length": b"\x7f" + b"GET /v1/streams/s/records?start_seq=0 HTTP/1.1\r\nHost: t\r\n\r\n",
+    "two_lengths": b"\x7f" + APPEND.replace(b"Content-Length: 5", b"Content-Length: 5\r\nContent-Length: 5"),
+    "chunked": b"\x7f" + APPEND.replace(b"Content-Length: 5", b"Transfer-Encoding: chunked"),
+    "close": b"\x7f" + APPEND.replace(b"Host: t", b"Host: t\r\nConnection: close"),
+    "bad_uri": b"\x7f" + b'GET /a?x="1" HTTP/1.1\r\nHost: t\r\n\r\n',
+    "bare_lf": b"\x7f" + b"GET /healthz HTTP/1.1\nHost: t\n\n",
+})
+
 # ops_model: 3 bytes an operation (op, x, y); see fuzz_targets::ops_model.
 write("ops_model", {
     "append_fence_crash": bytes([0, 1, 2, 16, 3, 1, 2, 5, 0, 0, 0, 1, 3, 0, 2, 0, 2, 4]),

@@ -51,12 +51,15 @@ impl AppendRoute {
     /// it needs the router: a POST to exactly the route's shape whose
     /// segment decodes to itself.
     pub fn matches<B>(request: &Request<B>) -> Option<&str> {
-        if request.method() != Method::POST {
+        Self::matches_path(request.method(), request.uri().path())
+    }
+
+    /// [`AppendRoute::matches`] on a request's method and path.
+    pub fn matches_path<'a>(method: &Method, path: &'a str) -> Option<&'a str> {
+        if method != Method::POST {
             return None;
         }
-        let stream = request
-            .uri()
-            .path()
+        let stream = path
             .strip_prefix("/v1/streams/")?
             .strip_suffix("/records")?;
         let plain = !stream.is_empty() && !stream.bytes().any(|b| b == b'/' || b == b'%');

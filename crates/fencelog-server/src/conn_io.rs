@@ -40,6 +40,12 @@ impl<I> ConnIo<I> {
     }
 }
 
+/// The 400 hyper writes, JSON-bodied, for a request it cannot parse; the
+/// connection closes after it.
+pub fn malformed_request() -> Vec<u8> {
+    replacement_for(b"HTTP/1.1 400 Bad Request\r\n\r\n").expect("a 400 is replaced")
+}
+
 /// The JSON answer for one of hyper's automatic responses, if `buf` starts
 /// one.
 fn replacement_for(buf: &[u8]) -> Option<Vec<u8>> {
@@ -202,5 +208,14 @@ mod tests {
         let out = String::from_utf8(replacement_for(big).unwrap()).unwrap();
         assert!(out.contains(r#""error":"headers_too_large""#), "{out}");
         assert_eq!(replacement_for(b"HTTP/1.1 200 OK\r\n\r\n"), None);
+        let malformed = String::from_utf8(malformed_request()).unwrap();
+        assert!(
+            malformed.starts_with("HTTP/1.1 400 Bad Request\r\n"),
+            "{malformed}"
+        );
+        assert!(
+            malformed.contains("\r\nconnection: close\r\n"),
+            "{malformed}"
+        );
     }
 }

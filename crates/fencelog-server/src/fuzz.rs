@@ -30,3 +30,72 @@ pub fn http_append_body(data: &[u8]) {
         _ => panic!("fast path accepted what the reference refuses, or the reverse: {reference:?} vs {combined:?}"),
     }
 }
+
+/// The front's head reader (`crate::front_head`) never panics, and what
+/// it takes is exactly one request that hyper's parser would frame the
+/// same way: the head httparse completes at the same length, the body
+/// its one `Content-Length` declares (none: empty), all within the cap;
+/// more bytes after it change nothing (pipelining), fewer make it partial.
+/// The first byte picks the cap (in units of 64 bytes, at least 64).
+pub fn http_front_head(data: &[u8]) {
+    use crate::front_head::{parse, Head};
+    let Some((&cap_byte, buf)) = data.split_first() else {
+        return;
+    };
+    let cap_bytes = 64 * (usize::from(cap_byte) + 1);
+    let located = match parse(buf, cap_bytes) {
+        // Waiting for more is bounded: never at or past the cap.
+        Head::Partial { .. } => return assert!(buf.len() < cap_bytes),
+        Head::Hyper => return,
+        Head::Whole(located) => located,
+    };
+    let total = located.head_bytes + located.body_bytes;
+    assert!(
+        total <= buf.len() && total <= cap_bytes,
+        "taken past the buffer or the cap"
+    );
+    let mut headers = [httparse::EMPTY_HEADER; crate::front_head::HEADERS_MAX];
+    let mut req = httparse::Request::new(&mut headers);
+    let reparsed = req.parse(&buf[..located.head_bytes]);
+    assert_eq!(
+        reparsed.ok(),
+        Some(httparse::Status::Complete(located.head_bytes))
+    );
+    assert_eq!(req.version, Some(1));
+    let lengths: Vec<&[u8]> = req
+        .headers
+        .iter()
+        .filter(|h| h.name.eq_ignore_ascii_case("content-length"))
+        .map(|h| h.value)
+        .collect();
+    let declared = match lengths[..] {
+        [] => 0,
+        [one] => std::str::from_utf8(one).unwrap().parse::<usize>().unwrap(),
+        _ => panic!("two lengths taken"),
+    };
+    assert_eq!(declared, located.body_bytes);
+    let head = bytes::Bytes::copy_from_slice(&buf[..located.head_bytes]);
+    if let Some(parts) = located.to_parts(&head) {
+        assert_eq!(parts.method.as_str(), req.method.unwrap());
+        assert_eq!(parts.headers.len(), req.headers.len());
+    }
+    // More bytes after a whole request (the next, pipelined) change
+    // nothing about it; a request one byte short is not yet whole.
+    let mut longer = buf[..total].to_vec();
+    longer.extend_from_slice(b"GET / HTTP/1.1\r\n");
+    match parse(&longer, cap_bytes) {
+        Head::Whole(again) => {
+            assert_eq!(
+                (again.head_bytes, again.body_bytes),
+                (located.head_bytes, located.body_bytes)
+            )
+        }
+        other => panic!("a pipelined tail changed the reading: {other:?}"),
+    }
+    if total > 0 {
+        assert!(matches!(
+            parse(&buf[..total - 1], cap_bytes),
+            Head::Partial { .. }
+        ));
+    }
+}

@@ -40,6 +40,8 @@ mod conn_io;
 pub mod console;
 pub mod error;
 mod fast_json;
+mod front;
+pub mod front_head;
 #[cfg(feature = "fuzz")]
 #[doc(hidden)]
 pub mod fuzz;
@@ -51,6 +53,7 @@ pub mod ops;
 pub mod params;
 pub mod producers;
 pub mod records;
+mod rewind;
 pub mod server;
 pub mod session;
 pub mod sse;

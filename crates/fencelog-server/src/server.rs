@@ -9,10 +9,13 @@
 use crate::app;
 use crate::append_route::AppendRoute;
 use crate::conn_io::ConnIo;
+use crate::front::{Front, Left, KEEP_ALIVE};
+use crate::rewind::Rewind;
 use crate::state::{AppState, Shutdown};
 use crate::tls::Tls;
 use axum::http::HeaderValue;
 use axum::Router;
+use bytes::Bytes;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -237,9 +240,6 @@ enum Answer<F> {
     Router(F),
 }
 
-/// Parsed once: inserting by `&str` parses the name on every response.
-static KEEP_ALIVE: axum::http::HeaderName = axum::http::HeaderName::from_static("keep-alive");
-
 /// The first byte of every TLS handshake record.
 const TLS_HANDSHAKE: u8 = 0x16;
 
@@ -272,7 +272,38 @@ impl Conn {
         }
     }
 
-    async fn http<I>(self, io: I)
+    async fn http<I>(mut self, io: I)
+    where
+        I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
+        let io = ConnIo::new(io, self.config.write_timeout);
+        // Appends are answered by the front until a request is anything
+        // else; hyper then has the connection, unanswered bytes first.
+        let (io, unanswered) = match self.routes.append.clone() {
+            Some(route) => {
+                let front = Front {
+                    route,
+                    router: self.routes.router.clone(),
+                    head_timeout: self.config.header_read_timeout,
+                    cap_bytes: self.read_buffer_bytes(),
+                    keep_alive: self.config.keep_alive_header(),
+                };
+                match front.serve(io, &mut self.shutdown).await {
+                    Left::ToHyper(io, unanswered) => (io, unanswered),
+                    Left::Closed => return,
+                }
+            }
+            None => (io, Bytes::new()),
+        };
+        self.hyper(Rewind::new(unanswered, io)).await
+    }
+
+    /// hyper's read buffer limit, which bounds the front's too.
+    fn read_buffer_bytes(&self) -> usize {
+        self.config.header_bytes_max.max(8192)
+    }
+
+    async fn hyper<I>(self, io: I)
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
@@ -308,8 +339,7 @@ impl Conn {
         builder
             .timer(TokioTimer::new())
             .header_read_timeout(self.config.header_read_timeout)
-            .max_buf_size(self.config.header_bytes_max.max(8192));
-        let io = ConnIo::new(io, self.config.write_timeout);
+            .max_buf_size(self.read_buffer_bytes());
         // With upgrades: the append session is a WebSocket.
         let conn = builder
             .serve_connection(TokioIo::new(io), service)

@@ -10,3 +10,8 @@ fn replay(target: &str, run: fn(&[u8])) {
 fn http_append_body_corpus() {
     replay("http_append_body", fencelog_server::fuzz::http_append_body);
 }
+
+#[test]
+fn http_front_head_corpus() {
+    replay("http_front_head", fencelog_server::fuzz::http_front_head);
+}

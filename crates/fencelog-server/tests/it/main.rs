@@ -9,6 +9,7 @@ mod binary_reads;
 mod client_producer;
 mod console_assets;
 mod fencing;
+mod front;
 mod fuzz_corpus;
 mod headers;
 mod http_metrics;

@@ -1,0 +1,461 @@
+//! The HTTP/1.1 front of a connection: it answers whole, plainly framed
+//! requests itself and hands the connection to hyper, for good, at the
+//! first request that is anything else ([`crate::front_head`] says which
+//! is which: upgrades, live tails, chunked or oversized uploads, anything
+//! ambiguous).
+//!
+//! Why: for a producer's small requests hyper's dispatcher (its parser
+//! state, the body channel, the per-request timer, response encoding)
+//! costs more instructions than the whole append route (callgrind,
+//! BENCHMARKS.md, issue 13). Here a request is parsed with httparse out of
+//! one buffer, its body is a slice of that buffer, the same code hyper's
+//! path calls answers it (the append route, [`AppendRoute::serve`], or the
+//! router), and the answer is written as hyper would write it.
+//!
+//! What stays as it was:
+//! - Every answer is the route's or the router's; the front adds only the
+//!   framing (status line, `content-length` or chunked, `date`,
+//!   `keep-alive`, and `connection: close` when the client asked for it
+//!   or the server is shutting down; the connection then closes).
+//! - An answer's body is written frame by frame as it is produced, each
+//!   write awaited: a client that stops reading holds one frame.
+//! - Answers go out in request order, one request at a time: pipelined
+//!   requests wait in the buffer.
+//! - A connection costs at most hyper's read buffer limit of memory.
+//! - A head must be whole within the header read timeout, or the
+//!   connection closes, as hyper closes it. A body that is slow to come
+//!   goes to hyper, whose body deadline answers 408.
+//! - Writes go through [`crate::conn_io::ConnIo`], so its write deadline
+//!   holds.
+//! - On shutdown an idle connection closes; a request being answered is
+//!   finished first.
+
+use crate::append_route::AppendRoute;
+use crate::front_head::{self, Head};
+use crate::state::Shutdown;
+use axum::body::Body;
+use axum::http::{header, HeaderName, HeaderValue, Request, Response, StatusCode};
+use axum::Router;
+use bytes::{Bytes, BytesMut};
+use http_body_util::BodyExt;
+use std::cell::RefCell;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::time::{Instant, Sleep};
+use tower::ServiceExt;
+
+/// Parsed once: inserting by `&str` parses the name on every response.
+pub static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
+
+/// Bytes asked of the socket per read (hyper's first read size).
+const READ_CHUNK_BYTES: usize = 8192;
+
+/// Body frames up to this size are copied behind their chunk header and
+/// written with it; larger ones are written from where they are.
+const COPY_FRAME_BYTES: usize = 4096;
+
+/// How long the front waits for the rest of a body whose head it has,
+/// before hyper (and its body deadline) take the request over. Bodies
+/// that fit the front's buffer come in one or two segments on any live
+/// connection, so this bound is reached only by a stalling client.
+const BODY_WAIT: Duration = Duration::from_secs(1);
+
+/// The front's share of a connection's settings.
+pub struct Front {
+    pub route: Arc<AppendRoute>,
+    pub router: Router,
+    pub head_timeout: Duration,
+    /// The most bytes one request (head and body) may take in the buffer.
+    pub cap_bytes: usize,
+    pub keep_alive: HeaderValue,
+}
+
+/// How the front left a connection.
+pub enum Left<S> {
+    /// Closed (or to be dropped): the client left, timed out, or the
+    /// server is shutting down.
+    Closed,
+    /// Hyper's, with the bytes read and not yet answered.
+    ToHyper(S, Bytes),
+}
+
+impl Front {
+    /// Serves `io` until it closes or holds a request for hyper.
+    pub async fn serve<S>(&self, mut io: S, shutdown: &mut Shutdown) -> Left<S>
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
+        let mut buf = BytesMut::new();
+        let mut out = Vec::new();
+        let (mut head_deadline, mut body_deadline) = (None, None);
+        let alarm = tokio::time::sleep(self.head_timeout);
+        tokio::pin!(alarm);
+        loop {
+            let head_done = match front_head::parse(&buf, self.cap_bytes) {
+                Head::Hyper => return Left::ToHyper(io, buf.freeze()),
+                Head::Partial { head_done } => head_done,
+                Head::Whole(located) => {
+                    (head_deadline, body_deadline) = (None, None);
+                    if !self
+                        .answer(&mut io, &mut buf, located, shutdown, &mut out)
+                        .await
+                    {
+                        let _ = io.shutdown().await;
+                        return Left::Closed;
+                    }
+                    continue;
+                }
+            };
+            let now = Instant::now();
+            let mut deadline = *head_deadline.get_or_insert(now + self.head_timeout);
+            if head_done {
+                deadline = deadline.min(*body_deadline.get_or_insert(now + BODY_WAIT));
+            }
+            buf.reserve(READ_CHUNK_BYTES);
+            // A request under way is finished; an idle or half-sent head
+            // is not waited for once the server shuts down.
+            let stop = (!head_done).then_some(&mut *shutdown);
+            match read_more(&mut io, &mut buf, deadline, alarm.as_mut(), stop).await {
+                Read::More => {}
+                Read::Expired if head_done => return Left::ToHyper(io, buf.freeze()),
+                Read::Expired | Read::Closed => return Left::Closed,
+            }
+        }
+    }
+
+    /// Answers the whole request at the start of `buf` (taking it out);
+    /// false when the connection is to close.
+    async fn answer<S>(
+        &self,
+        io: &mut S,
+        buf: &mut BytesMut,
+        located: front_head::Located,
+        shutdown: &Shutdown,
+        out: &mut Vec<u8>,
+    ) -> bool
+    where
+        S: AsyncWrite + Unpin,
+    {
+        let asked_close = located.close;
+        let mut head = buf.split_to(located.head_bytes + located.body_bytes);
+        let body = head.split_off(located.head_bytes).freeze();
+        let Some(parts) = located.to_parts(&head.freeze()) else {
+            // What hyper answers (and closes after) for a head `http`
+            // refuses.
+            let _ = io.write_all(&crate::conn_io::malformed_request()).await;
+            return false;
+        };
+        let request = Request::from_parts(parts, Body::from(body));
+        let response = match located.append {
+            true => self.route.serve(request).await,
+            false => match self.router.clone().oneshot(request).await {
+                Ok(r) => r,
+                Err(never) => match never {},
+            },
+        };
+        // Either way the answer says `connection: close`, as hyper's does.
+        let closing = asked_close || shutdown.is_triggered();
+        let written = self.respond(io, response, closing, out).await;
+        written.is_ok() && !closing
+    }
+
+    /// Writes `response` as hyper would: the head with the first body
+    /// frame, then each frame as it comes, by length when the body's size
+    /// is known and chunked otherwise.
+    async fn respond<S>(
+        &self,
+        io: &mut S,
+        mut response: Response<Body>,
+        closing: bool,
+        out: &mut Vec<u8>,
+    ) -> io::Result<()>
+    where
+        S: AsyncWrite + Unpin,
+    {
+        response
+            .headers_mut()
+            .insert(KEEP_ALIVE.clone(), self.keep_alive.clone());
+        let (parts, mut body) = response.into_parts();
+        let framing = framing(&parts, hyper::body::Body::size_hint(&body).exact());
+        head(&parts, framing, closing, out);
+        if framing == Framing::Empty {
+            io.write_all(out).await?;
+            return io.flush().await;
+        }
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(io::Error::other)?;
+            let Ok(data) = frame.into_data() else {
+                continue; // trailers: hyper sends them only when asked (TE), never here
+            };
+            if data.is_empty() {
+                continue;
+            }
+            let chunked = framing == Framing::Chunked;
+            if chunked {
+                let mut hex = [0u8; 16];
+                out.extend_from_slice(hexadecimal(data.len(), &mut hex));
+                out.extend_from_slice(b"\r\n");
+            }
+            if data.len() <= COPY_FRAME_BYTES {
+                out.extend_from_slice(&data);
+            } else {
+                io.write_all(out).await?;
+                out.clear();
+                io.write_all(&data).await?;
+            }
+            if chunked {
+                out.extend_from_slice(b"\r\n");
+            }
+            io.write_all(out).await?;
+            out.clear();
+            // A TLS stream holds what it was given until flushed; a live
+            // reader must see each frame when it is made.
+            io.flush().await?;
+        }
+        if framing == Framing::Chunked {
+            out.extend_from_slice(b"0\r\n\r\n");
+        }
+        io.write_all(out).await?;
+        io.flush().await
+    }
+}
+
+/// What a wait for more request bytes ended with.
+enum Read {
+    More,
+    /// The client closed, the read failed, or the server is shutting down.
+    Closed,
+    /// `deadline` passed.
+    Expired,
+}
+
+/// Reads more of a request into `buf` until `deadline`.
+///
+/// `alarm` is the connection's one timer, and it is moved only when it
+/// fires before the deadline (or the deadline comes earlier): arming a
+/// timer for each read would cost every request a timer-wheel insert and
+/// removal, since a keep-alive client's next request is rarely there yet.
+async fn read_more<S>(
+    io: &mut S,
+    buf: &mut BytesMut,
+    deadline: Instant,
+    mut alarm: Pin<&mut Sleep>,
+    mut shutdown: Option<&mut Shutdown>,
+) -> Read
+where
+    S: AsyncRead + Unpin,
+{
+    if alarm.deadline() > deadline || alarm.is_elapsed() {
+        alarm.as_mut().reset(deadline);
+    }
+    loop {
+        let stop = async {
+            match shutdown.as_mut() {
+                Some(s) => s.wait().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            r = io.read_buf(buf) => {
+                return match r {
+                    Ok(n) if n > 0 => Read::More,
+                    _ => Read::Closed,
+                };
+            }
+            () = alarm.as_mut() => {
+                if Instant::now() >= deadline {
+                    return Read::Expired;
+                }
+                alarm.as_mut().reset(deadline);
+            }
+            () = stop => return Read::Closed,
+        }
+    }
+}
+
+/// How an answer's body is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Framing {
+    /// No body at all (204, 304).
+    Empty,
+    /// `content-length`: the route's own, or added from the body's size.
+    Length(Option<u64>),
+    /// `transfer-encoding: chunked`.
+    Chunked,
+}
+
+fn framing(parts: &axum::http::response::Parts, exact: Option<u64>) -> Framing {
+    let status = parts.status;
+    if status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
+        return Framing::Empty;
+    }
+    if parts.headers.contains_key(header::CONTENT_LENGTH) {
+        return Framing::Length(None);
+    }
+    match exact {
+        Some(n) => Framing::Length(Some(n)),
+        None => Framing::Chunked,
+    }
+}
+
+/// The head as hyper writes it: status line, the answer's headers in
+/// order, then the framing, `connection: close` when closing, the date.
+fn head(parts: &axum::http::response::Parts, framing: Framing, closing: bool, out: &mut Vec<u8>) {
+    debug_assert!(!parts.status.is_informational(), "no interim answers here");
+    out.clear();
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(parts.status.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(parts.status.canonical_reason().unwrap_or("").as_bytes());
+    out.extend_from_slice(b"\r\n");
+    for (name, value) in &parts.headers {
+        push_header(out, name.as_str(), value.as_bytes());
+    }
+    match framing {
+        Framing::Length(Some(n)) => {
+            let mut digits = [0u8; 20];
+            push_header(out, "content-length", decimal(n, &mut digits));
+        }
+        Framing::Chunked => push_header(out, "transfer-encoding", b"chunked"),
+        Framing::Empty | Framing::Length(None) => {}
+    }
+    if closing && !parts.headers.contains_key(header::CONNECTION) {
+        push_header(out, "connection", b"close");
+    }
+    if !parts.headers.contains_key(header::DATE) {
+        DATE.with(|d| push_header(out, "date", d.borrow_mut().now()));
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+fn push_header(out: &mut Vec<u8>, name: &str, value: &[u8]) {
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// `n` in lowercase hexadecimal, in the tail of `digits`.
+fn hexadecimal(mut n: usize, digits: &mut [u8; 16]) -> &[u8] {
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b"0123456789abcdef"[n % 16];
+        n /= 16;
+        if n == 0 {
+            return &digits[at..];
+        }
+    }
+}
+
+/// `n` in decimal, in the tail of `digits`.
+fn decimal(mut n: u64, digits: &mut [u8; 20]) -> &[u8] {
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &digits[at..];
+        }
+    }
+}
+
+/// The `date` header's text, formatted once a second per thread (as
+/// hyper caches it).
+struct DateCache {
+    second: u64,
+    text: String,
+}
+
+impl DateCache {
+    fn now(&mut self) -> &[u8] {
+        let now = SystemTime::now();
+        let second = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        if second != self.second || self.text.is_empty() {
+            self.second = second;
+            self.text = httpdate::fmt_http_date(now);
+        }
+        self.text.as_bytes()
+    }
+}
+
+thread_local! {
+    static DATE: RefCell<DateCache> = const {
+        RefCell::new(DateCache { second: 0, text: String::new() })
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(status: StatusCode) -> axum::http::response::Parts {
+        let (mut parts, ()) = Response::new(()).into_parts();
+        parts.status = status;
+        parts.headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        parts
+    }
+
+    #[test]
+    fn heads_are_framed_as_hyper_frames_them() {
+        let conflict = parts(StatusCode::CONFLICT);
+        let mut out = Vec::new();
+        head(&conflict, framing(&conflict, Some(2)), false, &mut out);
+        let text = String::from_utf8(out.clone()).unwrap();
+        let lines: Vec<&str> = text.strip_suffix("\r\n\r\n").unwrap().lines().collect();
+        assert_eq!(
+            lines[..3],
+            [
+                "HTTP/1.1 409 Conflict",
+                "content-type: application/json",
+                "content-length: 2"
+            ]
+        );
+        assert!(
+            lines[3].starts_with("date: ") && lines[3].ends_with(" GMT"),
+            "{text}"
+        );
+        assert_eq!(lines.len(), 4);
+        head(&conflict, framing(&conflict, Some(0)), true, &mut out);
+        let text = String::from_utf8(out.clone()).unwrap();
+        assert!(
+            text.contains("\r\ncontent-length: 0\r\nconnection: close\r\ndate: "),
+            "{text}"
+        );
+        let ok = parts(StatusCode::OK);
+        head(&ok, framing(&ok, None), false, &mut out);
+        let text = String::from_utf8(out.clone()).unwrap();
+        assert!(
+            text.contains("\r\ntransfer-encoding: chunked\r\n"),
+            "{text}"
+        );
+        let none = parts(StatusCode::NO_CONTENT);
+        assert_eq!(framing(&none, Some(0)), Framing::Empty);
+        head(&none, Framing::Empty, false, &mut out);
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            !text.contains("content-length") && !text.contains("chunked"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn numbers() {
+        let mut d = [0u8; 20];
+        for n in [0, 7, 10, 409, 65_536, u64::MAX] {
+            assert_eq!(decimal(n, &mut d), n.to_string().as_bytes());
+        }
+        let mut h = [0u8; 16];
+        for n in [0usize, 9, 10, 255, 65_536, usize::MAX] {
+            assert_eq!(hexadecimal(n, &mut h), format!("{n:x}").as_bytes());
+        }
+    }
+}

@@ -1,0 +1,385 @@
+//! What the HTTP/1.1 front ([`crate::front`]) makes of the bytes a
+//! connection has sent so far: a complete append request it answers
+//! itself, a request that needs more bytes, or anything else, which hyper
+//! takes over. Pure (no I/O), so it is unit-tested and fuzzed
+//! ([`crate::fuzz::front_head`]).
+//!
+//! The rule is to take only what is unambiguous. A request is the front's
+//! only when every one of these holds, and hyper's otherwise:
+//!
+//! - httparse parses its head strictly, within [`HEADERS_MAX`] headers;
+//! - it is HTTP/1.1 with an origin-form target, and not `HEAD` or
+//!   `CONNECT` (whose answers hyper frames differently);
+//! - at most one `Content-Length`, of digits only (none is an empty body,
+//!   as for hyper), and no `Transfer-Encoding`, `Expect`, `Upgrade`, `TE`
+//!   or `Connection` (bar a lone `keep-alive` or `close`): no framing but
+//!   one, no interim answer, no protocol switch, no connection options;
+//! - it is not a live tail (`Accept: text/event-stream`, or `follow` in
+//!   the target): a tail's answer never ends, and hyper keeps watching a
+//!   tail's socket for the client going away;
+//! - head and body fit in `cap_bytes` (hyper's read buffer limit, so a
+//!   connection costs the front no more than it costs hyper);
+//! - the target parses as a URI and every header as an `http` header.
+//!
+//! So smuggling ambiguities (two lengths, a length beside chunked),
+//! oversized heads (431), malformed ones (400), slow bodies (408), the
+//! append session's WebSocket and live tails are all served by hyper
+//! exactly as before.
+
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri, Version};
+use bytes::Bytes;
+use std::ops::Range;
+
+/// Headers the front parses; a request with more is hyper's.
+pub const HEADERS_MAX: usize = 32;
+
+/// The front's reading of a connection's buffered bytes.
+// Made once per request and consumed at once: boxing the located head
+// would cost every request an allocation, which the front exists to save.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum Head {
+    /// Not yet a whole request the front could take: read more.
+    Partial {
+        /// The head is complete and only the body is missing.
+        head_done: bool,
+    },
+    /// Hyper's from here on: the connection goes to it with every byte
+    /// still unanswered.
+    Hyper,
+    /// A whole request at the start of the buffer.
+    Whole(Located),
+}
+
+/// Where a whole request's parts lie in the buffer, so that its head can
+/// be taken as shared slices of it ([`Located::to_parts`]) instead of
+/// copied value by value.
+#[derive(Debug)]
+pub struct Located {
+    pub method: Method,
+    pub head_bytes: usize,
+    pub body_bytes: usize,
+    /// For the append route ([`crate::append_route::AppendRoute`]).
+    pub append: bool,
+    /// `Connection: close`: the answer is the connection's last.
+    pub close: bool,
+    target: Span,
+    /// Each header's name and value.
+    headers: [(Span, Span); HEADERS_MAX],
+    header_count: usize,
+}
+
+/// Where bytes lie in the buffer: start and end (a head is under
+/// 4 GiB, which [`parse`] checks).
+#[derive(Debug, Clone, Copy, Default)]
+struct Span(u32, u32);
+
+impl Span {
+    fn range(self) -> Range<usize> {
+        self.0 as usize..self.1 as usize
+    }
+}
+
+/// Reads the request at the start of `buf`.
+pub fn parse(buf: &[u8], cap_bytes: usize) -> Head {
+    let mut headers = [httparse::EMPTY_HEADER; HEADERS_MAX];
+    let mut req = httparse::Request::new(&mut headers);
+    let head_bytes = match req.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) if buf.len() < cap_bytes => {
+            return Head::Partial { head_done: false }
+        }
+        _ => return Head::Hyper,
+    };
+    let (Some(method), Some(1), Some(target)) = (req.method, req.version, req.path) else {
+        return Head::Hyper;
+    };
+    if !target.starts_with('/') || method == "HEAD" || method == "CONNECT" {
+        return Head::Hyper;
+    }
+    if target.contains("follow") || wants_tail(req.headers) {
+        return Head::Hyper;
+    }
+    let Some((body_bytes, close)) = plain_framing(req.headers) else {
+        return Head::Hyper;
+    };
+    let Some(total) = head_bytes.checked_add(body_bytes) else {
+        return Head::Hyper;
+    };
+    if total > cap_bytes || total > u32::MAX as usize {
+        return Head::Hyper;
+    }
+    if buf.len() < total {
+        return Head::Partial { head_done: true };
+    }
+    let method = match method {
+        "POST" => Method::POST,
+        "GET" => Method::GET,
+        other => match Method::from_bytes(other.as_bytes()) {
+            Ok(m) => m,
+            Err(_) => return Head::Hyper,
+        },
+    };
+    let path = target.split_once('?').map_or(target, |(path, _)| path);
+    let append = crate::append_route::AppendRoute::matches_path(&method, path).is_some();
+    let at = |s: &[u8]| {
+        let start = s.as_ptr() as usize - buf.as_ptr() as usize;
+        debug_assert!(start + s.len() <= head_bytes);
+        Span(start as u32, (start + s.len()) as u32)
+    };
+    let mut located = Located {
+        method,
+        head_bytes,
+        body_bytes,
+        append,
+        close,
+        target: at(target.as_bytes()),
+        headers: [(Span::default(), Span::default()); HEADERS_MAX],
+        header_count: req.headers.len(),
+    };
+    for (slot, h) in located.headers.iter_mut().zip(req.headers.iter()) {
+        *slot = (at(h.name.as_bytes()), at(h.value));
+    }
+    Head::Whole(located)
+}
+
+impl Located {
+    /// The head as hyper would have handed it on: method, URI, version
+    /// and headers in the order sent, the URI and values sharing `head`
+    /// (the request's first `head_bytes`). None when the URI or a header
+    /// is not valid for `http` (hyper answers those 400).
+    pub fn to_parts(&self, head: &Bytes) -> Option<axum::http::request::Parts> {
+        debug_assert!(head.len() >= self.head_bytes);
+        let uri = Uri::from_maybe_shared(head.slice(self.target.range())).ok()?;
+        let mut map = HeaderMap::with_capacity(self.header_count);
+        for (name, value) in &self.headers[..self.header_count] {
+            let name = HeaderName::from_bytes(&head[name.range()]).ok()?;
+            let value = HeaderValue::from_maybe_shared(head.slice(value.range())).ok()?;
+            map.append(name, value);
+        }
+        let (mut parts, ()) = Request::new(()).into_parts();
+        parts.method = self.method.clone();
+        parts.uri = uri;
+        parts.version = Version::HTTP_11;
+        parts.headers = map;
+        Some(parts)
+    }
+}
+
+/// An `Accept` naming the event stream: a live tail.
+fn wants_tail(headers: &[httparse::Header<'_>]) -> bool {
+    headers.iter().any(|h| {
+        h.name.eq_ignore_ascii_case("accept")
+            && h.value
+                .windows(b"event-stream".len())
+                .any(|w| w.eq_ignore_ascii_case(b"event-stream"))
+    })
+}
+
+/// The body's length, when the headers frame it one plain way only, and
+/// whether the client asked to close after the answer.
+fn plain_framing(headers: &[httparse::Header<'_>]) -> Option<(usize, bool)> {
+    let mut length = None;
+    let mut close = false;
+    for h in headers {
+        let name = h.name;
+        if name.eq_ignore_ascii_case("content-length") {
+            if length.is_some() || h.value.is_empty() || h.value.len() > 12 {
+                return None;
+            }
+            if !h.value.iter().all(u8::is_ascii_digit) {
+                return None;
+            }
+            let digits = std::str::from_utf8(h.value).ok()?;
+            length = Some(digits.parse::<usize>().ok()?);
+        } else if name.eq_ignore_ascii_case("connection") {
+            if h.value.eq_ignore_ascii_case(b"close") {
+                close = true;
+            } else if !h.value.eq_ignore_ascii_case(b"keep-alive") {
+                return None;
+            }
+        } else if ["transfer-encoding", "expect", "upgrade", "te"]
+            .iter()
+            .any(|n| name.eq_ignore_ascii_case(n))
+        {
+            return None;
+        }
+    }
+    // No length is an empty body, as hyper reads it.
+    Some((length.unwrap_or(0), close))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CAP: usize = 8192;
+    const OK: &str = "POST /v1/streams/s/records HTTP/1.1\r\nHost: t\r\nFencing-Token: 3\r\nContent-Type: application/octet-stream\r\nContent-Length: 5\r\n\r\nhello";
+
+    fn kind(buf: &[u8]) -> &'static str {
+        match parse(buf, CAP) {
+            Head::Partial { head_done: false } => "partial",
+            Head::Partial { head_done: true } => "body",
+            Head::Hyper => "hyper",
+            Head::Whole(l) if l.append && l.close => "append, then close",
+            Head::Whole(l) if l.append => "append",
+            Head::Whole(_) => "router",
+        }
+    }
+
+    #[test]
+    fn a_plain_append_is_taken_with_its_head_and_body_located() {
+        let Head::Whole(l) = parse(OK.as_bytes(), CAP) else {
+            panic!("not taken");
+        };
+        let (head_bytes, body_bytes) = (l.head_bytes, l.body_bytes);
+        assert!(l.append);
+        let parts = l.to_parts(&Bytes::from_static(OK.as_bytes())).unwrap();
+        assert_eq!((head_bytes + body_bytes, body_bytes), (OK.len(), 5));
+        assert_eq!(&OK[head_bytes..], "hello");
+        assert_eq!(
+            (&parts.method, parts.uri.path()),
+            (&Method::POST, "/v1/streams/s/records")
+        );
+        assert_eq!(parts.headers["fencing-token"], "3");
+        let names: Vec<_> = parts.headers.keys().map(|k| k.as_str()).collect();
+        assert_eq!(
+            names,
+            ["host", "fencing-token", "content-type", "content-length"]
+        );
+        // Followed by the next request: only the first is taken.
+        let two = format!("{OK}{OK}");
+        assert!(
+            matches!(parse(two.as_bytes(), CAP), Head::Whole(l) if l.head_bytes + l.body_bytes == OK.len())
+        );
+    }
+
+    #[test]
+    fn every_cut_of_a_request_is_partial_and_the_whole_is_taken() {
+        let head_end = OK.find("\r\n\r\n").unwrap() + 4;
+        for cut in 0..OK.len() {
+            let want = if cut < head_end { "partial" } else { "body" };
+            assert_eq!(kind(&OK.as_bytes()[..cut]), want, "cut at {cut}");
+        }
+        assert_eq!(kind(OK.as_bytes()), "append");
+    }
+
+    #[test]
+    fn other_routes_go_to_the_router_and_anything_ambiguous_to_hyper() {
+        let swaps = [
+            ("POST /v1", "PUT /v1", "router"),
+            ("POST /v1", "DELETE /v1", "router"),
+            ("POST /v1", "HEAD /v1", "hyper"),
+            ("POST /v1/streams/s/records", "CONNECT t:80", "hyper"),
+            ("HTTP/1.1", "HTTP/1.0", "hyper"),
+            ("/v1/streams/s/records", "/v1/streams/s/records/x", "router"),
+            (
+                "/v1/streams/s/records",
+                "/v1/streams/a%2Fb/records",
+                "router",
+            ),
+            ("/v1/streams/s/records", "/v1/streams//records", "router"),
+            ("/v1/streams/s/records", "/v1/streams/s/fence", "router"),
+            (
+                "/v1/streams/s/records",
+                "http://t/v1/streams/s/records",
+                "hyper",
+            ),
+            ("/v1/streams/s/records", "*", "hyper"),
+            (
+                "/v1/streams/s/records",
+                "/v1/streams/s/records?follow=true",
+                "hyper",
+            ),
+            ("Host: t", "Host: t\r\nAccept: text/Event-Stream", "hyper"),
+            ("Host: t", "Host: t\r\nAccept: application/json", "append"),
+            ("Host: t", "Host: t\r\nConnection: Keep-Alive", "append"),
+            (
+                "Host: t",
+                "Host: t\r\nConnection: CLOSE",
+                "append, then close",
+            ),
+            ("Content-Length: 5", "Content-Length: +5", "hyper"),
+            ("Content-Length: 5", "Content-Length: 5, 5", "hyper"),
+            (
+                "Content-Length: 5",
+                "Content-Length: 5\r\nContent-Length: 5",
+                "hyper",
+            ),
+            (
+                "Content-Length: 5",
+                "Content-Length: 5\r\nTransfer-Encoding: chunked",
+                "hyper",
+            ),
+            (
+                "Content-Length: 5",
+                "Content-Length: 99999999999999999999",
+                "hyper",
+            ),
+            ("Content-Length: 5", "Transfer-Encoding: chunked", "hyper"),
+            (
+                "Content-Length: 5",
+                "Content-Length: 5\r\nExpect: 100-continue",
+                "hyper",
+            ),
+            (
+                "Content-Length: 5",
+                "Content-Length: 5\r\nConnection: close",
+                "append, then close",
+            ),
+            (
+                "Content-Length: 5",
+                "Content-Length: 5\r\nConnection: keep-alive, close",
+                "hyper",
+            ),
+            (
+                "Content-Length: 5",
+                "Content-Length: 5\r\nConnection: x-hop",
+                "hyper",
+            ),
+            (
+                "Content-Length: 5",
+                "Content-Length: 5\r\nUpgrade: websocket",
+                "hyper",
+            ),
+            (
+                "Content-Length: 5",
+                "Content-Length: 5\r\nTE: trailers",
+                "hyper",
+            ),
+            ("Host: t", "Host : t", "hyper"),
+            ("Host: t", "Host: t\r\n folded", "hyper"),
+        ];
+        for (from, to, want) in swaps {
+            let req = OK.replacen(from, to, 1);
+            assert_eq!(kind(req.as_bytes()), want, "{req:?}");
+        }
+        let many: String = (0..HEADERS_MAX).map(|i| format!("X-{i}: v\r\n")).collect();
+        let crowded = OK.replacen("Host: t\r\n", &format!("Host: t\r\n{many}"), 1);
+        assert_eq!(kind(crowded.as_bytes()), "hyper");
+    }
+
+    #[test]
+    fn no_length_is_an_empty_body() {
+        let get = b"GET /v1/streams/s/records?start_seq=0 HTTP/1.1\r\nHost: t\r\n\r\nGET";
+        let Head::Whole(l) = parse(get, CAP) else {
+            panic!("not taken");
+        };
+        assert_eq!((l.body_bytes, l.append), (0, false));
+        let parts = l.to_parts(&Bytes::from_static(get)).unwrap();
+        assert_eq!((parts.method, l.head_bytes), (Method::GET, get.len() - 3));
+        assert_eq!(parts.uri.query(), Some("start_seq=0"));
+    }
+
+    #[test]
+    fn what_does_not_fit_the_cap_is_hyper_s_even_unfinished() {
+        let big = OK.replacen("Content-Length: 5", &format!("Content-Length: {CAP}"), 1);
+        assert_eq!(kind(big.as_bytes()), "hyper");
+        let head = format!(
+            "POST /v1/streams/s/records HTTP/1.1\r\nX: {}",
+            "a".repeat(CAP)
+        );
+        assert_eq!(kind(head.as_bytes()), "hyper");
+        assert_eq!(kind(&head.as_bytes()[..CAP - 1]), "partial");
+    }
+}
