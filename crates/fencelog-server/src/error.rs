@@ -95,14 +95,9 @@ pub fn stale_response(stream: &str, presented: u64, highest: u64, next_seq: u64)
 
 /// The body of [`stale_response`].
 pub fn stale_body(stream: &str, presented: u64, highest: u64, next_seq: u64) -> Vec<u8> {
-    let err = WriteError::StaleToken {
-        presented,
-        highest,
-        next_seq,
-    };
     // The engine's message is about 110 bytes; room for it at once.
     let mut body = Vec::with_capacity(fixed_json::stale_body_bytes(stream.len(), 128));
-    fixed_json::write_stale_body(&mut body, stream, &err, presented, highest, next_seq);
+    fixed_json::write_stale_refusal(&mut body, stream, presented, highest, next_seq);
     body
 }
 

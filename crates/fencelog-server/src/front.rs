@@ -39,6 +39,7 @@ use axum::Router;
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
 use std::cell::RefCell;
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -84,7 +85,7 @@ pub enum Left<S> {
 
 impl Front {
     /// Serves `io` until it closes or holds a request for hyper.
-    pub async fn serve<S>(&self, mut io: S, shutdown: &mut Shutdown) -> Left<S>
+    pub async fn serve<S>(&self, mut io: S, shutdown: &Shutdown) -> Left<S>
     where
         S: AsyncRead + AsyncWrite + Unpin,
     {
@@ -93,6 +94,12 @@ impl Front {
         let (mut head_deadline, mut body_deadline) = (None, None);
         let alarm = tokio::time::sleep(self.head_timeout);
         tokio::pin!(alarm);
+        // One wait on the shutdown signal for the connection's life: a wait
+        // made per read would join and leave the signal's waiter list (a
+        // lock each way) on every request.
+        let mut signal = shutdown.clone();
+        let stop = signal.wait();
+        tokio::pin!(stop);
         loop {
             let head_done = match front_head::parse(&buf, self.cap_bytes) {
                 Head::Hyper => return Left::ToHyper(io, buf.freeze()),
@@ -117,7 +124,7 @@ impl Front {
             buf.reserve(READ_CHUNK_BYTES);
             // A request under way is finished; an idle or half-sent head
             // is not waited for once the server shuts down.
-            let stop = (!head_done).then_some(&mut *shutdown);
+            let stop = (!head_done).then_some(stop.as_mut());
             match read_more(&mut io, &mut buf, deadline, alarm.as_mut(), stop).await {
                 Read::More => {}
                 Read::Expired if head_done => return Left::ToHyper(io, buf.freeze()),
@@ -238,23 +245,28 @@ enum Read {
 /// fires before the deadline (or the deadline comes earlier): arming a
 /// timer for each read would cost every request a timer-wheel insert and
 /// removal, since a keep-alive client's next request is rarely there yet.
-async fn read_more<S>(
+///
+/// `stop` is the connection's wait on the shutdown signal, when it is to
+/// end the read; once it has fired the connection closes, so it is never
+/// polled again.
+async fn read_more<S, F>(
     io: &mut S,
     buf: &mut BytesMut,
     deadline: Instant,
     mut alarm: Pin<&mut Sleep>,
-    mut shutdown: Option<&mut Shutdown>,
+    mut stop: Option<Pin<&mut F>>,
 ) -> Read
 where
     S: AsyncRead + Unpin,
+    F: Future<Output = ()>,
 {
     if alarm.deadline() > deadline || alarm.is_elapsed() {
         alarm.as_mut().reset(deadline);
     }
     loop {
         let stop = async {
-            match shutdown.as_mut() {
-                Some(s) => s.wait().await,
+            match stop.as_mut() {
+                Some(s) => s.as_mut().await,
                 None => std::future::pending().await,
             }
         };

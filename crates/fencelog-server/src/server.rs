@@ -272,7 +272,7 @@ impl Conn {
         }
     }
 
-    async fn http<I>(mut self, io: I)
+    async fn http<I>(self, io: I)
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
@@ -288,7 +288,7 @@ impl Conn {
                     cap_bytes: self.read_buffer_bytes(),
                     keep_alive: self.config.keep_alive_header(),
                 };
-                match front.serve(io, &mut self.shutdown).await {
+                match front.serve(io, &self.shutdown).await {
                     Left::ToHyper(io, unanswered) => (io, unanswered),
                     Left::Closed => return,
                 }
