@@ -15,6 +15,12 @@ pub struct Rewind<I> {
 
 impl<I> Rewind<I> {
     pub fn new(prefix: Bytes, inner: I) -> Self {
+        // Not even an empty slice of the front's buffer is kept (below).
+        let prefix = if prefix.is_empty() {
+            Bytes::new()
+        } else {
+            prefix
+        };
         Rewind { prefix, inner }
     }
 }
@@ -29,6 +35,12 @@ impl<I: AsyncRead + Unpin> AsyncRead for Rewind<I> {
             let n = self.prefix.len().min(buf.remaining());
             buf.put_slice(&self.prefix[..n]);
             self.prefix.advance(n);
+            if self.prefix.is_empty() {
+                // An empty slice still holds the front's whole read
+                // buffer; a connection hyper keeps (an idle live tail)
+                // must not carry it for its life.
+                self.prefix = Bytes::new();
+            }
             return Poll::Ready(Ok(()));
         }
         Pin::new(&mut self.inner).poll_read(cx, buf)
@@ -80,5 +92,18 @@ mod tests {
         let mut rest = Vec::new();
         io.read_to_end(&mut rest).await.unwrap();
         assert_eq!(rest, b"llo world");
+    }
+
+    #[tokio::test]
+    async fn a_read_prefix_no_longer_holds_its_buffer() {
+        let buffer = Bytes::from(vec![b'x'; 8192]);
+        let mut io = Rewind::new(buffer.slice(..10), &b""[..]);
+        let mut all = Vec::new();
+        io.read_to_end(&mut all).await.unwrap();
+        assert_eq!(all.len(), 10);
+        assert!(
+            buffer.is_unique(),
+            "the consumed prefix still holds the buffer"
+        );
     }
 }

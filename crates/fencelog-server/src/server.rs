@@ -288,6 +288,8 @@ impl Conn {
                     cap_bytes: self.read_buffer_bytes(),
                     keep_alive: self.config.keep_alive_header(),
                 };
+                // Small: the front boxes its answering state, made only
+                // once a request is its own (`Front::serve`).
                 match front.serve(io, &self.shutdown).await {
                     Left::ToHyper(io, unanswered) => (io, unanswered),
                     Left::Closed => return,
