@@ -15,12 +15,6 @@ pub struct Rewind<I> {
 
 impl<I> Rewind<I> {
     pub fn new(prefix: Bytes, inner: I) -> Self {
-        // Not even an empty slice of the front's buffer is kept (below).
-        let prefix = if prefix.is_empty() {
-            Bytes::new()
-        } else {
-            prefix
-        };
         Rewind { prefix, inner }
     }
 }
@@ -36,9 +30,9 @@ impl<I: AsyncRead + Unpin> AsyncRead for Rewind<I> {
             buf.put_slice(&self.prefix[..n]);
             self.prefix.advance(n);
             if self.prefix.is_empty() {
-                // An empty slice still holds the front's whole read
-                // buffer; a connection hyper keeps (an idle live tail)
-                // must not carry it for its life.
+                // An empty slice still holds its allocation; a
+                // connection hyper keeps (an idle live tail) must not
+                // carry it for its life.
                 self.prefix = Bytes::new();
             }
             return Poll::Ready(Ok(()));
