@@ -3,7 +3,8 @@
 //! JSON decoders (`fast_json`, `json_append`) produce this, and the append
 //! handler consumes it.
 
-use axum::http::{header, HeaderMap};
+use crate::header_view::{visible_ascii, HeaderView};
+use axum::http::header;
 use bytes::Bytes;
 use fencelog_api::header as wire;
 use fencelog_engine::{Header, RecordIn};
@@ -57,11 +58,8 @@ pub(crate) enum BodyKind {
     Raw,
 }
 
-pub(crate) fn body_kind(headers: &HeaderMap) -> BodyKind {
-    let Some(v) = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-    else {
+pub(crate) fn body_kind<H: HeaderView + ?Sized>(headers: &H) -> BodyKind {
+    let Some(v) = headers.first(&header::CONTENT_TYPE).and_then(visible_ascii) else {
         return BodyKind::Raw;
     };
     let essence = v.split(';').next().unwrap_or("").trim();

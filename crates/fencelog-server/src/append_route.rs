@@ -21,6 +21,8 @@
 //! ways answer alike, byte for byte.
 
 use crate::auth::{self, Access};
+use crate::body::Incoming;
+use crate::header_view::HeaderView;
 use crate::http_metrics::APPEND_ROUTE;
 use crate::state::AppState;
 use crate::{ops, params, records};
@@ -68,10 +70,24 @@ impl AppendRoute {
 
     /// Answers `request`, which [`AppendRoute::matches`] accepted.
     pub async fn serve(&self, request: Request<Body>) -> Response {
+        let (parts, body) = request.into_parts();
+        let stream = Self::matches_path(&parts.method, parts.uri.path());
+        let stream = stream.expect("matched before serving");
+        self.serve_parts(stream, &parts.headers, body.into()).await
+    }
+
+    /// Answers a request of this route, given as its stream segment (as
+    /// [`AppendRoute::matches`] found it), headers and body.
+    pub async fn serve_parts<H: HeaderView + Sync + ?Sized>(
+        &self,
+        stream: &str,
+        headers: &H,
+        body: Incoming,
+    ) -> Response {
         let started = Instant::now();
-        let response = match ops::headers_over_limit(&self.state, &request) {
+        let response = match ops::headers_over_limit(&self.state, headers) {
             Some(refused) => refused,
-            None => self.admitted(request).await,
+            None => self.admitted(stream, headers, body).await,
         };
         self.state
             .http_metrics
@@ -79,12 +95,16 @@ impl AppendRoute {
         response
     }
 
-    async fn admitted(&self, request: Request<Body>) -> Response {
-        let stream = Self::matches(&request).expect("matched before serving");
+    async fn admitted<H: HeaderView + Sync + ?Sized>(
+        &self,
+        stream: &str,
+        headers: &H,
+        body: Incoming,
+    ) -> Response {
         let caller = match self.access {
             Access::Open => auth::Caller::default(),
             Access::Scope(scope) => {
-                match auth::admit(&self.state.auth, scope, request.headers(), Ok(Some(stream))) {
+                match auth::admit(&self.state.auth, scope, headers, Ok(Some(stream))) {
                     Ok(caller) => caller,
                     Err(refused) => return refused,
                 }
@@ -93,8 +113,7 @@ impl AppendRoute {
         if let Err(e) = params::valid_stream_name(stream) {
             return e.into_response();
         }
-        let stream = stream.to_string();
-        match records::append_to(&self.state, &caller, stream, request).await {
+        match records::append_from(&self.state, &caller, stream, headers, body).await {
             Ok(r) | Err(r) => r,
         }
     }

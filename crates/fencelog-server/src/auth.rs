@@ -8,9 +8,10 @@
 //! or with `--insecure-no-auth`.
 
 use crate::error::ApiError;
+use crate::header_view::{visible_ascii, HeaderView};
 use axum::extract::rejection::RawPathParamsRejection;
 use axum::extract::{RawPathParams, Request, State};
-use axum::http::{header, HeaderMap, HeaderValue};
+use axum::http::{header, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use fencelog_api::{ErrorCode, Field};
@@ -179,11 +180,14 @@ impl Auth {
     /// The principal a request's `Authorization` header names; `None` on an
     /// open server. Two such headers are refused: which of them a request
     /// is from would depend on which one a reader takes.
-    pub fn authenticate(&self, headers: &HeaderMap) -> Result<Option<&Principal>, ApiError> {
+    pub fn authenticate<H: HeaderView + ?Sized>(
+        &self,
+        headers: &H,
+    ) -> Result<Option<&Principal>, ApiError> {
         let Auth::Tokens(tokens) = self else {
             return Ok(None);
         };
-        let mut values = headers.get_all(header::AUTHORIZATION).iter();
+        let mut values = headers.values_of(&header::AUTHORIZATION);
         let value = values.next();
         if values.next().is_some() {
             return Err(unauthenticated(
@@ -195,9 +199,7 @@ impl Auth {
                 "this server requires an access token: send Authorization: Bearer <secret>",
             ));
         };
-        let secret = value
-            .to_str()
-            .ok()
+        let secret = visible_ascii(value)
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim)
             .filter(|s| !s.is_empty())
@@ -348,10 +350,10 @@ pub async fn check(
 // The refusal is the response sent as it is, once; boxing it would give
 // every refused request an allocation to save a move.
 #[allow(clippy::result_large_err)]
-pub fn admit(
+pub fn admit<H: HeaderView + ?Sized>(
     auth: &Auth,
     scope: Scope,
-    headers: &HeaderMap,
+    headers: &H,
     stream: Result<Option<&str>, &str>,
 ) -> Result<Caller, Response> {
     let principal = auth.authenticate(headers).map_err(with_challenge)?;
@@ -423,6 +425,7 @@ pub fn generate_secret() -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::HeaderMap;
 
     fn settings(name: &str, secret: &str, scopes: &[&str], prefix: &str) -> TokenSettings {
         TokenSettings {

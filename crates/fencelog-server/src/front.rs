@@ -198,24 +198,45 @@ impl Front {
         let asked_close = located.close;
         let mut head = buf.split_to(located.head_bytes + located.body_bytes);
         let body = head.split_off(located.head_bytes).freeze();
-        let Some(parts) = located.to_parts(&head.freeze()) else {
-            // What hyper answers (and closes after) for a head `http`
-            // refuses.
-            let _ = io.write_all(&crate::conn_io::malformed_request()).await;
-            return false;
-        };
-        let request = Request::from_parts(parts, Body::from(body));
-        let response = match located.append {
-            true => self.route.serve(request).await,
-            false => match self.router.clone().oneshot(request).await {
-                Ok(r) => r,
-                Err(never) => match never {},
+        let head = head.freeze();
+        let response = match located.append_view(&head) {
+            Some((stream, headers)) => {
+                let body = crate::body::Incoming::Whole(body);
+                self.route.serve_parts(stream, &headers, body).await
+            }
+            None => match self.serve_parts(&located, &head, body).await {
+                Some(response) => response,
+                None => {
+                    // What hyper answers (and closes after) for a head
+                    // `http` refuses.
+                    let _ = io.write_all(&crate::conn_io::malformed_request()).await;
+                    return false;
+                }
             },
         };
         // Either way the answer says `connection: close`, as hyper's does.
         let closing = asked_close || shutdown.is_triggered();
         let written = self.respond(io, response, closing, out).await;
         written.is_ok() && !closing
+    }
+
+    /// The answer to a request read as `http` parts, as hyper would hand
+    /// it on; None when `http` refuses its head.
+    async fn serve_parts(
+        &self,
+        located: &front_head::Located,
+        head: &Bytes,
+        body: Bytes,
+    ) -> Option<Response<Body>> {
+        let parts = located.to_parts(head)?;
+        let request = Request::from_parts(parts, Body::from(body));
+        Some(match located.append {
+            true => self.route.serve(request).await,
+            false => match self.router.clone().oneshot(request).await {
+                Ok(r) => r,
+                Err(never) => match never {},
+            },
+        })
     }
 
     /// Writes `response` as hyper would: the head with the first body
@@ -396,7 +417,7 @@ fn framing(parts: &axum::http::response::Parts, exact: Option<u64>) -> Framing {
     if status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED {
         return Framing::Empty;
     }
-    if parts.headers.contains_key(header::CONTENT_LENGTH) {
+    if parts.headers.keys().any(|k| k == header::CONTENT_LENGTH) {
         return Framing::Length(None);
     }
     match exact {
@@ -415,7 +436,13 @@ fn head(parts: &axum::http::response::Parts, framing: Framing, closing: bool, ou
     out.push(b' ');
     out.extend_from_slice(parts.status.canonical_reason().unwrap_or("").as_bytes());
     out.extend_from_slice(b"\r\n");
+    // Which of its own the answer has, seen as it is written: a route's
+    // answer has a header or two, which a look at each finds sooner than
+    // a lookup by name (hashing it) would.
+    let (mut has_connection, mut has_date) = (false, false);
     for (name, value) in &parts.headers {
+        has_connection |= name == header::CONNECTION;
+        has_date |= name == header::DATE;
         push_header(out, name.as_str(), value.as_bytes());
     }
     match framing {
@@ -426,10 +453,10 @@ fn head(parts: &axum::http::response::Parts, framing: Framing, closing: bool, ou
         Framing::Chunked => push_header(out, "transfer-encoding", b"chunked"),
         Framing::Empty | Framing::Length(None) => {}
     }
-    if closing && !parts.headers.contains_key(header::CONNECTION) {
+    if closing && !has_connection {
         push_header(out, "connection", b"close");
     }
-    if !parts.headers.contains_key(header::DATE) {
+    if !has_date {
         DATE.with(|d| push_header(out, "date", d.borrow_mut().now()));
     }
     out.extend_from_slice(b"\r\n");

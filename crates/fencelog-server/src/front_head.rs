@@ -26,6 +26,7 @@
 //! append session's WebSocket and live tails are all served by hyper
 //! exactly as before.
 
+use crate::header_view::HeaderView;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri, Version};
 use bytes::Bytes;
 use std::ops::Range;
@@ -63,6 +64,14 @@ pub struct Located {
     pub append: bool,
     /// `Connection: close`: the answer is the connection's last.
     pub close: bool,
+    /// An append whose target and header names are of the plainest kind
+    /// (see [`plain_text`]), so that they are what `http` would make of
+    /// them without asking it: the append route reads such a request
+    /// straight from the buffer ([`Located::append_view`]).
+    plain: bool,
+    /// Where the headers the append path reads are (made for a plain
+    /// append only).
+    known: KnownHeaders,
     target: Span,
     /// Each header's name and value.
     headers: [(Span, Span); HEADERS_MAX],
@@ -127,12 +136,23 @@ pub fn parse(buf: &[u8], cap_bytes: usize) -> Head {
         debug_assert!(start + s.len() <= head_bytes);
         Span(start as u32, (start + s.len()) as u32)
     };
+    let plain = append
+        && plain_text(target.as_bytes(), PLAIN_TARGET)
+        && req
+            .headers
+            .iter()
+            .all(|h| plain_text(h.name.as_bytes(), PLAIN_NAME));
     let mut located = Located {
         method,
         head_bytes,
         body_bytes,
         append,
         close,
+        plain,
+        known: match plain {
+            true => KnownHeaders::of(req.headers),
+            false => KnownHeaders::default(),
+        },
         target: at(target.as_bytes()),
         headers: [(Span::default(), Span::default()); HEADERS_MAX],
         header_count: req.headers.len(),
@@ -163,6 +183,157 @@ impl Located {
         parts.version = Version::HTTP_11;
         parts.headers = map;
         Some(parts)
+    }
+
+    /// The append's stream segment and headers as slices of `head` (the
+    /// request's first `head_bytes`), when the request is plain enough to
+    /// be read that way; None sends it through [`Located::to_parts`].
+    pub fn append_view<'a>(&'a self, head: &'a [u8]) -> Option<(&'a str, SliceHeaders<'a>)> {
+        if !self.plain {
+            return None;
+        }
+        debug_assert!(head.len() >= self.head_bytes);
+        // Plain text is ASCII.
+        let target = std::str::from_utf8(&head[self.target.range()]).ok()?;
+        let path = target.split_once('?').map_or(target, |(path, _)| path);
+        let stream = crate::append_route::AppendRoute::matches_path(&self.method, path)?;
+        let headers = SliceHeaders {
+            head,
+            spans: &self.headers[..self.header_count],
+            known: &self.known,
+        };
+        Some((stream, headers))
+    }
+}
+
+/// Text that `http` takes as it is: only ASCII letters, digits, `-`,
+/// `.`, `_` and `~` ([`PLAIN_NAME`]: any such text is a header name),
+/// and in a URI also `/?=&` ([`PLAIN_TARGET`]). Reading such text
+/// without `http` reads it alike.
+fn plain_text(text: &[u8], kind: u8) -> bool {
+    text.len() <= PLAIN_TEXT_BYTES_MAX && text.iter().all(|&b| PLAIN[b as usize] & kind != 0)
+}
+
+const PLAIN_NAME: u8 = 1;
+const PLAIN_TARGET: u8 = 2;
+
+/// Each byte's [`PLAIN_NAME`] and [`PLAIN_TARGET`] bits: a table, as a
+/// head's bytes are tested one by one.
+static PLAIN: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        if c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b'~') {
+            table[b] = PLAIN_NAME | PLAIN_TARGET;
+        } else if matches!(c, b'/' | b'?' | b'=' | b'&') {
+            table[b] = PLAIN_TARGET;
+        }
+        b += 1;
+    }
+    table
+};
+
+/// Under `http`'s own length limits for a header name and a URI.
+const PLAIN_TEXT_BYTES_MAX: usize = 4096;
+
+/// The headers the append path reads, by their lowercase names.
+const KNOWN: [&str; 10] = [
+    "content-type",
+    "content-length",
+    "content-encoding",
+    "transfer-encoding",
+    "authorization",
+    fencelog_api::header::FENCING_TOKEN,
+    fencelog_api::header::MATCH_SEQ_NUM,
+    fencelog_api::header::NOT_AFTER_MS,
+    fencelog_api::header::PRODUCER_ID,
+    fencelog_api::header::PRODUCER_SEQ,
+];
+
+/// The longest name in [`KNOWN`].
+const KNOWN_NAME_BYTES_MAX: usize = 17;
+
+/// Where a plain append's [`KNOWN`] headers are, found in one pass over
+/// the head: so that each of the dozen lookups the append path makes is a
+/// match on the name asked for, not a scan of every header's name.
+#[derive(Debug, Clone, Copy, Default)]
+struct KnownHeaders {
+    /// Per known name: 1 + the index of its first header, or 0 if absent.
+    first: [u8; KNOWN.len()],
+    /// Bit i: the known name i appears more than once.
+    repeated: u16,
+}
+
+impl KnownHeaders {
+    fn of(headers: &[httparse::Header<'_>]) -> Self {
+        const { assert!(HEADERS_MAX < u8::MAX as usize && KNOWN.len() <= 16) };
+        let mut known = KnownHeaders::default();
+        for (i, h) in headers.iter().enumerate() {
+            let Some(k) = known_index_folded(h.name.as_bytes()) else {
+                continue;
+            };
+            match known.first[k] {
+                0 => known.first[k] = i as u8 + 1,
+                _ => known.repeated |= 1 << k,
+            }
+        }
+        known
+    }
+}
+
+/// The index in [`KNOWN`] of the lowercase `name`.
+fn known_index(name: &str) -> Option<usize> {
+    KNOWN.iter().position(|k| *k == name)
+}
+
+/// [`known_index`] of a name in any case.
+fn known_index_folded(name: &[u8]) -> Option<usize> {
+    if name.len() > KNOWN_NAME_BYTES_MAX {
+        return None;
+    }
+    let mut lower = [0u8; KNOWN_NAME_BYTES_MAX];
+    let lower = &mut lower[..name.len()];
+    for (l, b) in lower.iter_mut().zip(name) {
+        *l = b.to_ascii_lowercase();
+    }
+    known_index(std::str::from_utf8(lower).ok()?)
+}
+
+/// A plain append's headers, read from the buffer they came in
+/// ([`Located::append_view`]): names compared without regard to case, as
+/// `http` compares them, values exactly as httparse delimited them (the
+/// bytes hyper would put in a `HeaderValue`).
+pub struct SliceHeaders<'a> {
+    head: &'a [u8],
+    spans: &'a [(Span, Span)],
+    known: &'a KnownHeaders,
+}
+
+impl HeaderView for SliceHeaders<'_> {
+    fn values_of<'a>(&'a self, name: &'a HeaderName) -> impl Iterator<Item = &'a [u8]> + 'a {
+        let name = name.as_str();
+        // The spans to look at, and whether their names need comparing.
+        let (spans, compare) = match known_index(name) {
+            Some(k) if self.known.repeated & (1 << k) == 0 => {
+                let first = usize::from(self.known.first[k]);
+                (&self.spans[first.saturating_sub(1)..first], false)
+            }
+            _ => (self.spans, true),
+        };
+        let matches =
+            move |n: &Span| !compare || self.head[n.range()].eq_ignore_ascii_case(name.as_bytes());
+        spans
+            .iter()
+            .filter(move |(n, _)| matches(n))
+            .map(|(_, v)| &self.head[v.range()])
+    }
+
+    fn size_bytes(&self) -> usize {
+        self.spans
+            .iter()
+            .map(|(n, v)| n.range().len() + v.range().len())
+            .sum()
     }
 }
 
@@ -252,6 +423,42 @@ mod tests {
         assert!(
             matches!(parse(two.as_bytes(), CAP), Head::Whole(l) if l.head_bytes + l.body_bytes == OK.len())
         );
+    }
+
+    #[test]
+    fn a_plain_append_is_read_from_the_buffer_and_anything_else_through_http() {
+        let Head::Whole(l) = parse(OK.as_bytes(), CAP) else {
+            panic!("not taken");
+        };
+        let (stream, headers) = l.append_view(OK.as_bytes()).expect("plain");
+        assert_eq!(stream, "s");
+        let token = HeaderName::from_static("fencing-token");
+        assert_eq!(headers.values_of(&token).collect::<Vec<_>>(), [b"3"]);
+        assert_eq!(
+            headers.first(&axum::http::header::CONTENT_LENGTH),
+            Some(&b"5"[..])
+        );
+        let parts = l.to_parts(&Bytes::from_static(OK.as_bytes())).unwrap();
+        assert_eq!(headers.size_bytes(), parts.headers.size_bytes());
+        for (from, to, plain) in [
+            ("Host: t", "Host: t\r\nX_a.b~c: v", true),
+            ("/records", "/records?a=b&c=d", true),
+            ("Host: t", "Host: t\r\nX!: v", false),
+            ("Host: t", "Host: t\r\nX+: v", false),
+            ("/records", "/records?a=%20", false),
+            ("/records", "/records?a=b;c", false),
+            (
+                "POST /v1/streams/s/records",
+                "GET /v1/streams/s/records",
+                false,
+            ),
+        ] {
+            let req = OK.replacen(from, to, 1);
+            let Head::Whole(l) = parse(req.as_bytes(), CAP) else {
+                panic!("not taken: {req:?}");
+            };
+            assert_eq!(l.append_view(req.as_bytes()).is_some(), plain, "{req:?}");
+        }
     }
 
     #[test]

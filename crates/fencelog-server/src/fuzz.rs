@@ -75,9 +75,13 @@ pub fn http_front_head(data: &[u8]) {
     };
     assert_eq!(declared, located.body_bytes);
     let head = bytes::Bytes::copy_from_slice(&buf[..located.head_bytes]);
-    if let Some(parts) = located.to_parts(&head) {
+    let parts = located.to_parts(&head);
+    if let Some(parts) = &parts {
         assert_eq!(parts.method.as_str(), req.method.unwrap());
         assert_eq!(parts.headers.len(), req.headers.len());
+    }
+    if let Some((stream, view)) = located.append_view(&head) {
+        same_reading(stream, &view, parts.as_ref());
     }
     // More bytes after a whole request (the next, pipelined) change
     // nothing about it; a request one byte short is not yet whole.
@@ -97,5 +101,25 @@ pub fn http_front_head(data: &[u8]) {
             parse(&buf[..total - 1], cap_bytes),
             Head::Partial { .. }
         ));
+    }
+}
+
+/// A request the front reads from its buffer (`Located::append_view`)
+/// reads as `http` reads it: `http` takes its head, the stream segment is
+/// the path's, and every header has the same values in the same order.
+fn same_reading(
+    stream: &str,
+    view: &crate::front_head::SliceHeaders<'_>,
+    parts: Option<&axum::http::request::Parts>,
+) {
+    use crate::header_view::HeaderView;
+    let parts = parts.expect("read from the buffer, refused by http");
+    let matched = crate::append_route::AppendRoute::matches_path(&parts.method, parts.uri.path());
+    assert_eq!(matched, Some(stream));
+    assert_eq!(view.size_bytes(), parts.headers.size_bytes());
+    for name in parts.headers.keys() {
+        let ours: Vec<&[u8]> = view.values_of(name).collect();
+        let theirs: Vec<&[u8]> = parts.headers.values_of(name).collect();
+        assert_eq!(ours, theirs, "header {name}");
     }
 }

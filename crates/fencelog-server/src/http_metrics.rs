@@ -195,7 +195,7 @@ pub async fn track(State(state): State<AppState>, request: Request, next: Next) 
     let started = Instant::now();
     let route = route_label(&request);
     let method = method_label(request.method());
-    let response = match crate::ops::headers_over_limit(&state, &request) {
+    let response = match crate::ops::headers_over_limit(&state, request.headers()) {
         Some(refused) => refused,
         None => next.run(request).await,
     };

@@ -45,6 +45,7 @@ pub mod front_head;
 #[cfg(feature = "fuzz")]
 #[doc(hidden)]
 pub mod fuzz;
+pub mod header_view;
 pub mod http_metrics;
 mod json_append;
 pub mod lifecycle;

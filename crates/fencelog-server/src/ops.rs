@@ -1,6 +1,7 @@
 //! Operator endpoints and the catch-all answers.
 
 use crate::error::ApiError;
+use crate::header_view::HeaderView;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::header;
@@ -61,12 +62,11 @@ pub async fn method_not_allowed() -> ApiError {
 /// (hyper's own buffer limit is a backstop further out, see `conn_io`).
 /// Called by [`crate::http_metrics::track`], the one middleware in front
 /// of the router, so the refusal is counted like any other answer.
-pub fn headers_over_limit(state: &AppState, request: &axum::extract::Request) -> Option<Response> {
-    let bytes: usize = request
-        .headers()
-        .iter()
-        .map(|(k, v)| k.as_str().len() + v.len())
-        .sum();
+pub fn headers_over_limit<H: HeaderView + ?Sized>(
+    state: &AppState,
+    headers: &H,
+) -> Option<Response> {
+    let bytes = headers.size_bytes();
     let limit = state.limits.header_bytes_max;
     if bytes > limit {
         return Some(

@@ -5,9 +5,10 @@
 //! than the framework's generic rejection.
 
 use crate::error::ApiError;
+use crate::header_view::{visible_ascii, HeaderView};
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query};
-use axum::http::{HeaderMap, HeaderName};
+use axum::http::HeaderName;
 use fencelog_api::read::{
     param, ReadStart, READ_BYTES_CAP, READ_BYTES_DEFAULT, READ_COUNT_CAP, READ_COUNT_DEFAULT,
     WAIT_MS_CAP,
@@ -114,11 +115,11 @@ pub mod names {
 /// more than once or is not ASCII. Why at most once: two `Fencing-Token`
 /// headers would mean one thing to a reader that takes the first and
 /// another to one that takes the last.
-pub fn header_str<'a>(
-    headers: &'a HeaderMap,
-    name: &HeaderName,
+pub fn header_str<'a, H: HeaderView + ?Sized>(
+    headers: &'a H,
+    name: &'a HeaderName,
 ) -> Result<Option<&'a str>, ApiError> {
-    let mut all = headers.get_all(name).iter();
+    let mut all = headers.values_of(name);
     let Some(v) = all.next() else {
         return Ok(None);
     };
@@ -127,14 +128,14 @@ pub fn header_str<'a>(
             "header {name} appears more than once"
         )));
     }
-    v.to_str()
+    visible_ascii(v)
         .map(|s| Some(s.trim()))
-        .map_err(|_| ApiError::bad_request(format!("header {name} is not ASCII")))
+        .ok_or_else(|| ApiError::bad_request(format!("header {name} is not ASCII")))
 }
 
 /// A JSON append carries its token and `match_seq_num` in the body; the
 /// headers too would be a second reading of the same request.
-pub fn refuse_raw_headers(headers: &HeaderMap) -> Result<(), ApiError> {
+pub fn refuse_raw_headers<H: HeaderView + ?Sized>(headers: &H) -> Result<(), ApiError> {
     for name in [
         &names::FENCING_TOKEN,
         &names::MATCH_SEQ_NUM,
@@ -142,7 +143,7 @@ pub fn refuse_raw_headers(headers: &HeaderMap) -> Result<(), ApiError> {
         &names::PRODUCER_SEQ,
         &names::NOT_AFTER_MS,
     ] {
-        if headers.contains_key(name) {
+        if headers.contains(name) {
             return Err(ApiError::bad_request(format!(
                 "header {name} is for raw and binary-batch appends; a JSON append carries its fields in the body"
             )));
@@ -152,7 +153,7 @@ pub fn refuse_raw_headers(headers: &HeaderMap) -> Result<(), ApiError> {
 }
 
 /// The `Fencing-Token` header of a raw append.
-pub fn token_from_header(headers: &HeaderMap) -> Result<u64, ApiError> {
+pub fn token_from_header<H: HeaderView + ?Sized>(headers: &H) -> Result<u64, ApiError> {
     let raw = header_str(headers, &names::FENCING_TOKEN)?
         .ok_or_else(|| ApiError::bad_request("header Fencing-Token is required"))?;
     match parse_u64_strict(raw) {
@@ -164,7 +165,10 @@ pub fn token_from_header(headers: &HeaderMap) -> Result<u64, ApiError> {
 }
 
 /// An optional sequence-number header (`Match-Seq-Num`, `Last-Event-ID`).
-pub fn seq_from_header(headers: &HeaderMap, name: &HeaderName) -> Result<Option<u64>, ApiError> {
+pub fn seq_from_header<H: HeaderView + ?Sized>(
+    headers: &H,
+    name: &HeaderName,
+) -> Result<Option<u64>, ApiError> {
     match header_str(headers, name)? {
         None => Ok(None),
         Some(raw) => parse_u64_strict(raw).map(Some).ok_or_else(|| {

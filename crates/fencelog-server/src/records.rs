@@ -3,9 +3,10 @@
 
 use crate::append_body::{body_kind, AppendBody, BodyKind};
 use crate::auth::Caller;
-use crate::body::{read_capped, Upload};
+use crate::body::{read_capped, Incoming, Upload};
 use crate::chunked::{self, Framed, Source};
 use crate::error::{json_response, read_error, write_error, ApiError};
+use crate::header_view::{visible_ascii, HeaderView};
 use crate::params::{
     header_str, names, refuse_raw_headers, seq_from_header, stream_name, token_from_header,
     QueryParams, ReadParams,
@@ -45,7 +46,7 @@ pub async fn append(
 ) -> Result<Response, Response> {
     let caller = caller.map(|Extension(c)| c).unwrap_or_default();
     let stream = stream_name(path)?;
-    append_to(&state, &caller, stream, request).await
+    append_to(&state, &caller, &stream, request).await
 }
 
 /// The append route after its path is decoded and validated and its
@@ -54,14 +55,27 @@ pub async fn append(
 pub async fn append_to(
     state: &AppState,
     caller: &Caller,
-    stream: String,
+    stream: &str,
     request: Request,
 ) -> Result<Response, Response> {
+    let (parts, body) = request.into_parts();
+    append_from(state, caller, stream, &parts.headers, body.into()).await
+}
+
+/// [`append_to`] on a request's headers and body, however they came:
+/// the front ([`crate::append_route`]) reads them from its buffer.
+pub async fn append_from<H: HeaderView + Sync + ?Sized>(
+    state: &AppState,
+    caller: &Caller,
+    stream: &str,
+    headers: &H,
+    body: Incoming,
+) -> Result<Response, Response> {
     // Held until the engine has answered: the records are slices of it.
-    let (upload, req) = decode_append(state, &stream, request)
+    let (upload, req) = decode_append_from(state, stream, headers, body)
         .await
-        .map_err(|e| e.on_stream(&stream))?;
-    let before = state.token_before(&stream);
+        .map_err(|e| e.on_stream(stream))?;
+    let before = state.token_before(stream);
     let options = AppendOptions {
         match_seq_num: req.match_seq_num,
         producer: req.producer.map(|(id, seq)| ProducerSeq { id, seq }),
@@ -71,7 +85,7 @@ pub async fn append_to(
         None => {
             state
                 .engine
-                .append_with(&stream, req.token, req.records, options)
+                .append_with(stream, req.token, req.records, options)
                 .await
         }
         Some(headers) => {
@@ -83,26 +97,28 @@ pub async fn append_to(
                 .collect();
             state
                 .engine
-                .append_records_with(&stream, req.token, records, options)
+                .append_records_with(stream, req.token, records, options)
                 .await
         }
     };
     drop(upload);
     match result {
         Ok(ack) => {
-            state.written(caller, &stream, "append", before, ack.fencing_token);
-            let ack = AppendAck::new(stream, ack);
+            state.written(caller, stream, "append", before, ack.fencing_token);
+            let ack = AppendAck::new(stream.to_string(), ack);
             let mut body = Vec::with_capacity(fixed_json::append_ack_bytes(ack.stream.len()));
             fixed_json::write_append_ack(&mut body, &ack);
             Ok(json_response(StatusCode::OK, body))
         }
-        Err(e) => Err(state.write_refused(caller, &stream, e)),
+        Err(e) => Err(state.write_refused(caller, stream, e)),
     }
 }
 
 /// `Producer-Id` and `Producer-Seq` of a raw or binary append: both or
 /// neither.
-fn producer_from_headers(headers: &HeaderMap) -> Result<Option<(String, u64)>, ApiError> {
+fn producer_from_headers<H: HeaderView + ?Sized>(
+    headers: &H,
+) -> Result<Option<(String, u64)>, ApiError> {
     let seq = seq_from_header(headers, &names::PRODUCER_SEQ)?;
     let id = header_str(headers, &names::PRODUCER_ID)?.map(str::to_string);
     match (id, seq) {
@@ -129,7 +145,16 @@ pub async fn decode_append(
     // The whole request rather than a `HeaderMap` extractor, which would
     // clone every header on each append.
     let (parts, body) = request.into_parts();
-    let headers = &parts.headers;
+    decode_append_from(state, stream, &parts.headers, body.into()).await
+}
+
+/// [`decode_append`] on a request's headers and body.
+pub async fn decode_append_from<H: HeaderView + Sync + ?Sized>(
+    state: &AppState,
+    stream: &str,
+    headers: &H,
+    body: Incoming,
+) -> Result<(Upload, AppendBody), ApiError> {
     let kind = body_kind(headers);
     let upload;
     let req = if kind == BodyKind::Json {
@@ -203,10 +228,10 @@ fn check_headers(headers: &[Vec<Header>]) -> Result<(), ApiError> {
     Ok(())
 }
 
-fn batch_version(headers: &HeaderMap) -> Result<u8, ApiError> {
+fn batch_version<H: HeaderView + ?Sized>(headers: &H) -> Result<u8, ApiError> {
     let ct = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
+        .first(&header::CONTENT_TYPE)
+        .and_then(visible_ascii)
         .unwrap_or("");
     batch::version(ct).map_err(|e| ApiError::bad_request(e.to_string()))
 }
