@@ -152,8 +152,19 @@ fn durable(c: &mut Criterion, rt: &tokio::runtime::Runtime, appenders: usize, ba
     g.finish();
     let m = engine.metrics();
     let groups = m.groups_committed.get().max(1);
+    // The writer's write + fdatasync per group against the time per
+    // group: the rest is the turnaround (answers, callers woken, their
+    // next appends collected and planned), the T of BENCHMARKS.md.
+    let text = m.encode();
+    let sum = |name: &str| -> f64 {
+        let line = text.lines().find(|l| l.starts_with(name));
+        line.and_then(|l| l.split(' ').nth(1)?.parse().ok())
+            .unwrap_or(0.0)
+    };
+    let sync_us =
+        1e6 * sum("fencelog_fsync_seconds_sum") / sum("fencelog_fsync_seconds_count").max(1.0);
     eprintln!(
-        "  {id}: {} groups, {:.1} appends and {:.0} frame bytes per fdatasync",
+        "  {id}: {} groups, {:.1} appends and {:.0} frame bytes per fdatasync, {sync_us:.0} us write + fdatasync per group",
         groups,
         m.appends_accepted.get() as f64 / groups as f64,
         m.bytes_written.get() as f64 / groups as f64,
