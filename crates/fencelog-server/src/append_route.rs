@@ -22,6 +22,7 @@
 
 use crate::auth::{self, Access};
 use crate::body::Incoming;
+use crate::error::Answer;
 use crate::header_view::HeaderView;
 use crate::http_metrics::APPEND_ROUTE;
 use crate::state::AppState;
@@ -73,7 +74,9 @@ impl AppendRoute {
         let (parts, body) = request.into_parts();
         let stream = Self::matches_path(&parts.method, parts.uri.path());
         let stream = stream.expect("matched before serving");
-        self.serve_parts(stream, &parts.headers, body.into()).await
+        self.serve_parts(stream, &parts.headers, body.into())
+            .await
+            .into_response()
     }
 
     /// Answers a request of this route, given as its stream segment (as
@@ -83,16 +86,16 @@ impl AppendRoute {
         stream: &str,
         headers: &H,
         body: Incoming,
-    ) -> Response {
+    ) -> Answer {
         let started = Instant::now();
-        let response = match ops::headers_over_limit(&self.state, headers) {
-            Some(refused) => refused,
+        let answer = match ops::headers_over_limit(&self.state, headers) {
+            Some(refused) => Answer::Response(refused),
             None => self.admitted(stream, headers, body).await,
         };
         self.state
             .http_metrics
-            .answered_append(response.status().as_u16(), started);
-        response
+            .answered_append(answer.status().as_u16(), started);
+        answer
     }
 
     async fn admitted<H: HeaderView + Sync + ?Sized>(
@@ -100,21 +103,19 @@ impl AppendRoute {
         stream: &str,
         headers: &H,
         body: Incoming,
-    ) -> Response {
+    ) -> Answer {
         let caller = match self.access {
             Access::Open => auth::Caller::default(),
             Access::Scope(scope) => {
                 match auth::admit(&self.state.auth, scope, headers, Ok(Some(stream))) {
                     Ok(caller) => caller,
-                    Err(refused) => return refused,
+                    Err(refused) => return Answer::Response(refused),
                 }
             }
         };
         if let Err(e) = params::valid_stream_name(stream) {
-            return e.into_response();
+            return Answer::Response(e.into_response());
         }
-        match records::append_from(&self.state, &caller, stream, headers, body).await {
-            Ok(r) | Err(r) => r,
-        }
+        records::append_from(&self.state, &caller, stream, headers, body).await
     }
 }

@@ -113,6 +113,45 @@ pub fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
     r
 }
 
+/// An answer that is either JSON already written or any response: what
+/// the append route gives back, so that the HTTP/1.1 front can write its
+/// usual outcomes (an ack, a stale refusal) straight from the bytes,
+/// instead of building a `Response` — a `HeaderMap` for its one header,
+/// a boxed body — only to take it apart again (`crate::front`).
+pub enum Answer {
+    /// `status` with `body` as `application/json`, exactly what
+    /// [`json_response`] makes of them.
+    Json {
+        status: StatusCode,
+        body: Vec<u8>,
+    },
+    Response(Response),
+}
+
+impl Answer {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Answer::Json { status, .. } => *status,
+            Answer::Response(r) => r.status(),
+        }
+    }
+}
+
+impl IntoResponse for Answer {
+    fn into_response(self) -> Response {
+        match self {
+            Answer::Json { status, body } => json_response(status, body),
+            Answer::Response(r) => r,
+        }
+    }
+}
+
+impl From<Response> for Answer {
+    fn from(r: Response) -> Self {
+        Answer::Response(r)
+    }
+}
+
 /// So a handler that answers some refusals as prepared responses (see
 /// [`stale_response`]) can still refuse the rest with `?`.
 impl From<ApiError> for Response {

@@ -31,6 +31,7 @@
 //!   finished first.
 
 use crate::append_route::AppendRoute;
+use crate::error::Answer;
 use crate::front_head::{self, Head};
 use crate::state::Shutdown;
 use axum::body::Body;
@@ -199,13 +200,13 @@ impl Front {
         let mut head = buf.split_to(located.head_bytes + located.body_bytes);
         let body = head.split_off(located.head_bytes).freeze();
         let head = head.freeze();
-        let response = match located.append_view(&head) {
+        let answer = match located.append_view(&head) {
             Some((stream, headers)) => {
                 let body = crate::body::Incoming::Whole(body);
                 self.route.serve_parts(stream, &headers, body).await
             }
             None => match self.serve_parts(&located, &head, body).await {
-                Some(response) => response,
+                Some(response) => Answer::Response(response),
                 None => {
                     // What hyper answers (and closes after) for a head
                     // `http` refuses.
@@ -216,7 +217,14 @@ impl Front {
         };
         // Either way the answer says `connection: close`, as hyper's does.
         let closing = asked_close || shutdown.is_triggered();
-        let written = self.respond(io, response, closing, out).await;
+        let written = match answer {
+            Answer::Json { status, body } => {
+                json_head(status, &self.keep_alive, body.len(), closing, out);
+                out.extend_from_slice(&body);
+                write_out(io, out).await
+            }
+            Answer::Response(response) => self.respond(io, response, closing, out).await,
+        };
         written.is_ok() && !closing
     }
 
@@ -259,8 +267,7 @@ impl Front {
         let framing = framing(&parts, hyper::body::Body::size_hint(&body).exact());
         head(&parts, framing, closing, out);
         if framing == Framing::Empty {
-            io.write_all(out).await?;
-            return io.flush().await;
+            return write_out(io, out).await;
         }
         while let Some(frame) = body.frame().await {
             let frame = frame.map_err(io::Error::other)?;
@@ -295,9 +302,15 @@ impl Front {
         if framing == Framing::Chunked {
             out.extend_from_slice(b"0\r\n\r\n");
         }
-        io.write_all(out).await?;
-        io.flush().await
+        write_out(io, out).await
     }
+}
+
+/// Writes `out` whole and flushes (a TLS stream holds what it is given
+/// until then).
+async fn write_out<S: AsyncWrite + Unpin>(io: &mut S, out: &[u8]) -> io::Result<()> {
+    io.write_all(out).await?;
+    io.flush().await
 }
 
 /// What the front found at the start of its buffer.
@@ -429,13 +442,7 @@ fn framing(parts: &axum::http::response::Parts, exact: Option<u64>) -> Framing {
 /// The head as hyper writes it: status line, the answer's headers in
 /// order, then the framing, `connection: close` when closing, the date.
 fn head(parts: &axum::http::response::Parts, framing: Framing, closing: bool, out: &mut Vec<u8>) {
-    debug_assert!(!parts.status.is_informational(), "no interim answers here");
-    out.clear();
-    out.extend_from_slice(b"HTTP/1.1 ");
-    out.extend_from_slice(parts.status.as_str().as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(parts.status.canonical_reason().unwrap_or("").as_bytes());
-    out.extend_from_slice(b"\r\n");
+    status_line(parts.status, out);
     // Which of its own the answer has, seen as it is written: a route's
     // answer has a header or two, which a look at each finds sooner than
     // a lookup by name (hashing it) would.
@@ -445,6 +452,37 @@ fn head(parts: &axum::http::response::Parts, framing: Framing, closing: bool, ou
         has_date |= name == header::DATE;
         push_header(out, name.as_str(), value.as_bytes());
     }
+    head_end(framing, closing && !has_connection, !has_date, out);
+}
+
+/// What [`head`] writes for [`crate::error::json_response`]`(status, ..)`
+/// of `body_bytes` with the `keep-alive` header added, without the
+/// `Response`.
+fn json_head(
+    status: StatusCode,
+    keep_alive: &HeaderValue,
+    body_bytes: usize,
+    closing: bool,
+    out: &mut Vec<u8>,
+) {
+    status_line(status, out);
+    push_header(out, header::CONTENT_TYPE.as_str(), b"application/json");
+    push_header(out, KEEP_ALIVE.as_str(), keep_alive.as_bytes());
+    head_end(Framing::Length(Some(body_bytes as u64)), closing, true, out);
+}
+
+fn status_line(status: StatusCode, out: &mut Vec<u8>) {
+    debug_assert!(!status.is_informational(), "no interim answers here");
+    out.clear();
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(status.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+/// The framing, `connection: close` and the date, then the blank line.
+fn head_end(framing: Framing, close: bool, date: bool, out: &mut Vec<u8>) {
     match framing {
         Framing::Length(Some(n)) => {
             let mut digits = [0u8; 20];
@@ -453,10 +491,10 @@ fn head(parts: &axum::http::response::Parts, framing: Framing, closing: bool, ou
         Framing::Chunked => push_header(out, "transfer-encoding", b"chunked"),
         Framing::Empty | Framing::Length(None) => {}
     }
-    if closing && !has_connection {
+    if close {
         push_header(out, "connection", b"close");
     }
-    if !has_date {
+    if date {
         DATE.with(|d| push_header(out, "date", d.borrow_mut().now()));
     }
     out.extend_from_slice(b"\r\n");
@@ -575,6 +613,40 @@ mod tests {
             !text.contains("content-length") && !text.contains("chunked"),
             "{text}"
         );
+    }
+
+    /// A prepared JSON answer is framed byte for byte as the response
+    /// it stands for ([`crate::error::json_response`] with `keep-alive`
+    /// added, as `respond` adds it).
+    #[test]
+    fn a_json_answer_is_framed_as_its_response_would_be() {
+        let keep_alive = HeaderValue::from_static("timeout=9");
+        let mask = |out: &[u8]| {
+            let text = String::from_utf8(out.to_vec()).unwrap();
+            let at = text.find("date: ").expect("a date");
+            let end = at + text[at..].find("\r\n").unwrap();
+            format!("{}date: <masked>{}", &text[..at], &text[end..])
+        };
+        for status in [StatusCode::OK, StatusCode::CONFLICT] {
+            for closing in [false, true] {
+                let body = b"{\"stream\":\"s\"}".to_vec();
+                let mut response = crate::error::json_response(status, body.clone());
+                response
+                    .headers_mut()
+                    .insert(KEEP_ALIVE.clone(), keep_alive.clone());
+                let (parts, _) = response.into_parts();
+                let mut want = Vec::new();
+                head(
+                    &parts,
+                    framing(&parts, Some(body.len() as u64)),
+                    closing,
+                    &mut want,
+                );
+                let mut got = Vec::new();
+                json_head(status, &keep_alive, body.len(), closing, &mut got);
+                assert_eq!(mask(&got), mask(&want), "{status} closing {closing}");
+            }
+        }
     }
 
     /// What every connection's task carries for the front, an idle live

@@ -5,7 +5,7 @@ use crate::append_body::{body_kind, AppendBody, BodyKind};
 use crate::auth::Caller;
 use crate::body::{read_capped, Incoming, Upload};
 use crate::chunked::{self, Framed, Source};
-use crate::error::{json_response, read_error, write_error, ApiError};
+use crate::error::{json_response, read_error, write_error, Answer, ApiError};
 use crate::header_view::{visible_ascii, HeaderView};
 use crate::params::{
     header_str, names, refuse_raw_headers, seq_from_header, stream_name, token_from_header,
@@ -17,7 +17,7 @@ use crate::{json_append, sse};
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use bytes::Bytes;
 use fencelog_api::read::param;
@@ -59,22 +59,28 @@ pub async fn append_to(
     request: Request,
 ) -> Result<Response, Response> {
     let (parts, body) = request.into_parts();
-    append_from(state, caller, stream, &parts.headers, body.into()).await
+    match append_from(state, caller, stream, &parts.headers, body.into()).await {
+        Answer::Json { status, body } if status.is_success() => Ok(json_response(status, body)),
+        other => Err(other.into_response()),
+    }
 }
 
 /// [`append_to`] on a request's headers and body, however they came:
-/// the front ([`crate::append_route`]) reads them from its buffer.
+/// the front ([`crate::append_route`]) reads them from its buffer. An
+/// ack and a stale refusal come back as their JSON bytes.
 pub async fn append_from<H: HeaderView + Sync + ?Sized>(
     state: &AppState,
     caller: &Caller,
     stream: &str,
     headers: &H,
     body: Incoming,
-) -> Result<Response, Response> {
+) -> Answer {
     // Held until the engine has answered: the records are slices of it.
-    let (upload, req) = decode_append_from(state, stream, headers, body)
-        .await
-        .map_err(|e| e.on_stream(stream))?;
+    let decoded = decode_append_from(state, stream, headers, body).await;
+    let (upload, req) = match decoded {
+        Ok(decoded) => decoded,
+        Err(e) => return Answer::Response(e.on_stream(stream).into_response()),
+    };
     let before = state.token_before(stream);
     let options = AppendOptions {
         match_seq_num: req.match_seq_num,
@@ -108,9 +114,12 @@ pub async fn append_from<H: HeaderView + Sync + ?Sized>(
             let ack = AppendAck::new(stream.to_string(), ack);
             let mut body = Vec::with_capacity(fixed_json::append_ack_bytes(ack.stream.len()));
             fixed_json::write_append_ack(&mut body, &ack);
-            Ok(json_response(StatusCode::OK, body))
+            Answer::Json {
+                status: StatusCode::OK,
+                body,
+            }
         }
-        Err(e) => Err(state.write_refused(caller, stream, e)),
+        Err(e) => state.write_refused_answer(caller, stream, e),
     }
 }
 

@@ -4,7 +4,7 @@
 use crate::audit::Audit;
 use crate::auth::{Auth, Caller};
 use crate::budget::MemoryBudget;
-use crate::error::write_error;
+use crate::error::{write_error, Answer};
 use crate::http_metrics::HttpMetrics;
 use axum::response::{IntoResponse, Response};
 use fencelog_api::ErrorCode;
@@ -171,12 +171,19 @@ impl AppState {
     /// a stale token, the answer a flood of stale writers gets, skips the
     /// general error body for the same bytes written directly.
     pub fn write_refused(&self, caller: &Caller, stream: &str, err: WriteError) -> Response {
+        self.write_refused_answer(caller, stream, err)
+            .into_response()
+    }
+
+    /// [`AppState::write_refused`] as an [`Answer`]: a stale refusal as
+    /// its prepared bytes.
+    pub fn write_refused_answer(&self, caller: &Caller, stream: &str, err: WriteError) -> Answer {
         if matches!(err, WriteError::StaleToken { .. }) {
             let (_, body) = self.write_refused_body(caller, stream, err);
             let status = crate::error::status(ErrorCode::StaleFencingToken);
-            return crate::error::json_response(status, body);
+            return Answer::Json { status, body };
         }
-        write_error(stream, err).into_response()
+        Answer::Response(write_error(stream, err).into_response())
     }
 
     /// [`AppState::write_refused`] as a status and the body's bytes, for
