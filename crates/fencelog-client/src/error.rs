@@ -15,7 +15,6 @@ pub struct TransportError(pub(crate) Cause, pub(crate) Option<String>);
 #[derive(Debug)]
 pub(crate) enum Cause {
     Reqwest(reqwest::Error),
-    Hyper(hyper::Error),
     Io(std::io::Error),
     /// The server's name did not resolve.
     Dns(std::io::Error),
@@ -34,7 +33,6 @@ impl TransportError {
             Cause::Timeout(_) => true,
             Cause::Io(e) => e.kind() == std::io::ErrorKind::TimedOut,
             Cause::Dns(_) => false,
-            Cause::Hyper(e) => e.is_timeout(),
             Cause::Answer(_) => false,
         }
     }
@@ -56,7 +54,6 @@ impl fmt::Display for TransportError {
         }
         match &self.0 {
             Cause::Reqwest(e) => e.fmt(f),
-            Cause::Hyper(e) => e.fmt(f),
             Cause::Io(e) => e.fmt(f),
             Cause::Dns(e) => write!(f, "dns error: {e}"),
             Cause::Timeout(what) => write!(f, "timed out {what}"),
@@ -71,7 +68,6 @@ impl std::error::Error for TransportError {
         // text is this one's).
         match &self.0 {
             Cause::Reqwest(e) => e.source(),
-            Cause::Hyper(e) => e.source(),
             Cause::Io(e) | Cause::Dns(e) => e.source(),
             Cause::Timeout(_) | Cause::Answer(_) => None,
         }

@@ -29,6 +29,7 @@ mod cluster;
 mod error;
 #[cfg(feature = "etcd")]
 pub mod etcd;
+mod http1;
 mod pool;
 mod producer;
 mod redirect;

@@ -1,39 +1,34 @@
 //! The client's own transport for `http://` servers: a bounded pool of
-//! HTTP/1.1 keep-alive connections on hyper's client connection API, one
-//! request in flight per connection.
+//! HTTP/1.1 keep-alive connections, one request in flight per connection,
+//! spoken by [`crate::http1`].
 //!
 //! Why not reqwest here: for a request/response of a few hundred bytes,
 //! reqwest's layers (its pool and connector services, a task per
 //! connection that every request is handed to and back from) cost about
-//! three times redis-rs's CPU per request. Here the task that sends a
-//! request also drives its connection (hyper's `Connection` future is
-//! polled beside the response, never spawned), so a request is one task's
-//! work with no hand-off.
+//! three times redis-rs's CPU per request; hyper's client connection,
+//! used here before, still ~1.8× (BENCHMARKS.md). Here the task that
+//! sends a request writes it and reads its answer on the socket itself:
+//! one task's work, no hand-off.
 //!
 //! **The resend rule.** A request is sent again only when it provably never
-//! left: hyper hands the request back (`TrySendError::take_message`) only
-//! if the connection closed before it began writing it, and that happens
-//! on a pooled connection the server had already closed. Then the next
-//! pooled or a new connection carries it. Once any byte may have been
-//! written, a failure is [`Failure::sent`]: the caller reports a write as
-//! `OutcomeUnknown` and never resends it. Reads are retried by the caller,
-//! as idempotent requests always were.
+//! left: a pooled connection the kernel says the server has closed is not
+//! used (see `not_closed_by_peer`), and a request whose first write fails
+//! before any byte was taken is handed back. Then the next pooled or a new
+//! connection carries it. Once any byte may have been written, a failure
+//! is [`Failure::sent`]: the caller reports a write as `OutcomeUnknown`
+//! and never resends it. Reads are retried by the caller, as idempotent
+//! requests always were.
 
 use crate::error::{Cause, TransportError};
+use crate::http1::{self, Chunked, Framing, Step};
 use crate::request::{Answer, Req};
-use bytes::{Bytes, BytesMut};
-use http_body_util::Full;
-use hyper::body::{Body, Incoming};
-use hyper::client::conn::http1::{self, Connection, SendRequest};
-use hyper::header::{HeaderValue, AUTHORIZATION, HOST};
-use hyper::{Request, Response, Uri};
-use hyper_util::rt::TokioIo;
-use std::future::{poll_fn, Future};
+use bytes::{Buf, Bytes, BytesMut};
+use hyper::header::HeaderValue;
+use hyper::Method;
 use std::os::fd::AsFd;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
@@ -47,8 +42,10 @@ pub const POOL_CONNECTIONS_MAX: usize = 4096;
 /// bytes, which JSON escaping can grow; anything past this is not an
 /// answer this client asked for.
 const RESPONSE_BYTES_MAX: usize = 64 << 20;
-
-type Driver = Connection<TokioIo<TcpStream>, Full<Bytes>>;
+/// Bytes asked of the socket per read of an answer.
+const READ_BYTES: usize = 64 << 10;
+/// A request body up to this size is written with its head in one write.
+const COPY_BODY_BYTES: usize = 16 << 10;
 
 /// A request that got no answer, and whether it may have been sent.
 #[derive(Debug)]
@@ -98,9 +95,10 @@ impl std::fmt::Debug for Pool {
 struct Conn {
     authority: Box<str>,
     host: HeaderValue,
-    sender: SendRequest<Full<Bytes>>,
-    /// `None` once the connection has ended.
-    driver: Option<Pin<Box<Driver>>>,
+    tcp: TcpStream,
+    /// What has been read of the answer under way; empty between answers
+    /// (a connection with bytes left over is not reused).
+    buf: BytesMut,
     /// The same socket (a duplicated descriptor), to ask the kernel before
     /// reuse whether the server has closed it: the runtime learns of an
     /// EOF only when its reactor next runs, which may be after the request
@@ -160,15 +158,18 @@ impl Pool {
         let deadline = Instant::now() + timeout;
         let (authority, path) = split_http(&req.url)
             .ok_or_else(|| Failure::not_sent(Cause::Answer(format!("not http: {}", req.url))))?;
-        let uri: Uri = path
-            .parse()
-            .map_err(|e| Failure::not_sent(Cause::Answer(format!("bad path {path:?}: {e}"))))?;
+        // The client escapes what it puts in a URL; anything else here
+        // could end the request line early.
+        if !path.bytes().all(|b| b.is_ascii_graphic()) {
+            let bad = format!("bad path {path:?}: not visible ASCII");
+            return Err(Failure::not_sent(Cause::Answer(bad)));
+        }
         // A handed-back request goes out on the next connection; every
         // such round drops one connection, so this ends.
         for _ in 0..=POOL_CONNECTIONS_MAX {
             let (mut conn, reused) = self.checkout(authority, deadline).await?;
-            let request = self.request(req, &conn, uri.clone());
-            let exchanged = exchange(&mut conn, request, req.unjoined);
+            let auth = self.authorization.as_ref();
+            let exchanged = exchange(&mut conn, req, path, auth);
             match tokio::time::timeout_at(deadline, exchanged).await {
                 Ok(Ok((answer, reusable))) => {
                     if reusable {
@@ -186,21 +187,6 @@ impl Pool {
             }
         }
         unreachable!("every round drops a connection of a bounded pool")
-    }
-
-    fn request(&self, req: &Req, conn: &Conn, uri: Uri) -> Request<Full<Bytes>> {
-        let mut request = Request::new(Full::new(req.body.clone()));
-        *request.method_mut() = req.method.clone();
-        *request.uri_mut() = uri;
-        let headers = request.headers_mut();
-        headers.insert(HOST, conn.host.clone());
-        if let Some(auth) = &self.authorization {
-            headers.insert(AUTHORIZATION, auth.clone());
-        }
-        for (name, value) in &req.headers {
-            headers.insert(name.clone(), value.clone());
-        }
-        request
     }
 
     /// A live idle connection to `authority`, or a new one once a permit
@@ -250,7 +236,7 @@ impl Pool {
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         while let Some(at) = idle.iter().rposition(|i| &*i.conn.authority == authority) {
             let Idle { mut conn, since } = idle.remove(at);
-            if since.elapsed() < self.idle_timeout && conn.alive() && conn.not_closed_by_peer() {
+            if since.elapsed() < self.idle_timeout && conn.not_closed_by_peer() {
                 return Some(conn);
             }
         }
@@ -267,10 +253,8 @@ impl Pool {
         true
     }
 
-    fn checkin(&self, mut conn: Conn) {
-        if !conn.alive() {
-            return;
-        }
+    fn checkin(&self, conn: Conn) {
+        debug_assert!(conn.buf.is_empty(), "only a connection between answers");
         let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
         idle.push(Idle {
             conn,
@@ -282,33 +266,13 @@ impl Pool {
 }
 
 impl Conn {
-    /// Whether the connection can take a request: the server has not
-    /// closed it (an EOF already received ends the driver here).
-    fn alive(&mut self) -> bool {
-        let Some(driver) = self.driver.as_mut() else {
-            return false;
-        };
-        let mut cx = Context::from_waker(std::task::Waker::noop());
-        if driver.as_mut().poll(&mut cx).is_ready() {
-            self.driver = None;
-            return false;
-        }
-        !self.sender.is_closed()
-    }
-
     /// The kernel's word that nothing has arrived on the idle connection:
     /// no EOF, no reset, no bytes (an idle HTTP/1.1 connection gets none;
     /// anything there is a server's parting words). One `recv` with
     /// `MSG_PEEK` on the non-blocking socket.
     fn not_closed_by_peer(&mut self) -> bool {
         let mut byte = [0u8; 1];
-        match self.probe.peek(&mut byte) {
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => true,
-            _ => {
-                self.driver = None;
-                false
-            }
-        }
+        matches!(self.probe.peek(&mut byte), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
     }
 }
 
@@ -337,15 +301,11 @@ async fn connect(authority: &str, permit: OwnedSemaphorePermit) -> Result<Conn, 
     tcp.set_nodelay(true).map_err(Cause::Io)?;
     // Shares the socket's non-blocking flag, so a peek never waits.
     let probe = std::net::TcpStream::from(tcp.as_fd().try_clone_to_owned().map_err(Cause::Io)?);
-    let (sender, driver) = http1::Builder::new()
-        .handshake(TokioIo::new(tcp))
-        .await
-        .map_err(Cause::Hyper)?;
     Ok(Conn {
         authority: authority.into(),
         host,
-        sender,
-        driver: Some(Box::pin(driver)),
+        tcp,
+        buf: BytesMut::new(),
         probe,
         _permit: permit,
     })
@@ -365,69 +325,45 @@ async fn tcp_connect(addr: &str) -> Result<TcpStream, Cause> {
     Err(Cause::Io(last.unwrap_or_else(none)))
 }
 
-/// Polls `driver` (if it still runs) beside another future: the task that
-/// waits for an answer is the one that moves the connection's bytes. A
-/// driver that ends is dropped, which answers whatever still waits on it.
-fn drive(driver: &mut Option<Pin<Box<Driver>>>, cx: &mut Context<'_>) -> bool {
-    match driver.as_mut().map(|d| d.as_mut().poll(cx)) {
-        Some(Poll::Ready(_)) => {
-            *driver = None;
-            true
-        }
-        _ => false,
-    }
-}
-
 /// One request and its whole answer on `conn`; whether the connection can
 /// be reused after.
 async fn exchange(
     conn: &mut Conn,
-    request: Request<Full<Bytes>>,
-    unjoined: bool,
+    req: &Req,
+    path: &str,
+    authorization: Option<&HeaderValue>,
 ) -> Result<(Answer, bool), Broken> {
-    let Conn { sender, driver, .. } = conn;
-    // The dispatcher must want a request (driving it first lets a new one
-    // say so without a wake-up); one that ended first never got it.
-    poll_fn(|cx| {
-        drive(driver, cx);
-        match sender.poll_ready(cx) {
-            Poll::Ready(Ok(())) => Poll::Ready(Ok(())),
-            Poll::Ready(Err(e)) => Poll::Ready(Err(Broken::NotSent(Cause::Hyper(e)))),
-            Poll::Pending if driver.is_none() => {
-                let gone = Cause::Answer("the connection closed".into());
-                Poll::Ready(Err(Broken::NotSent(gone)))
-            }
-            Poll::Pending => Poll::Pending,
-        }
-    })
-    .await?;
-    let mut answer = std::pin::pin!(sender.try_send_request(request));
-    let response: Response<Incoming> = poll_fn(|cx| loop {
-        if let Poll::Ready(r) = answer.as_mut().poll(cx) {
-            return Poll::Ready(r);
-        }
-        if !drive(driver, cx) {
-            return Poll::Pending;
-        }
-    })
-    .await
-    .map_err(|mut e| match e.take_message() {
-        Some(_) => Broken::NotSent(Cause::Hyper(e.into_error())),
-        None => Broken::Unknown(Cause::Hyper(e.into_error())),
-    })?;
-    let (parts, mut body) = response.into_parts();
-    let mut pieces = read_body(&mut body, driver).await?;
-    let reusable = driver.is_some();
-    let status = parts.status.as_u16();
+    debug_assert!(conn.buf.is_empty(), "a connection between answers");
+    let mut out = Vec::with_capacity(256 + req.body.len().min(COPY_BODY_BYTES));
+    let (host, headers) = (&conn.host, &req.headers[..]);
+    http1::request_head(
+        &mut out,
+        &req.method,
+        path,
+        host,
+        authorization,
+        headers,
+        req.body.len(),
+    );
+    let body: &[u8] = if req.body.len() <= COPY_BODY_BYTES {
+        out.extend_from_slice(&req.body);
+        &[]
+    } else {
+        &req.body
+    };
+    write(&mut conn.tcp, [&out[..], body]).await?;
+    let head = read_head(conn, req.method == Method::HEAD).await?;
+    let mut pieces = read_body(conn, head.framing).await?;
+    let reusable = !head.close && conn.buf.is_empty();
     // Refusals are always joined: they are parsed as one JSON body.
-    let body = if unjoined && (200..300).contains(&status) && pieces.len() > 1 {
+    let body = if req.unjoined && (200..300).contains(&head.status) && pieces.len() > 1 {
         Bytes::new()
     } else {
         join(std::mem::take(&mut pieces))
     };
     let answer = Answer {
-        status,
-        headers: parts.headers,
+        status: head.status,
+        headers: head.headers,
         body,
         pieces,
         url: String::new(),
@@ -435,40 +371,115 @@ async fn exchange(
     Ok((answer, reusable))
 }
 
-/// The whole body in the pieces it arrived in, driving the connection
-/// meanwhile (bounded by [`RESPONSE_BYTES_MAX`]).
-async fn read_body(
-    body: &mut Incoming,
-    driver: &mut Option<Pin<Box<Driver>>>,
-) -> Result<Vec<Bytes>, Broken> {
-    let mut pieces: Vec<Bytes> = Vec::new();
-    let mut total = 0;
-    loop {
-        let frame = poll_fn(|cx| loop {
-            if let Poll::Ready(f) = Pin::new(&mut *body).poll_frame(cx) {
-                return Poll::Ready(f);
+/// Writes every byte of `parts`; a failure before the first byte was
+/// taken is [`Broken::NotSent`] (nothing left), any later one
+/// [`Broken::Unknown`].
+async fn write(tcp: &mut TcpStream, parts: [&[u8]; 2]) -> Result<(), Broken> {
+    let mut sent_any = false;
+    let broken = |sent: bool, cause| match sent {
+        true => Broken::Unknown(cause),
+        false => Broken::NotSent(cause),
+    };
+    for part in parts {
+        let mut at = 0;
+        while at < part.len() {
+            match tcp.write(&part[at..]).await {
+                Ok(0) => {
+                    let closed = Cause::Answer("the connection closed".into());
+                    return Err(broken(sent_any, closed));
+                }
+                Ok(n) => {
+                    at += n;
+                    sent_any = true;
+                }
+                Err(e) => return Err(broken(sent_any, Cause::Io(e))),
             }
-            if !drive(driver, cx) {
-                return Poll::Pending;
-            }
-        })
-        .await;
-        let data = match frame {
-            None => break,
-            Some(Err(e)) => return Err(Broken::Unknown(Cause::Hyper(e))),
-            Some(Ok(frame)) => match frame.into_data() {
-                Ok(data) => data,
-                Err(_trailers) => continue,
-            },
-        };
-        total += data.len();
-        if total > RESPONSE_BYTES_MAX {
-            let what = format!("an answer over {RESPONSE_BYTES_MAX} bytes");
-            return Err(Broken::Unknown(Cause::Answer(what)));
         }
-        pieces.push(data);
     }
-    Ok(pieces)
+    Ok(())
+}
+
+/// Reads more of the answer into `conn.buf`; the connection ending first
+/// is an answer lost.
+async fn read_more(conn: &mut Conn, want: usize) -> Result<(), Broken> {
+    conn.buf.reserve(want.clamp(1, READ_BYTES));
+    match conn.tcp.read_buf(&mut conn.buf).await {
+        Ok(0) => Err(Broken::Unknown(Cause::Answer(
+            "the connection closed before the answer ended".into(),
+        ))),
+        Ok(_) => Ok(()),
+        Err(e) => Err(Broken::Unknown(Cause::Io(e))),
+    }
+}
+
+/// The answer's head, interim (1xx) answers skipped.
+async fn read_head(conn: &mut Conn, head_request: bool) -> Result<http1::Head, Broken> {
+    loop {
+        match http1::response_head(&conn.buf, head_request) {
+            Ok(Some(head)) => {
+                conn.buf.advance(head.head_bytes);
+                if head.status >= 200 {
+                    return Ok(head);
+                }
+            }
+            Ok(None) => read_more(conn, READ_BYTES).await?,
+            Err(e) => return Err(Broken::Unknown(Cause::Answer(e))),
+        }
+    }
+}
+
+/// The whole body in the pieces it arrived in (a chunked body's chunks, a
+/// body of known length in one), bounded by [`RESPONSE_BYTES_MAX`].
+async fn read_body(conn: &mut Conn, framing: Framing) -> Result<Vec<Bytes>, Broken> {
+    let over = || {
+        let what = format!("an answer over {RESPONSE_BYTES_MAX} bytes");
+        Broken::Unknown(Cause::Answer(what))
+    };
+    match framing {
+        Framing::Empty => Ok(Vec::new()),
+        Framing::Length(n) => {
+            let n = usize::try_from(n)
+                .ok()
+                .filter(|&n| n <= RESPONSE_BYTES_MAX)
+                .ok_or_else(over)?;
+            while conn.buf.len() < n {
+                let left = n - conn.buf.len();
+                read_more(conn, left).await?;
+            }
+            Ok(vec![conn.buf.split_to(n).freeze()])
+        }
+        Framing::Chunked => {
+            let (mut chunked, mut pieces, mut total) = (Chunked::default(), Vec::new(), 0);
+            loop {
+                match chunked.next(&mut conn.buf) {
+                    Ok(Step::Piece(p)) => {
+                        total += p.len();
+                        if total > RESPONSE_BYTES_MAX {
+                            return Err(over());
+                        }
+                        pieces.push(p);
+                    }
+                    Ok(Step::More) => read_more(conn, READ_BYTES).await?,
+                    Ok(Step::Done) => return Ok(pieces),
+                    Err(e) => return Err(Broken::Unknown(Cause::Answer(e))),
+                }
+            }
+        }
+        Framing::ToEnd => {
+            loop {
+                if conn.buf.len() > RESPONSE_BYTES_MAX {
+                    return Err(over());
+                }
+                conn.buf.reserve(READ_BYTES);
+                match conn.tcp.read_buf(&mut conn.buf).await {
+                    Ok(0) => break,
+                    Ok(_) => {}
+                    Err(e) => return Err(Broken::Unknown(Cause::Io(e))),
+                }
+            }
+            Ok(vec![std::mem::take(&mut conn.buf).freeze()])
+        }
+    }
 }
 
 /// `pieces` as one buffer: the one piece a body usually arrives in as it
@@ -560,14 +571,12 @@ mod tests {
 
     impl Pool {
         /// Waits until every idle connection has seen its server close
-        /// (its driver ends: a real signal, not a timer).
+        /// (the socket turns readable with the EOF: a real signal, not a
+        /// timer).
         async fn idle_closed(&self) {
-            let mut idle = std::mem::take(&mut *self.idle.lock().unwrap());
-            for i in &mut idle {
-                if let Some(d) = i.conn.driver.as_mut() {
-                    let _ = d.await;
-                }
-                i.conn.driver = None;
+            let idle = std::mem::take(&mut *self.idle.lock().unwrap());
+            for i in &idle {
+                i.conn.tcp.readable().await.unwrap();
             }
             *self.idle.lock().unwrap() = idle;
         }
@@ -644,22 +653,43 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_connection_that_ended_hands_the_request_back_unsent() {
+    async fn a_connection_that_ended_is_not_taken_again() {
         let (url, mut requests, close) = answer_once_server().await;
         let pool = Pool::new(1, Duration::from_secs(5), Duration::from_secs(5), None);
         pool.send(&one(&url), Duration::from_secs(5)).await.unwrap();
         requests.recv().await.unwrap();
         close.notify_one();
         pool.idle_closed().await;
-        let mut conn = pool.idle.lock().unwrap().pop().unwrap().conn;
-        let uri: Uri = "/x".parse().unwrap();
-        let request = pool.request(&one(&url), &conn, uri);
-        match exchange(&mut conn, request, false).await {
+        let authority = split_http(&url).unwrap().0;
+        assert!(pool.take_idle(authority).is_none(), "taken though closed");
+        assert_eq!(pool.open(1), 0, "the dead one was closed");
+        assert!(requests.try_recv().is_err(), "nothing reached the server");
+    }
+
+    /// A connection the server reset: the request's first write fails
+    /// before any byte is taken, and it comes back unsent.
+    #[tokio::test]
+    async fn a_request_refused_before_its_first_byte_is_handed_back_unsent() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/x", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let (conn, _) = listener.accept().await.unwrap();
+            // Linger 0: the drop resets the connection at once (and does
+            // not block, which is what the deprecation warns of).
+            #[allow(deprecated)]
+            conn.set_linger(Some(Duration::ZERO)).unwrap();
+            drop(conn); // a reset, not a FIN
+        });
+        let pool = Pool::new(1, Duration::from_secs(5), Duration::from_secs(5), None);
+        let authority = split_http(&url).unwrap().0;
+        let permit = pool.permits.clone().acquire_owned().await.unwrap();
+        let mut conn = connect(authority, permit).await.unwrap();
+        conn.tcp.readable().await.unwrap();
+        match exchange(&mut conn, &one(&url), "/x", None).await {
             Err(Broken::NotSent(_)) => {}
             Err(Broken::Unknown(c)) => panic!("unknown: {c:?}"),
-            Ok(_) => panic!("answered on a closed connection"),
+            Ok(_) => panic!("answered on a reset connection"),
         }
-        assert!(requests.try_recv().is_err(), "nothing reached the server");
     }
 
     #[tokio::test]
