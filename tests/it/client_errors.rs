@@ -318,3 +318,21 @@ async fn an_answer_that_is_not_the_api_is_a_protocol_error() {
         Err(ClientError::Protocol { status: 200, .. })
     ));
 }
+
+/// An append far over the server's body limit (its bytes more than the
+/// sockets buffer, so the server answers before it has read them) is
+/// the server's 413, not a lost answer.
+#[tokio::test]
+async fn an_append_far_over_the_body_limit_is_too_large_not_unknown() {
+    let srv = TestServer::start().await;
+    let c = Client::new(format!("http://{}", srv.addr)).unwrap();
+    let huge = vec![b'x'; 64 << 20];
+    match c.append_raw("s", 1, Bytes::from(huge), None).await {
+        Err(ClientError::TooLarge { .. }) => {}
+        other => panic!("expected TooLarge, got {other:?}"),
+    }
+    assert!(
+        c.read("s", 0, &ReadOptions::default()).await.is_err(),
+        "nothing appended"
+    );
+}

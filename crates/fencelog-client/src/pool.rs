@@ -28,7 +28,7 @@ use hyper::Method;
 use std::os::fd::AsFd;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, Interest};
 use tokio::net::TcpStream;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
@@ -351,39 +351,77 @@ async fn exchange(
     } else {
         &req.body
     };
-    write(&mut conn.tcp, [&out[..], body]).await?;
-    let head = read_head(conn, req.method == Method::HEAD).await?;
-    let mut pieces = read_body(conn, head.framing).await?;
-    let reusable = !head.close && conn.buf.is_empty();
+    // An answer that comes before the whole request is written (a 413
+    // for a body over the limit, sent as soon as its length was read) is
+    // still the answer: the rest of the request is not written, and the
+    // connection is not used again.
+    let written = write(&conn.tcp, &mut conn.buf, [&out[..], body]).await;
+    let whole = match written {
+        Ok(Sent::Whole) => true,
+        Ok(Sent::AnsweredEarly) => false,
+        Err(Broken::NotSent(cause)) => return Err(Broken::NotSent(cause)),
+        // The server may have answered and then closed on the rest.
+        Err(Broken::Unknown(cause)) => match read_answer(conn, &req.method).await {
+            Ok((head, pieces)) => return Ok((answer(req, head, pieces), false)),
+            Err(_) => return Err(Broken::Unknown(cause)),
+        },
+    };
+    let (head, pieces) = read_answer(conn, &req.method).await?;
+    let reusable = whole && !head.close && conn.buf.is_empty();
+    Ok((answer(req, head, pieces), reusable))
+}
+
+/// The answer's head and body.
+async fn read_answer(
+    conn: &mut Conn,
+    method: &Method,
+) -> Result<(http1::Head, Vec<Bytes>), Broken> {
+    let head = read_head(conn, *method == Method::HEAD).await?;
+    let pieces = read_body(conn, head.framing).await?;
+    Ok((head, pieces))
+}
+
+/// `head` and `pieces` as the caller's [`Answer`].
+fn answer(req: &Req, head: http1::Head, mut pieces: Vec<Bytes>) -> Answer {
     // Refusals are always joined: they are parsed as one JSON body.
     let body = if req.unjoined && (200..300).contains(&head.status) && pieces.len() > 1 {
         Bytes::new()
     } else {
         join(std::mem::take(&mut pieces))
     };
-    let answer = Answer {
+    Answer {
         status: head.status,
         headers: head.headers,
         body,
         pieces,
         url: String::new(),
-    };
-    Ok((answer, reusable))
+    }
 }
 
-/// Writes every byte of `parts`; a failure before the first byte was
-/// taken is [`Broken::NotSent`] (nothing left), any later one
-/// [`Broken::Unknown`].
-async fn write(tcp: &mut TcpStream, parts: [&[u8]; 2]) -> Result<(), Broken> {
+/// How a request's bytes went out.
+enum Sent {
+    Whole,
+    /// The server's answer (or its close) came before the last byte.
+    AnsweredEarly,
+}
+
+/// Writes every byte of `parts`, watching for the server to answer (or
+/// close) before the last one: what arrives meanwhile goes to `buf`. A
+/// failure before the first byte was taken is [`Broken::NotSent`]
+/// (nothing left), any later one [`Broken::Unknown`].
+async fn write(tcp: &TcpStream, buf: &mut BytesMut, parts: [&[u8]; 2]) -> Result<Sent, Broken> {
     let mut sent_any = false;
     let broken = |sent: bool, cause| match sent {
         true => Broken::Unknown(cause),
         false => Broken::NotSent(cause),
     };
+    let both = Interest::READABLE | Interest::WRITABLE;
     for part in parts {
         let mut at = 0;
         while at < part.len() {
-            match tcp.write(&part[at..]).await {
+            // Written at once while the socket takes it (a usual request
+            // goes out in one write); waited for only when it is full.
+            match tcp.try_write(&part[at..]) {
                 Ok(0) => {
                     let closed = Cause::Answer("the connection closed".into());
                     return Err(broken(sent_any, closed));
@@ -391,12 +429,32 @@ async fn write(tcp: &mut TcpStream, parts: [&[u8]; 2]) -> Result<(), Broken> {
                 Ok(n) => {
                     at += n;
                     sent_any = true;
+                    continue;
                 }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
                 Err(e) => return Err(broken(sent_any, Cause::Io(e))),
+            }
+            let ready = tcp
+                .ready(both)
+                .await
+                .map_err(|e| broken(sent_any, Cause::Io(e)))?;
+            // Readiness may be left over from the last answer's reads:
+            // only bytes (or the end) actually there mean an answer — or,
+            // before any byte went out, a connection not to use.
+            if ready.is_readable() {
+                buf.reserve(READ_BYTES);
+                match tcp.try_read_buf(buf) {
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                    Ok(_) | Err(_) if sent_any => return Ok(Sent::AnsweredEarly),
+                    Ok(_) | Err(_) => {
+                        let gone = Cause::Answer("the connection ended before the request".into());
+                        return Err(Broken::NotSent(gone));
+                    }
+                }
             }
         }
     }
-    Ok(())
+    Ok(Sent::Whole)
 }
 
 /// Reads more of the answer into `conn.buf`; the connection ending first
@@ -690,6 +748,35 @@ mod tests {
             Err(Broken::Unknown(c)) => panic!("unknown: {c:?}"),
             Ok(_) => panic!("answered on a reset connection"),
         }
+    }
+
+    /// A server that answers as soon as it has a head and then neither
+    /// reads nor closes: the answer is taken while the body is still
+    /// going out, and the connection is not reused.
+    #[tokio::test]
+    async fn an_answer_before_the_whole_body_is_the_answer() {
+        use tokio::io::AsyncWriteExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/x", listener.local_addr().unwrap());
+        let (done_tx, done) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            let mut seen = Vec::new();
+            let mut byte = [0u8; 1];
+            while !seen.ends_with(b"\r\n\r\n") {
+                conn.read_exact(&mut byte).await.unwrap();
+                seen.push(byte[0]);
+            }
+            let refusal = b"HTTP/1.1 413 Payload Too Large\r\ncontent-length: 2\r\n\r\nno";
+            conn.write_all(refusal).await.unwrap();
+            let _ = done.await; // holds the connection open, unread
+        });
+        let pool = Pool::new(1, Duration::from_secs(5), Duration::from_secs(5), None);
+        let big = Req::post(url).body("application/octet-stream", vec![b'x'; 64 << 20]);
+        let answer = pool.send(&big, Duration::from_secs(30)).await.unwrap();
+        assert_eq!((answer.status, &answer.body[..]), (413, &b"no"[..]));
+        assert_eq!(pool.open(1), 0, "not reused");
+        let _ = done_tx.send(());
     }
 
     #[tokio::test]
