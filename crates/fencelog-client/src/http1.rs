@@ -54,7 +54,7 @@ pub(crate) fn request_head(
     }
     let bodiless = matches!(*method, Method::GET | Method::HEAD | Method::DELETE);
     if body_bytes > 0 || !bodiless {
-        let mut digits = itoa(body_bytes);
+        let digits = itoa(body_bytes);
         push(out, b"content-length", digits.text());
     }
     out.extend_from_slice(b"\r\n");
@@ -74,7 +74,7 @@ struct Digits {
 }
 
 impl Digits {
-    fn text(&mut self) -> &[u8] {
+    fn text(&self) -> &[u8] {
         &self.bytes[self.at..]
     }
 }

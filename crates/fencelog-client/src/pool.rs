@@ -500,6 +500,9 @@ async fn read_body(conn: &mut Conn, framing: Framing) -> Result<Vec<Bytes>, Brok
                 .ok()
                 .filter(|&n| n <= RESPONSE_BYTES_MAX)
                 .ok_or_else(over)?;
+            // Room for the whole body at once: growing the buffer read by
+            // read would copy what it holds at every doubling.
+            conn.buf.reserve(n.saturating_sub(conn.buf.len()));
             while conn.buf.len() < n {
                 let left = n - conn.buf.len();
                 read_more(conn, left).await?;

@@ -73,6 +73,8 @@ pub struct Located {
     /// append only).
     known: KnownHeaders,
     target: Span,
+    /// The append route's stream segment (empty for any other request).
+    stream: Span,
     /// Each header's name and value.
     headers: [(Span, Span); HEADERS_MAX],
     header_count: usize,
@@ -130,7 +132,8 @@ pub fn parse(buf: &[u8], cap_bytes: usize) -> Head {
         },
     };
     let path = target.split_once('?').map_or(target, |(path, _)| path);
-    let append = crate::append_route::AppendRoute::matches_path(&method, path).is_some();
+    let stream = crate::append_route::AppendRoute::matches_path(&method, path);
+    let append = stream.is_some();
     let at = |s: &[u8]| {
         let start = s.as_ptr() as usize - buf.as_ptr() as usize;
         debug_assert!(start + s.len() <= head_bytes);
@@ -154,6 +157,7 @@ pub fn parse(buf: &[u8], cap_bytes: usize) -> Head {
             false => KnownHeaders::default(),
         },
         target: at(target.as_bytes()),
+        stream: stream.map_or(Span::default(), |s| at(s.as_bytes())),
         headers: [(Span::default(), Span::default()); HEADERS_MAX],
         header_count: req.headers.len(),
     };
@@ -194,9 +198,7 @@ impl Located {
         }
         debug_assert!(head.len() >= self.head_bytes);
         // Plain text is ASCII.
-        let target = std::str::from_utf8(&head[self.target.range()]).ok()?;
-        let path = target.split_once('?').map_or(target, |(path, _)| path);
-        let stream = crate::append_route::AppendRoute::matches_path(&self.method, path)?;
+        let stream = std::str::from_utf8(&head[self.stream.range()]).ok()?;
         let headers = SliceHeaders {
             head,
             spans: &self.headers[..self.header_count],
