@@ -6,6 +6,7 @@
 
 use super::server_log::ServerLog;
 use super::{rlimit, LogFormat};
+use fencelog_cluster::http_transport::PeerRpc;
 use fencelog_engine::config::{
     Config, BATCH_BYTES_DEFAULT, BATCH_BYTES_LIMIT, BATCH_RECORDS_DEFAULT, BATCH_RECORDS_LIMIT,
     SEGMENT_BYTES_DEFAULT, SEGMENT_BYTES_LIMIT,
@@ -165,6 +166,11 @@ pub struct Args {
     /// leader's address instead of forwarding it.
     #[arg(long, env = "FENCELOG_CLUSTER_REDIRECT")]
     pub cluster_redirect: bool,
+    /// How this node sends its Raft RPCs: `stream` (one connection per
+    /// peer for every shard; snapshots over HTTP) or `http` (one request
+    /// per RPC) [default: stream].
+    #[arg(long, env = "FENCELOG_PEER_RPC")]
+    pub peer_rpc: Option<PeerRpc>,
     /// How often the rebalancer moves shard leadership to the shard's
     /// preferred node, in ms; 0 turns it off [default: 3000].
     #[arg(long, env = "FENCELOG_REBALANCE_MS")]
@@ -222,6 +228,7 @@ pub(super) struct FileSettings {
     pub(super) cluster_ca_cert: Option<PathBuf>,
     pub(super) join: Option<String>,
     pub(super) cluster_redirect: Option<bool>,
+    pub(super) peer_rpc: Option<String>,
     pub(super) rebalance_ms: Option<u64>,
     pub(super) retention_interval_ms: Option<u64>,
     pub(super) raft_snapshot_logs: Option<u64>,

@@ -5,7 +5,7 @@
 use super::serve::{report_dropped_log_lines, stop_signal, Args, FileSettings, Prepared, Settings};
 use super::server_log::ServerLog;
 use fencelog_cluster::http_auth::ClusterAuth;
-use fencelog_cluster::http_transport::{HttpTransport, PeerTls};
+use fencelog_cluster::http_transport::{HttpTransport, PeerRpc, PeerTls};
 use fencelog_cluster::node::{Node, NodeOptions, Timing};
 use fencelog_cluster::shard::{SHARDS_DEFAULT, SHARDS_MAX};
 use fencelog_server::auth::Auth;
@@ -35,6 +35,8 @@ pub struct ClusterSettings {
     pub join: Option<String>,
     /// 307 instead of forwarding.
     pub cluster_redirect: bool,
+    /// How the Raft RPCs go to the other nodes.
+    pub peer_rpc: PeerRpc,
     /// The rebalancer's interval; 0 = off.
     pub rebalance_ms: u64,
     /// How often shard leaders propose retention trims; 0 = off.
@@ -161,6 +163,11 @@ impl ClusterSettings {
             cluster,
             join,
             cluster_redirect: args.cluster_redirect || file.cluster_redirect.unwrap_or(false),
+            peer_rpc: match (args.peer_rpc, &file.peer_rpc) {
+                (Some(p), _) => p,
+                (None, Some(text)) => text.parse()?,
+                (None, None) => PeerRpc::default(),
+            },
             rebalance_ms: args
                 .rebalance_ms
                 .or(file.rebalance_ms)
@@ -246,7 +253,7 @@ impl ClusterSettings {
             if self.cluster_ca_cert.is_some() {
                 return Err("cluster_ca_cert needs tls_cert: the nodes serve plain HTTP".into());
             }
-            return HttpTransport::configured(secret, None);
+            return HttpTransport::configured(secret, None).map(|t| t.peer_rpc(self.peer_rpc));
         }
         let ca_pem = match &self.cluster_ca_cert {
             None => None,
@@ -256,6 +263,7 @@ impl ClusterSettings {
             ),
         };
         HttpTransport::configured(secret, Some(&PeerTls { ca_pem }))
+            .map(|t| t.peer_rpc(self.peer_rpc))
             .map_err(|e| format!("cluster_ca_cert: {e}"))
     }
 }

@@ -9,7 +9,7 @@
 
 use crate::auth_scopes::{every_route_every_scope, forbidden, secret_for, send, write_config};
 use crate::cluster_support::{others, ProcCluster};
-use fencelog_cluster::network::encode;
+use fencelog_cluster::network::{decode, encode, RpcKind};
 use fencelog_cluster::types::ClusterOp;
 use fencelog_server::auth::Scope;
 use serde_json::{json, Value};
@@ -136,6 +136,84 @@ async fn cluster_routes_take_the_single_nodes_tokens_scopes_and_bodies() {
     for id in ids {
         assert_eq!(token(&c, &setup, id).await, json!(1000), "node {id}");
     }
+    the_peer_stream_takes_the_same_secret(&c, leader, k).await;
+    c.converged(k, &ids).await;
+    for id in ids {
+        assert_eq!(token(&c, &setup, id).await, json!(2000), "node {id}");
+    }
+}
+
+/// The peer stream's upgrade (`/_cluster/raft/stream`) is a `/_cluster/`
+/// path like the others: refused without the secret, with the same
+/// bodies; with it, a forwarded fence of token 2000 over the stream is
+/// applied; a frame of no RPC kind closes the stream.
+async fn the_peer_stream_takes_the_same_secret(c: &ProcCluster, leader: usize, k: u32) {
+    use fencelog_cluster::peer_frame::{put_request, take_answer};
+    use fencelog_cluster::peer_stream::{STREAM_PATH, UPGRADE_PROTOCOL};
+    use fencelog_cluster::proposer::Proposed;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let url = format!("{}{STREAM_PATH}", c.url(leader));
+    let upgrade = |secret: Option<&str>| {
+        let mut r = c
+            .http
+            .get(&url)
+            .header("connection", "upgrade")
+            .header("upgrade", UPGRADE_PROTOCOL);
+        if let Some(s) = secret {
+            r = r.header("fencelog-peer-secret", s);
+        }
+        r
+    };
+    let no_secret = json!({"error": "unauthenticated", "message": "this path is for cluster peers: no peer secret"});
+    let r = upgrade(None).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    assert_eq!(r.json::<Value>().await.unwrap(), no_secret);
+    let wrong = upgrade(Some("peer-secret-of-this-test-012345678X"));
+    let r = wrong.send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 401);
+    let plain = c.http.get(&url).header("fencelog-peer-secret", PEER_SECRET);
+    let r = plain.send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 400, "a GET without the upgrade");
+    let body = r.json::<Value>().await.unwrap();
+    assert_eq!(body["error"], json!("bad_request"), "{body}");
+    // With the secret: the stream itself, spoken by hand.
+    let r = upgrade(Some(PEER_SECRET)).send().await.unwrap();
+    assert_eq!(r.status().as_u16(), 101);
+    let mut io = r.upgrade().await.unwrap();
+    let op = ClusterOp::Fence {
+        stream: "in-s".into(),
+        token: 2000,
+        not_after_ms: None,
+    };
+    let mut frames = Vec::new();
+    put_request(&mut frames, 41, 999, RpcKind::Vote, b"");
+    put_request(&mut frames, 42, k, RpcKind::Forward, &encode(&op));
+    io.write_all(&frames).await.unwrap();
+    let mut buf = bytes::BytesMut::new();
+    let mut answers = Vec::new();
+    while answers.len() < 2 {
+        match take_answer(&mut buf, 1 << 20).unwrap() {
+            Some(a) => answers.push(a),
+            None => assert!(io.read_buf(&mut buf).await.unwrap() > 0, "closed early"),
+        }
+    }
+    answers.sort_by_key(|a| a.id);
+    assert_eq!(
+        answers[0].outcome,
+        Err("shard 999 out of range".to_string())
+    );
+    let applied: Proposed = decode(answers[1].outcome.as_ref().unwrap()).unwrap();
+    assert!(matches!(applied, Proposed::Applied(_)), "{applied:?}");
+    // A frame of no RPC kind: the node closes the stream.
+    let mut bad = Vec::new();
+    put_request(&mut bad, 43, k, RpcKind::Vote, b"");
+    bad[16] = 0;
+    io.write_all(&bad).await.unwrap();
+    assert_eq!(
+        io.read_buf(&mut buf).await.unwrap(),
+        0,
+        "closed on a bad frame"
+    );
 }
 
 #[test]

@@ -41,7 +41,7 @@ pub const RPC_BODY_BYTES_MAX: usize = 256 << 20;
 pub(crate) struct ClusterState {
     pub(crate) node: Arc<Node>,
     limits: HttpLimits,
-    shutdown: Shutdown,
+    pub(crate) shutdown: Shutdown,
     pub(crate) access: ClusterAuth,
     audit: Arc<Audit>,
     budget: MemoryBudget,
@@ -101,6 +101,10 @@ fn routes(s: &ClusterState) -> Router<ClusterState> {
         .route(
             "/_cluster/raft/{shard}/{kind}",
             post(raft_rpc).layer(DefaultBodyLimit::max(RPC_BODY_BYTES_MAX)),
+        )
+        .route(
+            crate::peer_stream::STREAM_PATH,
+            get(crate::peer_serve::open),
         )
         .route("/_cluster/admin/status", get(status))
         .route(

@@ -1,5 +1,9 @@
-//! The Raft transport over HTTP: `POST http(s)://{addr}/_cluster/raft/{shard}/{kind}`
-//! on the peer's client port, the body the bytes of [`crate::network`].
+//! The Raft transport over HTTP. Every RPC but a snapshot goes over the
+//! peer's stream ([`crate::peer_stream`]: one upgraded connection per
+//! peer carrying every shard's RPCs); a snapshot, and every RPC to a peer
+//! without the stream route or with [`PeerRpc::Http`], is its own
+//! `POST http(s)://{addr}/_cluster/raft/{shard}/{kind}` on the peer's
+//! client port, the body the bytes of [`crate::network`].
 //! Nodes that serve TLS (`--tls-cert`) are reached over https, trusting
 //! the system's roots and the cluster's CA ([`PeerTls`]).
 //! One pooled client (keep-alive) serves every shard. A connection that
@@ -7,14 +11,46 @@
 //! that is `Lost` (the peer may have acted on it).
 
 use crate::network::{RpcFuture, RpcKind, Transport, TransportError};
+use crate::peer_stream::PeerStreams;
 use crate::types::{NodeId, ShardId};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The content type of Raft RPC bodies.
 pub const RAFT_CONTENT_TYPE: &str = "application/vnd.fencelog.raft";
 
+/// How a node sends its Raft RPCs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PeerRpc {
+    /// One stream per peer for every shard (snapshots over HTTP).
+    #[default]
+    Stream,
+    /// One HTTP request per RPC.
+    Http,
+}
+
+impl std::str::FromStr for PeerRpc {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<PeerRpc, String> {
+        match s {
+            "stream" => Ok(PeerRpc::Stream),
+            "http" => Ok(PeerRpc::Http),
+            other => Err(format!("peer_rpc: {other:?} is not stream or http")),
+        }
+    }
+}
+
 /// The HTTP transport of one node.
 pub struct HttpTransport {
+    posts: Arc<Posts>,
+    /// `None` with [`PeerRpc::Http`].
+    streams: Option<Arc<PeerStreams>>,
+}
+
+/// One HTTP request per RPC.
+struct Posts {
     client: reqwest::Client,
     /// Sent with every RPC ([`crate::http_auth::PEER_SECRET_HEADER`]).
     peer_secret: Option<String>,
@@ -60,11 +96,25 @@ impl HttpTransport {
             }
         }
         let client = builder.build().map_err(|e| e.to_string())?;
+        let peer_secret = peer_secret.map(|s| s.trim().to_string());
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let streams = PeerStreams::new(client.clone(), peer_secret.clone(), scheme);
         Ok(HttpTransport {
-            client,
-            peer_secret: peer_secret.map(|s| s.trim().to_string()),
-            scheme: if tls.is_some() { "https" } else { "http" },
+            posts: Arc::new(Posts {
+                client,
+                peer_secret,
+                scheme,
+            }),
+            streams: Some(Arc::new(streams)),
         })
+    }
+
+    /// The same transport sending its RPCs as `how` says.
+    pub fn peer_rpc(mut self, how: PeerRpc) -> HttpTransport {
+        if how == PeerRpc::Http {
+            self.streams = None;
+        }
+        self
     }
 
     /// A transport with its own connection pool (plain HTTP, no secret).
@@ -80,6 +130,38 @@ impl Default for HttpTransport {
 }
 
 impl Transport for HttpTransport {
+    fn call(
+        &self,
+        target: NodeId,
+        addr: &str,
+        shard: ShardId,
+        kind: RpcKind,
+        body: Vec<u8>,
+        timeout: Duration,
+    ) -> RpcFuture {
+        let streams = match &self.streams {
+            Some(s) if kind != RpcKind::Snapshot => s.clone(),
+            _ => return self.posts.call(target, addr, shard, kind, body, timeout),
+        };
+        let posts = self.posts.clone();
+        let addr = addr.to_string();
+        Box::pin(async move {
+            match streams
+                .call(target, &addr, shard, kind, &body, timeout)
+                .await
+            {
+                Some(answer) => answer,
+                None => posts.call(target, &addr, shard, kind, body, timeout).await,
+            }
+        })
+    }
+
+    fn scheme(&self) -> &'static str {
+        self.posts.scheme
+    }
+}
+
+impl Transport for Posts {
     fn call(
         &self,
         target: NodeId,

@@ -54,18 +54,36 @@ impl RpcKind {
         }
     }
 
+    /// Every kind, in the order of their codes.
+    pub const ALL: [RpcKind; 6] = [
+        RpcKind::Append,
+        RpcKind::Vote,
+        RpcKind::Snapshot,
+        RpcKind::Forward,
+        RpcKind::ReadIndex,
+        RpcKind::Member,
+    ];
+
     /// The kind a path segment names.
     pub fn parse(s: &str) -> Option<RpcKind> {
-        [
-            RpcKind::Append,
-            RpcKind::Vote,
-            RpcKind::Snapshot,
-            RpcKind::Forward,
-            RpcKind::ReadIndex,
-            RpcKind::Member,
-        ]
-        .into_iter()
-        .find(|k| k.name() == s)
+        RpcKind::ALL.into_iter().find(|k| k.name() == s)
+    }
+
+    /// The kind's byte in a peer stream's frame ([`crate::peer_stream`]).
+    pub fn code(self) -> u8 {
+        match self {
+            RpcKind::Append => 1,
+            RpcKind::Vote => 2,
+            RpcKind::Snapshot => 3,
+            RpcKind::Forward => 4,
+            RpcKind::ReadIndex => 5,
+            RpcKind::Member => 6,
+        }
+    }
+
+    /// The kind a frame's byte names.
+    pub fn from_code(code: u8) -> Option<RpcKind> {
+        RpcKind::ALL.into_iter().find(|k| k.code() == code)
     }
 }
 

@@ -3,6 +3,7 @@
 mod support;
 
 mod cluster;
+mod peer_stream;
 mod producers;
 mod reclaim;
 mod session;
