@@ -63,6 +63,9 @@ pub fn status(node: &Node) -> Value {
     json!({
         "node_id": node.id(),
         "healthy": node.wal().poisoned().is_none(),
+        // fdatasyncs of the Raft WAL since start: with the appends served,
+        // the fsyncs per append per node.
+        "wal_fsyncs": node.wal().fsyncs(),
         "shards": shards,
         "leaders": leaders,
     })

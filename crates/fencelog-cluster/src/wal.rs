@@ -191,6 +191,8 @@ struct Msg {
     done: Done,
     /// A vote record (only the `VoteUnsynced` mutation asks).
     vote: bool,
+    /// Someone waits for this record to be durable (see [`Writer::commit`]).
+    synced: bool,
 }
 
 /// The node's Raft WAL.
@@ -343,10 +345,13 @@ impl Wal {
         shards.entry(shard).or_default().clone()
     }
 
-    /// Queues a record; `done` hears after the sync that covers it.
+    /// Queues a record; `done` hears after the sync that covers it. A
+    /// record for [`Done::Nobody`] (the committed id) is written in file
+    /// order but synced only by the next group someone waits for.
     pub fn submit(&self, rec: &WalRecord, done: Done) {
         let msg = Msg {
             bytes: encode_record(rec),
+            synced: !matches!(done, Done::Nobody),
             done,
             vote: matches!(rec, WalRecord::Vote { .. }),
         };
@@ -448,26 +453,37 @@ impl Writer {
         let _ = self.poisoned.set(msg);
     }
 
-    /// Writes and syncs one group.
+    /// Writes one group, and syncs it unless nobody waits for any of its
+    /// records: a group of committed ids alone (one per shard per entry on
+    /// every node, as each commit index moves) is written and left for the
+    /// next waited-for group's sync to cover, so it costs a write, not an
+    /// fdatasync. Sound because the committed id is advisory (a lost one
+    /// only makes a restart wait for the leader's next commit index) and
+    /// replay stops at the first torn or zero record: a committed id whose
+    /// earlier records did not all reach the disk is never read.
     fn commit(&mut self, group: &[Msg], buf: &mut Vec<u8>) -> Result<(), String> {
         if let Some(p) = self.poisoned.get() {
             return Err(format!("the raft WAL is poisoned: {p}"));
         }
         buf.clear();
         group.iter().for_each(|m| buf.extend_from_slice(&m.bytes));
-        let unsynced = self.mutation == WalMutation::VoteUnsynced && group.iter().all(|m| m.vote);
+        let vote_unsynced =
+            self.mutation == WalMutation::VoteUnsynced && group.iter().all(|m| m.vote);
+        let sync = group.iter().any(|m| m.synced) && !vote_unsynced;
         self.preallocate(self.end + buf.len() as u64);
         let r = self
             .file
             .write_all_at(buf, self.end)
-            .and_then(|()| match unsynced {
-                true => Ok(()),
-                false => self.file.sync_data(),
+            .and_then(|()| match sync {
+                true => self.file.sync_data(),
+                false => Ok(()),
             });
         match r {
             Ok(()) => {
                 self.end += buf.len() as u64;
-                self.fsyncs.fetch_add(1, Ordering::Relaxed);
+                if sync {
+                    self.fsyncs.fetch_add(1, Ordering::Relaxed);
+                }
                 Ok(())
             }
             Err(e) => {
