@@ -355,7 +355,7 @@ async fn serve(
     println!("listening on {addr}");
     let _ = std::io::stdout().flush();
     let app_node = node.clone();
-    let build = move |shutdown| fencelog_cluster::http::app(app_node, access, limits, shutdown);
+    let build = move |shutdown| fencelog_cluster::http::serving(app_node, access, limits, shutdown);
     let served = fencelog_server::serve_router(listener, build, server_config, stop).await;
     node.shutdown().await;
     match served {

@@ -20,6 +20,7 @@ mod client_tail_restart;
 mod cluster_auth;
 mod cluster_auth_admin;
 mod cluster_cli;
+mod cluster_fast_append;
 mod cluster_history;
 mod cluster_kill;
 mod cluster_lifecycle;

@@ -19,13 +19,16 @@ use axum::{Extension, Json, Router};
 use bytes::Bytes;
 use fencelog_api::{AppendAck, ErrorCode, Field, StreamInfo};
 use fencelog_engine::{validate_stream_config, validate_stream_name, Applied, Header, WriteError};
+use fencelog_server::append_route::{AppendRoute, AppendSink, SinkFuture};
 use fencelog_server::audit::Audit;
 use fencelog_server::auth::Caller;
+use fencelog_server::body::Upload;
 use fencelog_server::budget::MemoryBudget;
 use fencelog_server::error::write_error;
+use fencelog_server::error::Answer;
 use fencelog_server::http_metrics::HttpMetrics;
 use fencelog_server::lifecycle;
-use fencelog_server::{ApiError, AppState, HttpLimits, Shutdown};
+use fencelog_server::{ApiError, AppState, AppendBody, HttpLimits, Routes, Shutdown};
 use std::sync::Arc;
 use tower::ServiceExt;
 
@@ -54,6 +57,19 @@ pub(crate) struct ClusterState {
 /// [`http_auth::guard`] over all of them (the `/_cluster/` prefix), added
 /// last so it covers every route.
 pub fn app(node: Arc<Node>, access: ClusterAuth, limits: HttpLimits, shutdown: Shutdown) -> Router {
+    serving(node, access, limits, shutdown).router
+}
+
+/// [`app`], and in front of it the append route's fast path
+/// ([`fencelog_server::append_route`]) with the cluster's append behind
+/// it, as a node serves them. Without the fast path with
+/// `--cluster-redirect`: the 307 is a layer of the router's route.
+pub fn serving(
+    node: Arc<Node>,
+    access: ClusterAuth,
+    limits: HttpLimits,
+    shutdown: Shutdown,
+) -> Routes {
     let admin = crate::admin::routes(node.clone());
     let state = ClusterState {
         node,
@@ -64,13 +80,46 @@ pub fn app(node: Arc<Node>, access: ClusterAuth, limits: HttpLimits, shutdown: S
         budget: MemoryBudget::default(),
         http_metrics: Arc::default(),
     };
-    routes(&state)
-        .with_state(state)
-        .merge(admin)
-        .layer(axum::middleware::from_fn_with_state(
-            access,
-            http_auth::guard,
-        ))
+    let append = (!state.node.options().redirect).then(|| {
+        // Shard 0's state for what is the node's (limits, auth, budget,
+        // metrics); the sink picks the stream's shard.
+        let sink = Arc::new(FastAppend(state.clone()));
+        Arc::new(AppendRoute::with_sink(state.shard_state(0), sink))
+    });
+    let router =
+        routes(&state)
+            .with_state(state)
+            .merge(admin)
+            .layer(axum::middleware::from_fn_with_state(
+                access,
+                http_auth::guard,
+            ));
+    Routes { router, append }
+}
+
+/// The cluster's append behind the front's fast path: what [`append`]
+/// does once the route's checks and the body's decoding are done.
+struct FastAppend(ClusterState);
+
+impl AppendSink for FastAppend {
+    fn check_name(&self, stream: &str) -> Result<(), ApiError> {
+        valid_name(stream)
+    }
+
+    fn append<'a>(
+        &'a self,
+        caller: Caller,
+        stream: &'a str,
+        upload: Upload,
+        body: AppendBody,
+    ) -> SinkFuture<'a> {
+        Box::pin(async move {
+            match self.0.append_decoded(&caller, stream, upload, body).await {
+                Ok(resp) => Answer::Response(resp),
+                Err(e) => Answer::Response(e.into_response()),
+            }
+        })
+    }
 }
 
 /// `route`, a replicated write of one stream, answered 307 by a node that
@@ -256,9 +305,13 @@ pub(crate) fn stream_of(
     path: Result<Path<String>, axum::extract::rejection::PathRejection>,
 ) -> Result<String, ApiError> {
     let Path(stream) = path.map_err(|e| ApiError::bad_request(e.to_string()))?;
-    validate_stream_name(&stream)
-        .map_err(|e| write_error(&stream, WriteError::InvalidStreamName(e)))?;
+    valid_name(&stream)?;
     Ok(stream)
+}
+
+/// A write route's refusal of a stream name (it names the stream).
+fn valid_name(stream: &str) -> Result<(), ApiError> {
+    validate_stream_name(stream).map_err(|e| write_error(stream, WriteError::InvalidStreamName(e)))
 }
 
 /// The checks a single node's engine makes before its writer, made here
@@ -307,42 +360,57 @@ async fn append(
     request: Request,
 ) -> Result<Response, ApiError> {
     let stream = stream_of(path)?;
-    let k = s.node.shard_of(&stream);
-    let state = s.shard_state(k);
+    let state = s.shard_state(s.node.shard_of(&stream));
     // Every error names the stream, as the single node's route answers.
     let (upload, body) = fencelog_server::records::decode_append(&state, &stream, request)
         .await
         .map_err(|e| e.on_stream(&stream))?;
-    // `decode_append` checked each record's headers (413 / 400 as on a
-    // single node); the batch's byte limit counts them here.
-    let headers = body.headers.unwrap_or_default();
-    check_append(&state, &stream, body.token, &body.records, &headers)?;
-    let op = ClusterOp::Append {
-        stream: stream.clone(),
-        token: body.token,
-        match_seq: body.match_seq_num,
-        records: body.records.iter().map(|r| r.to_vec()).collect(),
-        headers: headers
-            .iter()
-            .map(|h| {
-                h.iter()
-                    .map(|h| (h.name.to_vec(), h.value.to_vec()))
-                    .collect()
+    s.append_decoded(&caller_of(caller), &stream, upload, body)
+        .await
+}
+
+impl ClusterState {
+    /// A decoded append: checked, proposed (or forwarded) and answered.
+    async fn append_decoded(
+        &self,
+        caller: &Caller,
+        stream: &str,
+        upload: Upload,
+        body: AppendBody,
+    ) -> Result<Response, ApiError> {
+        let k = self.node.shard_of(stream);
+        let state = self.shard_state(k);
+        // `decode_append` checked each record's headers (413 / 400 as on a
+        // single node); the batch's byte limit counts them here.
+        let headers = body.headers.unwrap_or_default();
+        check_append(&state, stream, body.token, &body.records, &headers)?;
+        let op = ClusterOp::Append {
+            stream: stream.to_string(),
+            token: body.token,
+            match_seq: body.match_seq_num,
+            records: body.records.iter().map(|r| r.to_vec()).collect(),
+            headers: headers
+                .iter()
+                .map(|h| {
+                    h.iter()
+                        .map(|h| (h.name.to_vec(), h.value.to_vec()))
+                        .collect()
+                })
+                .collect(),
+            producer: body.producer,
+            not_after_ms: body.not_after_ms,
+        };
+        // The records are copied into the op: the upload's budget share goes.
+        drop(upload);
+        Ok(self
+            .write(caller, k, "append", op, |stream, applied| match applied {
+                Applied::Appended(ack) => {
+                    Json(AppendAck::new(stream.to_string(), ack)).into_response()
+                }
+                _ => unreachable!("an append answers an ack"),
             })
-            .collect(),
-        producer: body.producer,
-        not_after_ms: body.not_after_ms,
-    };
-    // The records are copied into the op: the upload's budget share goes.
-    drop(upload);
-    let caller = caller_of(caller);
-    Ok(
-        s.write(&caller, k, "append", op, |stream, applied| match applied {
-            Applied::Appended(ack) => Json(AppendAck::new(stream.to_string(), ack)).into_response(),
-            _ => unreachable!("an append answers an ack"),
-        })
-        .await,
-    )
+            .await)
+    }
 }
 
 async fn fence(

@@ -14,15 +14,20 @@
 //! 3. [`crate::params::valid_stream_name`] (what the handler's path extractor leads to);
 //! 4. [`crate::records::append_to`], the handler's own body;
 //!
-//! and the answer is counted under the route's metrics series. Anything
+//! and the answer is counted under the route's metrics series. A cluster
+//! node (issue 14) serves the same route with an [`AppendSink`] in place
+//! of step 4's engine: the decoded body goes to the stream's shard, and
+//! the sink refuses names and answers as the node's router route does
+//! (`tests/it/cluster_fast_append.rs`). Anything
 //! that is not plainly this route — another method, a percent-encoded or
 //! empty segment, a different path — goes to the router, which stays the
 //! one definition of the API; `tests/it/append_route.rs` checks that both
 //! ways answer alike, byte for byte.
 
+use crate::append_body::AppendBody;
 use crate::auth::{self, Access};
-use crate::body::Incoming;
-use crate::error::Answer;
+use crate::body::{Incoming, Upload};
+use crate::error::{Answer, ApiError};
 use crate::header_view::HeaderView;
 use crate::http_metrics::APPEND_ROUTE;
 use crate::state::AppState;
@@ -30,6 +35,9 @@ use crate::{ops, params, records};
 use axum::body::Body;
 use axum::http::{Method, Request};
 use axum::response::{IntoResponse, Response};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// The fast path's share of the server: the state the router serves and
@@ -38,6 +46,33 @@ use std::time::Instant;
 pub struct AppendRoute {
     state: AppState,
     access: Access,
+    /// Where admitted, decoded appends go instead of `state`'s engine.
+    sink: Option<Arc<dyn AppendSink>>,
+}
+
+/// A future an [`AppendSink`] answers with.
+pub type SinkFuture<'a> = Pin<Box<dyn Future<Output = Answer> + Send + 'a>>;
+
+/// Where an append goes once this route has checked its headers, its
+/// caller and its stream name and decoded its body, when it is not this
+/// server's engine: a cluster node proposes it to the stream's shard
+/// (issue 14), answering exactly as its router's route would.
+pub trait AppendSink: Send + Sync + 'static {
+    /// Refuses a stream name as the sink's own route would; by default as
+    /// this server's route does.
+    fn check_name(&self, stream: &str) -> Result<(), ApiError> {
+        params::valid_stream_name(stream)
+    }
+
+    /// Answers the append of `body` to `stream` by `caller`; `upload`
+    /// holds the bytes `body`'s records are slices of.
+    fn append<'a>(
+        &'a self,
+        caller: auth::Caller,
+        stream: &'a str,
+        upload: Upload,
+        body: AppendBody,
+    ) -> SinkFuture<'a>;
 }
 
 impl AppendRoute {
@@ -47,7 +82,20 @@ impl AppendRoute {
             .find(|r| r.path == APPEND_ROUTE && r.operation_id == "append")
             .map(|r| r.access)
             .expect("the route table has the append route");
-        AppendRoute { state, access }
+        AppendRoute {
+            state,
+            access,
+            sink: None,
+        }
+    }
+
+    /// The route over `state`'s limits, auth and metrics, its appends
+    /// answered by `sink`.
+    pub fn with_sink(state: AppState, sink: Arc<dyn AppendSink>) -> Self {
+        AppendRoute {
+            sink: Some(sink),
+            ..AppendRoute::new(state)
+        }
     }
 
     /// The stream segment when `request` is this route and nothing about
@@ -113,9 +161,19 @@ impl AppendRoute {
                 }
             }
         };
-        if let Err(e) = params::valid_stream_name(stream) {
+        let named = match &self.sink {
+            Some(sink) => sink.check_name(stream),
+            None => params::valid_stream_name(stream),
+        };
+        if let Err(e) = named {
             return Answer::Response(e.into_response());
         }
-        records::append_from(&self.state, &caller, stream, headers, body).await
+        let Some(sink) = &self.sink else {
+            return records::append_from(&self.state, &caller, stream, headers, body).await;
+        };
+        match records::decode_append_from(&self.state, stream, headers, body).await {
+            Ok((upload, body)) => sink.append(caller, stream, upload, body).await,
+            Err(e) => Answer::Response(e.on_stream(stream).into_response()),
+        }
     }
 }

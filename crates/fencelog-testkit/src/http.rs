@@ -266,6 +266,21 @@ pub fn batch_bytes(stream: &str, bodies: &[&[u8]]) -> u64 {
 
 /// Sends a hand-written request on a fresh connection and reads the answer;
 /// `head` should say `Connection: close`.
+/// The bytes of an HTTP/1.1 request with `headers` (each a whole
+/// `Name: value` line) and `body`, on a connection the server closes
+/// after answering.
+pub fn raw_request(method: &str, path: &str, headers: &[&str], body: &[u8]) -> Vec<u8> {
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n");
+    for h in headers {
+        head.push_str(h);
+        head.push_str("\r\n");
+    }
+    head.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+    let mut out = head.into_bytes();
+    out.extend_from_slice(body);
+    out
+}
+
 pub async fn raw_exchange(addr: SocketAddr, head: &str, body: &[u8]) -> (u16, Value) {
     let mut conn = TcpStream::connect(addr).await.unwrap();
     conn.write_all(head.as_bytes()).await.unwrap();

@@ -369,7 +369,11 @@ fn a_committed_id_is_synced_by_the_next_waited_for_group() {
         store.save_committed(Some(log_id(1, 1, 2))).await.unwrap();
         let ents = (3..=3).map(|i| blank_ent::<TypeConfig>(1, 1, i));
         store.blocking_append(ents).await.unwrap();
-        assert_eq!(wal.fsyncs(), synced + 1, "one sync for the append, none for the id");
+        assert_eq!(
+            wal.fsyncs(),
+            synced + 1,
+            "one sync for the append, none for the id"
+        );
     });
     wal.close();
     let disk = sim.fork();

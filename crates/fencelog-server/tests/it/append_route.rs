@@ -99,15 +99,7 @@ fn post(path: &str, headers: &[&str], body: &[u8]) -> Vec<u8> {
 }
 
 fn request(method: &str, path: &str, headers: &[&str], body: &[u8]) -> Vec<u8> {
-    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n");
-    for h in headers {
-        head.push_str(h);
-        head.push_str("\r\n");
-    }
-    head.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
-    let mut out = head.into_bytes();
-    out.extend_from_slice(body);
-    out
+    fencelog_testkit::http::raw_request(method, path, headers, body)
 }
 
 /// Sends each request to both servers in turn and asserts the answers
