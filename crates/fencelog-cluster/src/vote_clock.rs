@@ -33,7 +33,10 @@ impl VoteClock {
         let clock = VoteClock {
             seen: Arc::new(Mutex::new((None, Instant::now()))),
         };
-        let mut rx = raft.metrics();
+        // The server metrics (vote, state, leader, membership) change only
+        // with them; the full metrics change with every entry, and this
+        // task would wake for each.
+        let mut rx = raft.server_metrics();
         let seen = clock.seen.clone();
         tokio::spawn(async move {
             loop {
