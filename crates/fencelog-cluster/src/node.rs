@@ -11,7 +11,7 @@ use crate::state_machine::{shard_engine_config, ShardSm};
 use crate::types::{ClusterOp, NodeId, OpResult, Raft, ShardId, Snapshot, TypeConfig};
 use crate::wal::Wal;
 use fencelog_engine::{node_mutation, Config, DirStorage, Engine, NodeMutation};
-use openraft::error::{InitializeError, RaftError};
+use openraft::error::{CheckIsLeaderError, InitializeError, RaftError};
 use openraft::raft::{AppendEntriesRequest, VoteRequest};
 use openraft::{BasicNode, SnapshotPolicy};
 use std::collections::BTreeMap;
@@ -32,6 +32,39 @@ enum Barrier {
     /// Asked and timed out, or the answer was unreadable.
     Failed(String),
 }
+
+/// The pause before a leader asks a quorum to confirm it again.
+const READ_INDEX_RETRY: Duration = Duration::from_millis(20);
+
+/// The leader's read index (and its applied id), asked again while a
+/// quorum's heartbeats did not all answer in time (openraft waits one
+/// heartbeat interval for them): on two cores busy with large reads that
+/// is a slow follower, not a lost leadership, and waiting for a new leader
+/// instead (as for a leader that stepped down) failed reads for 14 s with
+/// a healthy cluster (stop 32). Bounded by `budget`; any other error is
+/// returned at once. Safe to repeat: a read index changes nothing.
+async fn read_index(
+    raft: &Raft,
+    budget: Duration,
+) -> Result<ReadIndex, RaftError<NodeId, CheckIsLeaderError<NodeId, BasicNode>>> {
+    let until = tokio::time::Instant::now() + budget;
+    loop {
+        match raft.get_read_log_id().await {
+            Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(_)))
+                if tokio::time::Instant::now() + READ_INDEX_RETRY < until =>
+            {
+                tokio::time::sleep(READ_INDEX_RETRY).await;
+            }
+            r => return r,
+        }
+    }
+}
+
+/// A read index and the applied id at the time.
+type ReadIndex = (
+    Option<openraft::LogId<NodeId>>,
+    Option<openraft::LogId<NodeId>>,
+);
 
 /// How long one snapshot RPC (send and install) may take.
 pub const SNAPSHOT_TIMEOUT_MS: u64 = 60_000;
@@ -500,11 +533,18 @@ impl Node {
         if leadership(raft, self.id).is_ok() {
             // A leader deposed meanwhile is answered ForwardToLeader: ask
             // the new one.
-            return raft
-                .ensure_linearizable()
+            let timeout = self.options.commit_timeout;
+            let (read, applied) = read_index(raft, timeout)
                 .await
-                .map(drop)
-                .map_err(|e| Barrier::NoLeader(e.to_string()));
+                .map_err(|e| Barrier::NoLeader(e.to_string()))?;
+            if read.map(|l| l.index) > applied.map(|l| l.index) {
+                let at = read.map(|l| l.index);
+                raft.wait(Some(timeout))
+                    .applied_index_at_least(at, "read barrier")
+                    .await
+                    .map_err(|e| Barrier::Failed(e.to_string()))?;
+            }
+            return Ok(());
         }
         let no_leader = || Barrier::NoLeader(format!("shard {k} has no leader"));
         let leader = self.leader_of(k).ok_or_else(no_leader)?;
@@ -563,8 +603,9 @@ impl Node {
             RpcKind::Member => encode(&crate::membership::handle(self, k, decode(body)?).await),
             RpcKind::ReadIndex => {
                 let r = match leadership(raft, self.id) {
-                    Ok(()) => raft
-                        .get_read_log_id()
+                    // Within half the asker's budget (its call times out
+                    // after a commit's time), so a late index still helps.
+                    Ok(()) => read_index(raft, self.options.commit_timeout / 2)
                         .await
                         .map(|(read, _)| read.map(|l| l.index)),
                     Err(_) => {

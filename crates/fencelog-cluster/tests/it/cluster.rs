@@ -151,6 +151,41 @@ async fn restart_never_applies_twice_nor_skips() {
     }
 }
 
+/// A leader whose followers answer its heartbeats late for a moment (cut
+/// for 300 ms, well inside the election timeout, as a follower busy with
+/// large reads on two cores is) still answers a linearizable read once
+/// they answer again: the read index is asked again, not treated as a
+/// lost leadership that waits for a new leader (which, with none coming,
+/// failed the read after commit timeout plus leader wait).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_barrier_waits_out_a_brief_quorum_silence() {
+    let timing = fencelog_cluster::node::Timing {
+        election_min_ms: 4_000,
+        election_max_ms: 5_000,
+        ..fencelog_cluster::node::Timing::TEST
+    };
+    let c = TestCluster::start_with(3, 1, timing).await;
+    let ids = c.ids();
+    let leader = c.leader(0, &ids).await;
+    assert_eq!(appended_at(&c.write(leader, append("r", 1, "x")).await), 0);
+    let term = c.node(leader).raft(0).metrics().borrow().current_term;
+    c.router.isolate(leader, ids.clone());
+    let router = c.router.clone();
+    let heal = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        router.heal();
+    });
+    let read = c.node(leader).read_barrier(0).await;
+    heal.await.unwrap();
+    assert_eq!(read, Ok(()));
+    let m = c.node(leader).raft(0).metrics().borrow().clone();
+    assert_eq!(
+        (m.current_term, m.current_leader),
+        (term, Some(leader)),
+        "no election"
+    );
+}
+
 /// The seeds' paused owner, in process: the old leader is cut off (as a
 /// SIGSTOPped process is to its peers) with a write in flight; a new leader
 /// is elected, a new owner fences and appends through another node; after
