@@ -18,10 +18,11 @@
 //! upgrade refused, the queue full until the deadline) is `Unreachable`,
 //! nothing having been sent; once queued, anything but an answer is
 //! `Lost` (the peer may have acted on it). A connection ends on a write
-//! or read error, a protocol error, the peer closing it, or a call timing
-//! out with no answer of any call read since it was queued (a stalled
-//! connection, e.g. a partition: TCP alone would hold it for minutes); its
-//! waiting calls are then `Lost`, and the next call opens a new one.
+//! or read error, a protocol error, the peer closing it, or [`STALL`]
+//! with a call outstanding and nothing read (a partition: TCP alone would
+//! hold it for minutes); its waiting calls are then `Lost`, and the next
+//! call opens a new one. A call that times out alone (a slow RPC, a busy
+//! peer) is `Lost` and leaves the connection to every other call.
 //! A peer without the route (an older node during a rolling upgrade)
 //! answers 404 to the upgrade: its RPCs go over HTTP for
 //! [`HTTP_FALLBACK`], then the stream is tried again. Snapshots always go
@@ -49,6 +50,14 @@ pub const FRAME_BYTES_MAX: usize = crate::http::RPC_BODY_BYTES_MAX + 64;
 /// How long RPCs to a peer without the stream route go over HTTP before
 /// the stream is tried again.
 pub const HTTP_FALLBACK: Duration = Duration::from_secs(60);
+/// A connection that has read nothing for this long while a call was
+/// outstanding is closed as stalled (a partition: TCP alone would hold it
+/// for minutes). Far above a busy peer's slowest answer (every peer
+/// answers each shard's heartbeat every 100 ms), so a slow peer costs
+/// timeouts, not a reconnect.
+pub const STALL: Duration = Duration::from_secs(2);
+/// Longest an upgrade may take (connect, TLS, the 101).
+pub const UPGRADE_TIMEOUT: Duration = Duration::from_secs(3);
 /// Frames waiting for a connection's writer (per peer).
 const QUEUE_FRAMES_MAX: usize = 1024;
 /// Most bytes the writer gathers into one write.
@@ -60,16 +69,23 @@ type Waiter = oneshot::Sender<Result<Vec<u8>, TransportError>>;
 
 /// The node's peer streams, one per peer, opened on first use.
 pub(crate) struct PeerStreams {
+    upgrader: Arc<Upgrader>,
+    slots: Mutex<HashMap<NodeId, Arc<Slot>>>,
+}
+
+/// What opening a stream needs.
+struct Upgrader {
     client: reqwest::Client,
     peer_secret: Option<String>,
     scheme: &'static str,
-    slots: Mutex<HashMap<NodeId, Arc<Slot>>>,
 }
 
 /// One peer's connection (if open) and its HTTP fallback.
 struct Slot {
     addr: String,
-    link: tokio::sync::Mutex<Option<Link>>,
+    /// Held while a connection is opened (by the opening task, so a call
+    /// that gives up does not cancel it).
+    link: Arc<tokio::sync::Mutex<Option<Link>>>,
     http_until: Mutex<Option<Instant>>,
 }
 
@@ -88,9 +104,11 @@ impl PeerStreams {
         scheme: &'static str,
     ) -> PeerStreams {
         PeerStreams {
-            client,
-            peer_secret,
-            scheme,
+            upgrader: Arc::new(Upgrader {
+                client,
+                peer_secret,
+                scheme,
+            }),
             slots: Mutex::default(),
         }
     }
@@ -137,7 +155,7 @@ impl PeerStreams {
         let fresh = || {
             Arc::new(Slot {
                 addr: addr.to_string(),
-                link: tokio::sync::Mutex::new(None),
+                link: Arc::default(),
                 http_until: Mutex::new(None),
             })
         };
@@ -148,22 +166,42 @@ impl PeerStreams {
         slot.clone()
     }
 
-    /// The slot's live link, or a new one.
+    /// The slot's live link, or a new one. The opening runs as a task of
+    /// its own, bounded by [`UPGRADE_TIMEOUT`]: openraft drops a call at
+    /// one heartbeat interval, and an upgrade on a busy node can take
+    /// longer than that; cancelled with each call, no connection would
+    /// ever open.
     async fn link(&self, slot: &Slot, target: NodeId) -> Result<Opened, TransportError> {
-        let mut held = slot.link.lock().await;
+        let mut held = slot.link.clone().lock_owned().await;
         if let Some(l) = held.as_ref().filter(|l| !l.shared.is_closed()) {
             return Ok(Opened::Link(l.clone()));
         }
         *held = None;
-        let io = match self.upgrade(target, &slot.addr).await? {
-            Some(io) => io,
-            None => return Ok(Opened::NoStream),
-        };
-        let link = Link::start(target, io);
-        *held = Some(link.clone());
-        Ok(Opened::Link(link))
+        let upgrader = self.upgrader.clone();
+        let addr = slot.addr.clone();
+        let opening = tokio::spawn(async move {
+            let upgraded = tokio::time::timeout(UPGRADE_TIMEOUT, upgrader.upgrade(target, &addr));
+            let io = match upgraded.await {
+                Ok(Ok(Some(io))) => io,
+                Ok(Ok(None)) => return Ok(Opened::NoStream),
+                Ok(Err(e)) => return Err(e),
+                Err(_) => {
+                    let m = format!("node {target}: no upgrade within {UPGRADE_TIMEOUT:?}");
+                    return Err(TransportError::Unreachable(m));
+                }
+            };
+            let link = Link::start(target, io);
+            *held = Some(link.clone());
+            Ok(Opened::Link(link))
+        });
+        opening.await.unwrap_or_else(|e| {
+            let m = format!("node {target}: opening the stream failed: {e}");
+            Err(TransportError::Unreachable(m))
+        })
     }
+}
 
+impl Upgrader {
     /// The upgraded connection; `None` when the peer has no such route.
     /// Every failure here is `Unreachable`: no RPC has been sent yet.
     async fn upgrade(
@@ -223,14 +261,23 @@ impl Drop for Owner {
 /// What a connection's reader, writer and callers share.
 struct Shared {
     target: NodeId,
-    /// Calls waiting for their answer; `None` once closed, so no call can
-    /// start waiting on a connection that will never answer it.
-    waiting: Mutex<Option<HashMap<u64, Waiter>>>,
+    /// `None` once closed, so no call can start waiting on a connection
+    /// that will never answer it.
+    waiting: Mutex<Option<Waiting>>,
     next_id: AtomicU64,
-    /// Answers read so far: a timed-out call tells a slow RPC on a live
-    /// connection from a stalled connection by it.
-    answers: AtomicU64,
     closed: watch::Sender<bool>,
+}
+
+/// The calls of an open connection.
+#[derive(Default)]
+struct Waiting {
+    /// Each call's answer, by id.
+    calls: HashMap<u64, Waiter>,
+    /// Since when a call has been outstanding with nothing read: set by a
+    /// call when unset, cleared by each answer (set again if calls are
+    /// left). A call that gave up (openraft's own timeout drops the
+    /// future at one heartbeat interval) leaves it set: its frame was sent.
+    unanswered_since: Option<Instant>,
 }
 
 impl Shared {
@@ -245,20 +292,34 @@ impl Shared {
         };
         tracing::debug!(node = self.target, %why, "peer stream closed");
         self.closed.send_replace(true);
-        for (_, w) in waiting {
+        for (_, w) in waiting.calls {
             let m = format!("node {}: {why}", self.target);
             let _ = w.send(Err(TransportError::Lost(m)));
         }
     }
 
+    /// Registers a call; `false` once the connection is closed.
+    fn wait_for(&self, id: u64, waiter: Waiter) -> bool {
+        let mut held = self.waiting.lock().unwrap();
+        let Some(w) = held.as_mut() else {
+            return false;
+        };
+        w.calls.insert(id, waiter);
+        w.unanswered_since.get_or_insert_with(Instant::now);
+        true
+    }
+
     fn answer(&self, a: Answer) {
-        self.answers.fetch_add(1, Ordering::Relaxed);
         let waiter = match self.waiting.lock().unwrap().as_mut() {
-            Some(w) => w.remove(&a.id),
+            Some(w) => {
+                let waiter = w.calls.remove(&a.id);
+                w.unanswered_since = (!w.calls.is_empty()).then(Instant::now);
+                waiter
+            }
             None => None,
         };
         let Some(w) = waiter else {
-            // Its caller timed out and went.
+            // Its caller gave up and went.
             return;
         };
         let target = self.target;
@@ -272,8 +333,25 @@ impl Shared {
 
     fn forget(&self, id: u64) {
         if let Some(w) = self.waiting.lock().unwrap().as_mut() {
-            w.remove(&id);
+            w.calls.remove(&id);
         }
+    }
+
+    /// A call has been outstanding for [`STALL`] with nothing read.
+    fn stalled(&self) -> bool {
+        let held = self.waiting.lock().unwrap();
+        let since = held.as_ref().and_then(|w| w.unanswered_since);
+        since.is_some_and(|t| t.elapsed() >= STALL)
+    }
+}
+
+/// Forgets a call whose future is dropped before its answer (openraft
+/// wraps each AppendEntries in its own timeout).
+struct Forget<'a>(&'a Shared, u64);
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        self.0.forget(self.1);
     }
 }
 
@@ -282,9 +360,8 @@ impl Link {
         let (tx, rx) = mpsc::channel(QUEUE_FRAMES_MAX);
         let shared = Arc::new(Shared {
             target,
-            waiting: Mutex::new(Some(HashMap::new())),
+            waiting: Mutex::new(Some(Waiting::default())),
             next_id: AtomicU64::new(1),
-            answers: AtomicU64::new(0),
             closed: watch::channel(false).0,
         });
         let (r, w) = tokio::io::split(io);
@@ -315,19 +392,15 @@ impl Link {
         let target = s.target;
         let id = s.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
-        match s.waiting.lock().unwrap().as_mut() {
-            Some(w) => w.insert(id, tx),
-            None => {
-                let m = format!("node {target}: the peer stream closed before the call was sent");
-                return Err(TransportError::Unreachable(m));
-            }
-        };
+        if !s.wait_for(id, tx) {
+            let m = format!("node {target}: the peer stream closed before the call was sent");
+            return Err(TransportError::Unreachable(m));
+        }
+        let _forget = Forget(s, id);
         let mut frame = Vec::new();
         put_request(&mut frame, id, shard, kind, body);
-        let seen = s.answers.load(Ordering::Relaxed);
         if !matches!(timeout_at(deadline, self.tx.send(frame)).await, Ok(Ok(()))) {
             // Not queued: the writer never saw it.
-            s.forget(id);
             let m = format!("node {target}: the peer stream took no call within {timeout:?}");
             return Err(TransportError::Unreachable(m));
         }
@@ -336,14 +409,9 @@ impl Link {
             Ok(Err(_)) => Err(TransportError::Lost(format!(
                 "node {target}: stream closed"
             ))),
-            Err(_) => {
-                s.forget(id);
-                if s.answers.load(Ordering::Relaxed) == seen {
-                    s.close(format!("no answer in {timeout:?}: the stream is stalled"));
-                }
-                let m = format!("node {target}: no answer within {timeout:?}");
-                Err(TransportError::Lost(m))
-            }
+            Err(_) => Err(TransportError::Lost(format!(
+                "node {target}: no answer within {timeout:?}"
+            ))),
         }
     }
 }
@@ -394,6 +462,8 @@ pub(crate) async fn write_frames<W: AsyncWrite + Unpin>(
 async fn read_answers<R: AsyncRead + Unpin>(s: Arc<Shared>, mut r: R) {
     let mut closed = s.closed.subscribe();
     let mut buf = BytesMut::with_capacity(READ_CHUNK_BYTES);
+    let mut watchdog = tokio::time::interval(STALL / 4);
+    watchdog.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         loop {
             match take_answer(&mut buf, FRAME_BYTES_MAX) {
@@ -408,6 +478,12 @@ async fn read_answers<R: AsyncRead + Unpin>(s: Arc<Shared>, mut r: R) {
         let n = tokio::select! {
             n = r.read_buf(&mut buf) => n,
             _ = closed.wait_for(|c| *c) => return,
+            _ = watchdog.tick() => {
+                if s.stalled() {
+                    return s.close(format!("nothing read for {STALL:?} with calls out: stalled"));
+                }
+                continue;
+            }
         };
         match n {
             Ok(0) => return s.close("the peer closed the stream".into()),

@@ -1,14 +1,14 @@
 //! The peer stream's calling side against scripted peers on loopback:
-//! answers matched by id over one connection, a peer's refusal, a peer
-//! that closes or stalls with calls waiting (`Lost`, then a new
-//! connection), nothing listening (`Unreachable`), and the HTTP posts
+//! answers matched by id over one connection, a peer's refusal, a slow
+//! RPC timing out alone, a peer that closes or stalls with calls waiting
+//! (`Lost`, then a new connection), nothing listening (`Unreachable`), and the HTTP posts
 //! for snapshots, for `PeerRpc::Http` and for a peer without the route.
 
 use bytes::BytesMut;
 use fencelog_cluster::http_transport::{HttpTransport, PeerRpc};
 use fencelog_cluster::network::{RpcKind, Transport, TransportError};
 use fencelog_cluster::peer_frame::{put_answer, take_request, Request};
-use fencelog_cluster::peer_stream::{STREAM_PATH, UPGRADE_PROTOCOL};
+use fencelog_cluster::peer_stream::{STALL, STREAM_PATH, UPGRADE_PROTOCOL};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -183,7 +183,7 @@ async fn a_peer_that_closes_loses_the_waiting_calls_and_the_next_call_reconnects
 }
 
 #[tokio::test]
-async fn a_stalled_stream_is_closed_at_the_deadline_and_replaced() {
+async fn a_stalled_stream_is_closed_after_the_stall_time_and_replaced() {
     let (addr, mut conns, accepted) = peer().await;
     let t = Arc::new(HttpTransport::new());
     let short = Duration::from_millis(300);
@@ -197,10 +197,17 @@ async fn a_stalled_stream_is_closed_at_the_deadline_and_replaced() {
         matches!(&got, Err(TransportError::Lost(m)) if m.contains("no answer within")),
         "{got:?}"
     );
+    // A timeout alone keeps the connection; nothing read for the stall
+    // time with the call out closes it.
+    let waited = std::time::Instant::now();
     assert_eq!(
         c.request().await,
         None,
         "the caller closed the stalled stream"
+    );
+    assert!(
+        waited.elapsed() + short >= STALL,
+        "closed before the stall time"
     );
     let next = call(&t, &addr, 4, RpcKind::Append, b"entries", LONG);
     let mut d = conns.recv().await.unwrap();
@@ -209,6 +216,44 @@ async fn a_stalled_stream_is_closed_at_the_deadline_and_replaced() {
     d.answer(r.id, Ok(b"ok")).await;
     assert_eq!(next.await.unwrap(), Ok(b"ok".to_vec()));
     assert_eq!(accepted.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn a_slow_rpc_times_out_alone_and_its_late_answer_is_dropped() {
+    let (addr, mut conns, accepted) = peer().await;
+    let t = Arc::new(HttpTransport::new());
+    let slow = call(
+        &t,
+        &addr,
+        1,
+        RpcKind::ReadIndex,
+        b"slow",
+        Duration::from_millis(200),
+    );
+    let mut c = conns.recv().await.unwrap();
+    c.switch().await;
+    let a = c.request().await.unwrap();
+    let quick = call(&t, &addr, 2, RpcKind::Vote, b"quick", LONG);
+    let b = c.request().await.unwrap();
+    c.answer(b.id, Ok(b"granted")).await;
+    assert_eq!(quick.await.unwrap(), Ok(b"granted".to_vec()));
+    let got = slow.await.unwrap();
+    assert!(
+        matches!(&got, Err(TransportError::Lost(m)) if m.contains("no answer within")),
+        "{got:?}"
+    );
+    // The late answer finds nobody; the connection serves the next call.
+    c.answer(a.id, Ok(b"late")).await;
+    let next = call(&t, &addr, 1, RpcKind::ReadIndex, b"again", LONG);
+    let r = c.request().await.unwrap();
+    assert_eq!(&r.body[..], b"again");
+    c.answer(r.id, Ok(b"index")).await;
+    assert_eq!(next.await.unwrap(), Ok(b"index".to_vec()));
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        1,
+        "one connection throughout"
+    );
 }
 
 #[tokio::test]
