@@ -27,7 +27,7 @@ use crate::types::{
     BatchResult, ClusterOp, Entry, LogId, OpResult, ShardSnapshot, Snapshot, SnapshotMeta,
     StorageError, StoredMembership, TypeConfig,
 };
-use fencelog_engine::{AppliedState, Config, Durability, Engine};
+use fencelog_engine::{AppliedState, Config, Durability, Engine, ReplicatedOp};
 use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder, StorageIOError};
 use std::io;
@@ -119,7 +119,9 @@ impl ShardSm {
         }
     }
 
-    async fn apply_one(&self, entry: Entry) -> Result<BatchResult, StorageError> {
+    /// What the engine applies for `entry`: its marker, the leader's
+    /// timestamp and its ops.
+    fn to_apply(entry: Entry) -> Result<(AppliedState, u64, Vec<ReplicatedOp>), postcard::Error> {
         let id = entry.log_id;
         let mut at = AppliedState {
             term: id.leader_id.term,
@@ -132,21 +134,31 @@ impl ShardSm {
             EntryPayload::Normal(batch) => (batch.leader_ts_ms, batch.ops),
             EntryPayload::Membership(m) => {
                 let stored = StoredMembership::new(Some(id), m);
-                at.membership = postcard::to_allocvec(&stored).map_err(sm_err)?;
+                at.membership = postcard::to_allocvec(&stored)?;
                 (0, Vec::new())
             }
         };
-        let replicated = ops.iter().map(|o| o.to_replicated()).collect();
-        let results = self
-            .engine()
-            .apply_batch(at, ts, replicated)
-            .await
+        Ok((at, ts, ops.iter().map(|o| o.to_replicated()).collect()))
+    }
+
+    /// Applies `entries` (consecutive, committed) through the engine in
+    /// one hand-off: those that reach the writer together share a group.
+    async fn apply_all(&self, entries: Vec<Entry>) -> Result<Vec<BatchResult>, StorageError> {
+        let inputs = entries
+            .into_iter()
+            .map(Self::to_apply)
+            .collect::<Result<Vec<_>, _>>()
             .map_err(sm_err)?;
-        let mut out = Vec::with_capacity(results.len());
-        for r in &results {
-            out.push(OpResult::of(r).ok_or_else(|| sm_err(format!("{r:?}")))?);
+        let all = self.engine().apply_entries(inputs).await.map_err(sm_err)?;
+        let mut out = Vec::with_capacity(all.len());
+        for results in &all {
+            let mut ops = Vec::with_capacity(results.len());
+            for r in results {
+                ops.push(OpResult::of(r).ok_or_else(|| sm_err(format!("{r:?}")))?);
+            }
+            out.push(BatchResult(ops));
         }
-        Ok(BatchResult(out))
+        Ok(out)
     }
 
     /// The engine directory's files, as they are now.
@@ -250,12 +262,9 @@ impl RaftStateMachine<TypeConfig> for ShardSm {
         I::IntoIter: OptionalSend,
     {
         let _gate = self.gate.lock().await;
-        let mut out = Vec::new();
-        let mut frees = false;
-        for entry in entries {
-            frees |= frees_space(&entry);
-            out.push(self.apply_one(entry).await?);
-        }
+        let entries: Vec<Entry> = entries.into_iter().collect();
+        let frees = entries.iter().any(frees_space);
+        let out = self.apply_all(entries).await?;
         if frees {
             self.reclaim_soon();
         }

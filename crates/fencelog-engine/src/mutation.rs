@@ -185,6 +185,11 @@ mod imp {
         /// A replicated shard engine writes an entry's frames without its
         /// Applied marker, so the applied id is not durable with them.
         AppliedMarkerOmitted,
+        /// A group holding several entries' Applied markers takes an
+        /// unchanged (empty) membership in its last marker for the one
+        /// before the group, in the writer and in recovery, forgetting what
+        /// an earlier entry of the same group set.
+        GroupMarkerForgetsMembership,
         /// The cluster's Raft WAL (issue 14) completes a group of votes
         /// without its `sync_data`: a vote used before it is durable.
         WalVoteUnsynced,

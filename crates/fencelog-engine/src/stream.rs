@@ -162,7 +162,9 @@ pub struct StreamState {
     pub retention_bytes: Option<u64>,
     /// Retention never trims past a cursor (issue 11).
     pub retention_respect_cursors: bool,
-    /// Bytes on disk of the stream's readable records (whole frames).
+    /// Bytes on disk of the stream's readable records (whole frames). In
+    /// a write's answer: as of its group's publication, so it counts what
+    /// later writes of the same group added.
     pub bytes: u64,
 }
 

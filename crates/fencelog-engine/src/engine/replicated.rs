@@ -17,7 +17,23 @@ use crate::codec::checkpoint::AppliedState;
 use crate::error::WriteError;
 use crate::locks;
 use crate::writer::{Applied, ApplyEntry, Op, ReplicatedOp, Request};
+use std::collections::VecDeque;
 use tokio::sync::oneshot;
+
+/// Most entries one [`Engine::apply_entries`] has queued and not had
+/// answered: below the writer's queue (`queue_depth_max`, whose overflow
+/// would refuse an apply; at most half of it is taken), and enough to
+/// fill a group with what one commit step hands over.
+pub const APPLY_AHEAD_MAX: usize = 64;
+
+/// The answer on `rx` (taken from a queue known to hold one); a writer
+/// gone before answering is shutting down.
+async fn answer_of<T>(
+    rx: Option<oneshot::Receiver<Result<T, WriteError>>>,
+) -> Result<T, WriteError> {
+    let rx = rx.expect("an entry is waiting");
+    rx.await.map_err(|_| WriteError::ShuttingDown)?
+}
 
 impl Engine {
     /// Applies one committed Raft entry: `ops` in order against pending
@@ -33,21 +49,48 @@ impl Engine {
         ts_ms: u64,
         ops: Vec<ReplicatedOp>,
     ) -> Result<Vec<Result<Applied, WriteError>>, WriteError> {
-        if let Some(f) = self.shared().poisoned.get() {
-            return Err(WriteError::Poisoned(f.clone()));
+        let mut all = self.apply_entries(vec![(at, ts_ms, ops)]).await?;
+        Ok(all.pop().expect("one entry, one answer"))
+    }
+
+    /// [`Engine::apply_batch`] for consecutive committed entries, in order:
+    /// they are queued to the writer together (up to
+    /// [`APPLY_AHEAD_MAX`] ahead of the first unanswered), so entries that
+    /// commit together share a group instead of a thread hand-off each.
+    /// Answers one result list per entry. On `Err` the entries before the
+    /// failing one may be applied (each with its marker), none after it.
+    pub async fn apply_entries(
+        &self,
+        entries: Vec<(AppliedState, u64, Vec<ReplicatedOp>)>,
+    ) -> Result<Vec<Vec<Result<Applied, WriteError>>>, WriteError> {
+        type Answer = Result<Vec<Result<Applied, WriteError>>, WriteError>;
+        let mut waiting: VecDeque<oneshot::Receiver<Answer>> = VecDeque::new();
+        let mut out = Vec::with_capacity(entries.len());
+        // Half the writer's queue at most, so a small configured queue
+        // still has room for the requests of others.
+        let ahead = APPLY_AHEAD_MAX
+            .min(self.shared().config.queue_depth_max / 2)
+            .max(1);
+        for (mark, ts_ms, ops) in entries {
+            if waiting.len() >= ahead {
+                out.push(answer_of(waiting.pop_front()).await?);
+            }
+            if let Some(f) = self.shared().poisoned.get() {
+                return Err(WriteError::Poisoned(f.clone()));
+            }
+            let (reply, rx) = oneshot::channel();
+            let entry = Box::new(ApplyEntry { ts_ms, ops, mark });
+            self.submit(Request {
+                stream: "".into(),
+                op: Op::Apply { entry, reply },
+            })
+            .await?;
+            waiting.push_back(rx);
         }
-        let (reply, rx) = oneshot::channel();
-        let entry = Box::new(ApplyEntry {
-            ts_ms,
-            ops,
-            mark: at,
-        });
-        self.submit(Request {
-            stream: "".into(),
-            op: Op::Apply { entry, reply },
-        })
-        .await?;
-        rx.await.map_err(|_| WriteError::ShuttingDown)?
+        while !waiting.is_empty() {
+            out.push(answer_of(waiting.pop_front()).await?);
+        }
+        Ok(out)
     }
 
     /// Where retention wants each stream's front, judged at `now_ms` (the

@@ -222,10 +222,14 @@ impl Scan {
         let h = frame.header;
         let g = h.group_id;
         if let Payload::Applied(a) = frame.payload {
+            // Unchanged: the membership of the marker before it, which
+            // may be earlier in this same group (entries applied together).
             let membership = match a.membership {
                 [] => self
-                    .applied
+                    .open_applied
                     .as_ref()
+                    .filter(|_| !mutated!(GroupMarkerForgetsMembership))
+                    .or(self.applied.as_ref())
                     .map(|p| p.membership.clone())
                     .unwrap_or_default(),
                 m => m.to_vec(),

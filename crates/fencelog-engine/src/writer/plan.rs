@@ -355,7 +355,7 @@ pub(super) fn plan<H>(
             ),
             Op::Apply { entry, reply } => {
                 let results = super::apply::plan_apply(&mut out, &mut streams, lookup, &entry);
-                applied = Some(entry.mark);
+                applied = Some(carry_membership(applied.take(), entry.mark));
                 Answer::Applied(reply, Ok(results))
             }
             Op::Batch {
@@ -385,6 +385,19 @@ pub(super) fn plan<H>(
         counts,
         applied,
     }
+}
+
+/// The group's marker after `mark`: `mark`, holding the membership of the
+/// group's earlier marker `before` when it leaves membership unchanged
+/// (empty), so a group of several entries publishes the last membership
+/// any of them set, as recovery reads it back.
+fn carry_membership(before: Option<AppliedState>, mut mark: AppliedState) -> AppliedState {
+    if mark.membership.is_empty() && !mutated!(GroupMarkerForgetsMembership) {
+        if let Some(b) = before {
+            mark.membership = b.membership;
+        }
+    }
+    mark
 }
 
 pub(super) fn pending<'s, H>(

@@ -619,3 +619,41 @@ fn an_accepted_batch_is_planned_into_the_one_group() {
     assert_eq!(plan.counts.batches, 1);
     assert_eq!(plan.streams["a"].fence.next_seq, 2);
 }
+
+fn apply(index: u64, membership: &[u8]) -> Request {
+    let (reply, _rx) = oneshot::channel();
+    let mark = AppliedState {
+        term: 1,
+        node_id: 1,
+        index,
+        membership: membership.to_vec(),
+    };
+    let entry = Box::new(crate::writer::ApplyEntry {
+        ts_ms: NOW_MS,
+        ops: Vec::new(),
+        mark,
+    });
+    Request {
+        stream: "".into(),
+        op: Op::Apply { entry, reply },
+    }
+}
+
+/// Entries applied in one group: the group's marker is the last entry's,
+/// with the last membership any of them set (an empty one is "unchanged").
+#[test]
+fn a_group_of_entries_publishes_the_last_membership_any_of_them_set() {
+    let mut d = disk(&[]);
+    let (plan, frames) = run(&mut d, vec![apply(4, b"m4"), apply(5, b""), apply(6, b"")]);
+    assert_eq!(frames.len(), 3);
+    let a = plan.applied.unwrap();
+    assert_eq!((a.index, a.membership), (6, b"m4".to_vec()));
+    let (plan, _) = run(
+        &mut d,
+        vec![apply(7, b"m7"), apply(8, b"m8"), apply(9, b"")],
+    );
+    assert_eq!(plan.applied.unwrap().membership, b"m8".to_vec());
+    // Nothing set in the group: empty, and publishing keeps the last one.
+    let (plan, _) = run(&mut d, vec![apply(10, b""), apply(11, b"")]);
+    assert_eq!(plan.applied.unwrap().membership, Vec::<u8>::new());
+}

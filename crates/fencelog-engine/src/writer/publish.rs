@@ -226,9 +226,16 @@ pub(super) fn answer(shared: &Shared, answers: &mut Vec<Answer>) {
     }
 }
 
+/// The parts of a state answer planning does not know: the stream's size
+/// and its retention settings (planning holds a stream's config only when
+/// the group changed it), both from the published stream.
 fn fill_bytes(shared: &Shared, state: &mut crate::stream::StreamState) {
     if let Some(s) = shared.stream(&state.stream) {
-        state.bytes = locks::lock(&s.inner).index.bytes();
+        let published = s.snapshot(&state.stream, &shared.config);
+        state.bytes = published.bytes;
+        state.retention_age_s = published.retention_age_s;
+        state.retention_bytes = published.retention_bytes;
+        state.retention_respect_cursors = published.retention_respect_cursors;
     }
 }
 

@@ -160,7 +160,18 @@ async fn config_with_and_without_a_token() {
         ),
         (None, Some(1 << 20), true)
     );
-    assert_eq!(e.set_config("s", Some(3), c).await, Err(stale(3, 4, 0)));
+    // A later write's answer carries the settings in force, not the
+    // server's defaults (its group did not change them).
+    let f = e.fence("s", 5).await.unwrap();
+    assert_eq!(
+        (
+            f.retention_age_s,
+            f.retention_bytes,
+            f.retention_respect_cursors
+        ),
+        (None, Some(1 << 20), true)
+    );
+    assert_eq!(e.set_config("s", Some(3), c).await, Err(stale(3, 5, 0)));
     assert_eq!(
         e.set_config("s", Some(6), StreamConfig::default())
             .await

@@ -259,11 +259,33 @@ fn an_applied_marker_not_in_its_group_is_caught_by_the_apply_crash_suite() {
     apply_crash_suite_catches(Mutation::AppliedMarkerOmitted, Durability::EveryGroup);
 }
 
-/// Runs the apply crash-point suite in `mode` with `m` on, on a thread of
-/// its own (the switch is per thread): it must fail.
+/// Entries applied together share a group: the suite that applies them
+/// so finds a group whose last marker loses the membership an earlier
+/// entry of the group set (issue 14).
+#[test]
+fn a_group_marker_that_forgets_membership_is_caught_by_the_together_suite() {
+    let how = crate::replicated_crash::How {
+        mode: Durability::EveryGroup,
+        together: true,
+    };
+    apply_suite_catches(Mutation::GroupMarkerForgetsMembership, how);
+}
+
+/// Runs the apply crash-point suite in `mode`, one entry per call, with
+/// `m` on: it must fail.
 fn apply_crash_suite_catches(m: Mutation, mode: Durability) {
+    let how = crate::replicated_crash::How {
+        mode,
+        together: false,
+    };
+    apply_suite_catches(m, how);
+}
+
+/// Runs the apply crash-point suite as `how` says with `m` on, on a
+/// thread of its own (the switch is per thread): it must fail.
+fn apply_suite_catches(m: Mutation, how: crate::replicated_crash::How) {
     let r = std::thread::spawn(move || {
-        with_mutation(m, || crate::replicated_crash::apply_crash_points(mode, 0))
+        with_mutation(m, || crate::replicated_crash::apply_crash_points(how, 0))
     })
     .join()
     .expect("the suite runs");

@@ -17,6 +17,12 @@
 //! recovery must still open whatever the disk kept (unsynced groups reach
 //! it in any order) and find an applied prefix.
 //!
+//! Each suite runs twice: entries applied one call each
+//! ([`Engine::apply_batch`]) and consecutive entries applied in one call
+//! ([`Engine::apply_entries`], as a node applies what one commit step
+//! hands over), where several entries' markers share a group and a marker
+//! that leaves membership unchanged must carry the one before it.
+//!
 //! The script covers every replicated op: appends (stale ones too),
 //! fences, config, cursor commits, a multi-stream batch, trims, a
 //! retention trim, a seal, a delete and a recreation, with segment rolls
@@ -55,13 +61,29 @@ fn open(sim: &SimStorage, mode: Durability) -> Result<Engine, OpenError> {
     Engine::open_storage(Arc::new(sim.clone()), config(mode))
 }
 
+/// Entries that change membership (the others leave it unchanged).
+const MEMBERSHIP_AT: [u64; 3] = [2, 9, 13];
+
 fn mark(index: u64) -> AppliedState {
+    let membership = match MEMBERSHIP_AT.contains(&index) {
+        true => format!("members at {index}").into_bytes(),
+        false => Vec::new(),
+    };
     AppliedState {
         term: 2,
         node_id: 1,
         index,
-        membership: Vec::new(),
+        membership,
     }
+}
+
+/// How a suite applies the script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct How {
+    pub mode: Durability,
+    /// Consecutive entries (up to the next reclamation pass or flush) in
+    /// one `apply_entries` call, else one `apply_batch` each.
+    pub together: bool,
 }
 
 /// Entry `i` (from 1) is `script()[i - 1]`, applied at `1_000 * i` ms.
@@ -146,7 +168,10 @@ fn script() -> Vec<Vec<ReplicatedOp>> {
 
 /// Everything a reader can see of the engine, in one comparable string.
 fn digest(e: &Engine) -> String {
-    let mut out = format!("applied {:?}\n", e.applied().map(|a| a.index));
+    let applied = e
+        .applied()
+        .map(|a| (a.index, String::from_utf8_lossy(&a.membership).into_owned()));
+    let mut out = format!("applied {applied:?}\n");
     for name in STREAMS {
         let state = match e.state(name) {
             Ok(s) => s,
@@ -171,6 +196,23 @@ fn digest(e: &Engine) -> String {
 /// One entry's answers, as text (the results are compared, not used).
 type Answers = String;
 
+/// `answers` as text, every state's `bytes` left out: it is the stream's
+/// size when the group is published, which counts what later entries of
+/// the same group wrote (so it depends on grouping; nothing else does).
+fn answer_text<T: std::fmt::Debug>(answers: &T) -> Answers {
+    let text = format!("{answers:?}");
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text.as_str();
+    const FIELD: &str = ", bytes: ";
+    while let Some(at) = rest.find(FIELD) {
+        out.push_str(&rest[..at]);
+        rest = rest[at + FIELD.len()..].trim_start_matches(|c: char| c.is_ascii_digit());
+        out.push_str(", bytes: _");
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Where a run stopped early.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stop {
@@ -188,6 +230,8 @@ struct Run {
     answers: Vec<Answers>,
     stop: Option<Stop>,
     durable: u64,
+    /// The last entry sent to the engine.
+    tried: u64,
 }
 
 /// What a faultless run answers to each entry, and the state after each
@@ -198,56 +242,74 @@ struct Golden {
 }
 
 /// Applies entries `from..=to` (from 1) of the script; stops at the first
-/// engine failure. The run's flushes (in `OnFlush`) fall where they would
-/// in a run of the whole script.
+/// engine failure. The run's flushes (in `OnFlush`) and reclamation passes
+/// fall where they would in a run of the whole script; applied together,
+/// the entries between two of them go in one call.
 async fn apply_range(
     e: &Engine,
     script: &[Vec<ReplicatedOp>],
     (from, to): (u64, u64),
-    mode: Durability,
+    how: How,
 ) -> Run {
     let mut run = Run {
         answers: Vec::new(),
         stop: None,
         durable: from - 1,
+        tried: from - 1,
     };
     let last = script.len() as u64;
-    for i in from..=to {
-        let ops = script[i as usize - 1].clone();
-        match e.apply_batch(mark(i), 1_000 * i, ops).await {
-            Ok(a) => run.answers.push(format!("{a:?}")),
+    let flushes =
+        |i: u64| how.mode == Durability::OnFlush && (i.is_multiple_of(FLUSH_EVERY) || i == last);
+    let mut i = from;
+    while i <= to {
+        let mut end = i;
+        while how.together && end < to && !RECLAIM_AFTER.contains(&end) && !flushes(end) {
+            end += 1;
+        }
+        let entries = (i..=end)
+            .map(|k| (mark(k), 1_000 * k, script[k as usize - 1].clone()))
+            .collect();
+        match e.apply_entries(entries).await {
+            Ok(all) => run.answers.extend(all.iter().map(answer_text)),
+            // Which of the call's entries were applied is not known: the
+            // floor stays before them, the run counts them tried.
             Err(_) => {
                 return Run {
                     stop: Some(Stop::Apply),
+                    tried: end,
                     ..run
                 }
             }
         }
-        if mode == Durability::EveryGroup {
-            run.durable = i;
+        if how.mode == Durability::EveryGroup {
+            run.durable = end;
         }
-        if RECLAIM_AFTER.contains(&i) && e.reclaim().await.is_err() {
+        if RECLAIM_AFTER.contains(&end) && e.reclaim().await.is_err() {
             return Run {
                 stop: Some(Stop::Reclaim),
+                tried: end,
                 ..run
             };
         }
-        if mode == Durability::OnFlush && (i % FLUSH_EVERY == 0 || i == last) {
+        if flushes(end) {
             if e.flush().await.is_err() {
                 return Run {
                     stop: Some(Stop::Flush),
+                    tried: end,
                     ..run
                 };
             }
-            run.durable = i;
+            run.durable = end;
         }
+        run.tried = end;
+        i = end + 1;
     }
     run
 }
 
 /// Applies entries `from..` to the end of the script.
-async fn apply_from(e: &Engine, script: &[Vec<ReplicatedOp>], from: u64, mode: Durability) -> Run {
-    apply_range(e, script, (from, script.len() as u64), mode).await
+async fn apply_from(e: &Engine, script: &[Vec<ReplicatedOp>], from: u64, how: How) -> Run {
+    apply_range(e, script, (from, script.len() as u64), how).await
 }
 
 fn golden(
@@ -263,7 +325,11 @@ fn golden(
         states: vec![digest(&e)],
     };
     for i in 1..=script.len() as u64 {
-        let mut run = rt.block_on(apply_range(&e, script, (i, i), mode));
+        let one = How {
+            mode,
+            together: false,
+        };
+        let mut run = rt.block_on(apply_range(&e, script, (i, i), one));
         assert_eq!(run.stop, None, "entry {i} failed without a fault");
         g.answers.append(&mut run.answers);
         g.states.push(digest(&e));
@@ -288,11 +354,11 @@ fn golden(
 fn check_recovered(
     rt: &tokio::runtime::Runtime,
     disk: &SimStorage,
-    (script, mode): (&[Vec<ReplicatedOp>], Durability),
+    (script, how): (&[Vec<ReplicatedOp>], How),
     g: &Golden,
     (durable, tried): (u64, u64),
 ) -> Result<(), String> {
-    let e = open(disk, mode).map_err(|e| format!("recovery refused: {e}"))?;
+    let e = open(disk, how.mode).map_err(|e| format!("recovery refused: {e}"))?;
     let m = e.applied().map_or(0, |a| a.index);
     if m < durable || m > tried {
         return Err(format!(
@@ -306,7 +372,7 @@ fn check_recovered(
             g.states[m as usize]
         ));
     }
-    let run = rt.block_on(apply_from(&e, script, m + 1, mode));
+    let run = rt.block_on(apply_from(&e, script, m + 1, how));
     if run.stop.is_some() {
         return Err(format!("applying from {} after recovery failed", m + 1));
     }
@@ -334,10 +400,10 @@ fn check_recovered(
 fn run_armed(
     rt: &tokio::runtime::Runtime,
     sim: &SimStorage,
-    (script, mode): (&[Vec<ReplicatedOp>], Durability),
+    (script, how): (&[Vec<ReplicatedOp>], How),
     g: &Golden,
 ) -> Result<(u64, u64, bool), String> {
-    let e = match open(sim, mode) {
+    let e = match open(sim, how.mode) {
         Ok(e) => e,
         Err(_) => return Ok((0, 0, true)),
     };
@@ -345,7 +411,8 @@ fn run_armed(
         answers,
         stop,
         durable,
-    } = rt.block_on(apply_from(&e, script, 1, mode));
+        tried,
+    } = rt.block_on(apply_from(&e, script, 1, how));
     for (k, a) in answers.iter().enumerate() {
         if a != &g.answers[k] {
             return Err(format!(
@@ -355,24 +422,23 @@ fn run_armed(
             ));
         }
     }
-    let tried = answers.len() as u64 + (stop == Some(Stop::Apply)) as u64;
     Ok((durable, tried, stop.is_some()))
 }
 
 /// Power loss at every storage call of the script, each resolved every
 /// way when few calls are unsynced (else all kept, none kept and at
 /// random), then recovered.
-pub fn apply_crash_points(mode: Durability, random: usize) -> Result<(u64, u64), String> {
+pub fn apply_crash_points(how: How, random: usize) -> Result<(u64, u64), String> {
     let rt = runtime();
     let script = script();
-    let (g, dry) = golden(&rt, &script, mode);
+    let (g, dry) = golden(&rt, &script, how.mode);
     let total = dry.op_count();
     let mut rng = Rng::new(0xA991_1ED0);
     let mut resolutions_run = 0;
     for point in 0..total {
         let sim = SimStorage::new();
         sim.crash_at(point);
-        let (durable, tried, _) = run_armed(&rt, &sim, (&script, mode), &g)?;
+        let (durable, tried, _) = run_armed(&rt, &sim, (&script, how), &g)?;
         let unsynced = sim.unsynced_ops();
         let mut resolutions: Vec<Resolution> = Vec::new();
         if unsynced <= 4 {
@@ -384,8 +450,8 @@ pub fn apply_crash_points(mode: Durability, random: usize) -> Result<(u64, u64),
         for res in resolutions {
             let disk = sim.fork();
             disk.crash(res);
-            check_recovered(&rt, &disk, (&script, mode), &g, (durable, tried))
-                .map_err(|e| format!("{mode:?}: crash at call {point}, {res:?}: {e}"))?;
+            check_recovered(&rt, &disk, (&script, how), &g, (durable, tried))
+                .map_err(|e| format!("{how:?}: crash at call {point}, {res:?}: {e}"))?;
             resolutions_run += 1;
         }
     }
@@ -395,10 +461,10 @@ pub fn apply_crash_points(mode: Durability, random: usize) -> Result<(u64, u64),
 /// EIO, ENOSPC and a short write, once and persistently, at every storage
 /// call: a failure is answered as one (never a false "durable"), and after
 /// a power loss the disk recovers as above.
-pub fn apply_faults(mode: Durability) -> Result<u64, String> {
+pub fn apply_faults(how: How) -> Result<u64, String> {
     let rt = runtime();
     let script = script();
-    let (g, dry) = golden(&rt, &script, mode);
+    let (g, dry) = golden(&rt, &script, how.mode);
     let total = dry.op_count();
     let mut rng = Rng::new(0xFA17_A991);
     let mut runs = 0;
@@ -412,20 +478,20 @@ pub fn apply_faults(mode: Durability) -> Result<u64, String> {
                 };
                 let sim = SimStorage::new();
                 sim.inject(fault);
-                let (durable, tried, failed) = run_armed(&rt, &sim, (&script, mode), &g)
-                    .map_err(|e| format!("{mode:?}: {fault:?}: {e}"))?;
+                let (durable, tried, failed) = run_armed(&rt, &sim, (&script, how), &g)
+                    .map_err(|e| format!("{how:?}: {fault:?}: {e}"))?;
                 let wrote = sim.fired().iter().any(|(_, op)| {
                     !matches!(*op, "list" | "open" | "lock" | "len" | "read" | "view")
                 });
                 if wrote && !failed {
                     return Err(format!(
-                        "{mode:?}: {fault:?}: a write or sync failed and every entry was answered"
+                        "{how:?}: {fault:?}: a write or sync failed and every entry was answered"
                     ));
                 }
                 let res = Resolution::Random(rng.next_u64());
                 sim.crash(res);
-                check_recovered(&rt, &sim, (&script, mode), &g, (durable, tried))
-                    .map_err(|e| format!("{mode:?}: {fault:?}, then {res:?}: {e}"))?;
+                check_recovered(&rt, &sim, (&script, how), &g, (durable, tried))
+                    .map_err(|e| format!("{how:?}: {fault:?}, then {res:?}: {e}"))?;
                 runs += 1;
             }
         }
@@ -433,34 +499,74 @@ pub fn apply_faults(mode: Durability) -> Result<u64, String> {
     Ok(runs)
 }
 
-fn crash_points(mode: Durability) {
+fn crash_points(how: How) {
     let random = crate::support::env_or("FENCELOG_CRASH_RANDOM", 4) as usize;
-    let (calls, resolutions) = apply_crash_points(mode, random).unwrap_or_else(|e| panic!("{e}"));
-    println!("{mode:?}: {calls} crash points, {resolutions} resolutions recovered");
+    let (calls, resolutions) = apply_crash_points(how, random).unwrap_or_else(|e| panic!("{e}"));
+    println!("{how:?}: {calls} crash points, {resolutions} resolutions recovered");
     assert!(
         calls > 100,
         "the script makes too few storage calls: {calls}"
     );
 }
 
+fn faults(how: How) {
+    let runs = apply_faults(how).unwrap_or_else(|e| panic!("{e}"));
+    println!("{how:?}: {runs} faulted runs recovered");
+}
+
+const ONE_EVERY_GROUP: How = How {
+    mode: Durability::EveryGroup,
+    together: false,
+};
+const ONE_ON_FLUSH: How = How {
+    mode: Durability::OnFlush,
+    together: false,
+};
+const TOGETHER_EVERY_GROUP: How = How {
+    mode: Durability::EveryGroup,
+    together: true,
+};
+const TOGETHER_ON_FLUSH: How = How {
+    mode: Durability::OnFlush,
+    together: true,
+};
+
 #[test]
 fn every_crash_point_of_apply_recovers_exactly_an_applied_prefix() {
-    crash_points(Durability::EveryGroup);
+    crash_points(ONE_EVERY_GROUP);
 }
 
 #[test]
 fn every_crash_point_of_apply_on_flush_recovers_an_applied_prefix_past_the_last_flush() {
-    crash_points(Durability::OnFlush);
+    crash_points(ONE_ON_FLUSH);
+}
+
+#[test]
+fn every_crash_point_of_entries_applied_together_recovers_an_applied_prefix() {
+    crash_points(TOGETHER_EVERY_GROUP);
+}
+
+#[test]
+fn every_crash_point_of_entries_applied_together_on_flush_recovers_an_applied_prefix() {
+    crash_points(TOGETHER_ON_FLUSH);
 }
 
 #[test]
 fn every_io_fault_in_apply_is_answered_and_recovers_an_applied_prefix() {
-    let runs = apply_faults(Durability::EveryGroup).unwrap_or_else(|e| panic!("{e}"));
-    println!("{runs} faulted runs recovered");
+    faults(ONE_EVERY_GROUP);
 }
 
 #[test]
 fn every_io_fault_in_apply_on_flush_is_answered_and_recovers_an_applied_prefix() {
-    let runs = apply_faults(Durability::OnFlush).unwrap_or_else(|e| panic!("{e}"));
-    println!("{runs} faulted runs recovered");
+    faults(ONE_ON_FLUSH);
+}
+
+#[test]
+fn every_io_fault_in_entries_applied_together_is_answered_and_recovers_an_applied_prefix() {
+    faults(TOGETHER_EVERY_GROUP);
+}
+
+#[test]
+fn every_io_fault_in_entries_applied_together_on_flush_recovers_an_applied_prefix() {
+    faults(TOGETHER_ON_FLUSH);
 }
