@@ -190,6 +190,10 @@ mod imp {
         /// before the group, in the writer and in recovery, forgetting what
         /// an earlier entry of the same group set.
         GroupMarkerForgetsMembership,
+        /// A refused group (nothing written) holding a Raft entry leaves
+        /// the shard engine open for the entries queued behind it, which
+        /// are then applied past the refused one.
+        RefusedApplyGoesOn,
         /// The cluster's Raft WAL (issue 14) completes a group of votes
         /// without its `sync_data`: a vote used before it is durable.
         WalVoteUnsynced,

@@ -58,7 +58,10 @@ impl Engine {
     /// [`APPLY_AHEAD_MAX`] ahead of the first unanswered), so entries that
     /// commit together share a group instead of a thread hand-off each.
     /// Answers one result list per entry. On `Err` the entries before the
-    /// failing one may be applied (each with its marker), none after it.
+    /// failing one may be applied (each with its marker), none after it:
+    /// any failure of an entry's group poisons the engine (a refused one
+    /// too, see `publish::refuse_group`), so the entries queued behind it
+    /// are refused.
     pub async fn apply_entries(
         &self,
         entries: Vec<(AppliedState, u64, Vec<ReplicatedOp>)>,

@@ -7,7 +7,9 @@
 //! entry's effects exactly when it sees its LogId.
 
 use super::batch::plan_batch;
-use super::plan::{needs_carried, pending, plan_one, IndexChange, Lookup, Out, Pending};
+use super::plan::{
+    answers_state, needs_carried, pending, plan_one, IndexChange, Lookup, Out, Pending,
+};
 use super::protocol::{Answer, AppendExtra, Applied, ApplyEntry, BatchAction, Op, ReplicatedOp};
 use crate::codec::{encode_frame_with, AppliedMark, FrameKind, PayloadSpec, FRAME_RECORDS_MAX};
 use crate::engine::{validate_short_name, validate_stream_config, BATCH_OPS_MAX};
@@ -42,6 +44,9 @@ pub(super) fn plan_apply<H>(
             let local = to_op(p, op);
             if needs_carried(&local) {
                 p.load_carried(lookup, op.stream());
+            }
+            if answers_state(&local) {
+                p.load_config(lookup, op.stream());
             }
             match plan_one(out, p, op.stream(), local) {
                 // A retention trim answers the stream's state after it.

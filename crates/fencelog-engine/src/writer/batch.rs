@@ -31,6 +31,9 @@ pub(super) fn plan_batch<H>(
         if !saved.contains_key(op.stream.as_str()) {
             saved.insert(op.stream.as_str().into(), p.save());
         }
+        if matches!(op.action, BatchAction::Fence) {
+            p.load_config(lookup, &op.stream);
+        }
         outcomes.push(plan_op(out, p, op, not_after_ms));
     }
     if outcomes.iter().all(Result::is_ok) {

@@ -111,6 +111,14 @@ impl Lookup<Arc<StreamShared>> for Published<'_> {
         let inner = locks::lock(&s.inner);
         inner.carried().cloned().unwrap_or_default()
     }
+
+    fn config(&mut self, name: &str) -> crate::StreamConfig {
+        let Some(s) = self.0.stream(name) else {
+            return Default::default();
+        };
+        let inner = locks::lock(&s.inner);
+        inner.config()
+    }
 }
 
 impl Writer {

@@ -47,6 +47,10 @@ pub(super) trait Lookup<H> {
     /// stream that does not exist). Asked only for producer appends and
     /// cursor commits, so plain appends never copy them.
     fn carried(&mut self, name: &str) -> Carried;
+    /// The stream's durable retention settings. Asked only before a
+    /// request whose answer shows them (a stream state), so appends never
+    /// take the stream's lock for them.
+    fn config(&mut self, name: &str) -> StreamConfig;
 }
 
 /// A stream's state inside the group: durable state plus what is planned.
@@ -57,9 +61,11 @@ pub(super) struct Pending<H> {
     pub handle: Option<H>,
     /// Fence history entries the group adds, oldest first.
     pub events: Vec<FenceEvent>,
-    /// The retention settings the group sets, if it sets any.
+    /// The retention settings: the group's if it set any, else the
+    /// durable ones once loaded (`config_loaded`), else the default.
     pub config: StreamConfig,
     pub config_changed: bool,
+    pub config_loaded: bool,
     /// The producers and cursors, once a request of the group needed them
     /// (loaded from durable state); published when changed.
     /// Boxed: most groups never load it, and an inline one would make
@@ -75,6 +81,7 @@ pub(super) struct Saved {
     events: usize,
     config: StreamConfig,
     config_changed: bool,
+    config_loaded: bool,
 }
 
 impl<H> Pending<H> {
@@ -85,6 +92,7 @@ impl<H> Pending<H> {
             events: self.events.len(),
             config: self.config,
             config_changed: self.config_changed,
+            config_loaded: self.config_loaded,
         }
     }
 
@@ -96,6 +104,18 @@ impl<H> Pending<H> {
         self.events.truncate(saved.events);
         self.config = saved.config;
         self.config_changed = saved.config_changed;
+        self.config_loaded = saved.config_loaded;
+    }
+
+    /// Loads the durable retention settings unless the group has set its
+    /// own: before a request whose answer is the stream's state.
+    pub(super) fn load_config(&mut self, lookup: &mut impl Lookup<H>, name: &str) {
+        if !self.config_changed && !self.config_loaded {
+            if self.handle.is_some() {
+                self.config = lookup.config(name);
+            }
+            self.config_loaded = true;
+        }
     }
 
     pub(super) fn load_carried(&mut self, lookup: &mut impl Lookup<H>, name: &str) {
@@ -137,6 +157,7 @@ impl<H> Pending<H> {
             events: Vec::new(),
             config: StreamConfig::default(),
             config_changed: false,
+            config_loaded: false,
             carried: None,
             carried_changed: false,
         }
@@ -156,9 +177,10 @@ impl<H> Pending<H> {
         self.fence = fence::advance(self.fence, change, token);
     }
 
-    /// The answer of a state-changing request: the pending state. `bytes`
-    /// and the retention settings are filled in from the published stream
-    /// when the answer is sent (they are the group's end).
+    /// The answer of a state-changing request: the pending state, with
+    /// the retention settings loaded before it was planned
+    /// ([`Pending::load_config`]). `bytes` is filled in from the published
+    /// stream when the answer is sent (the group's end).
     pub(super) fn state(&self, stream: &str, defaults: &Defaults) -> StreamState {
         StreamState {
             stream: stream.to_string(),
@@ -371,6 +393,9 @@ pub(super) fn plan<H>(
                 if needs_carried(&op) {
                     p.load_carried(lookup, &req.stream);
                 }
+                if answers_state(&op) {
+                    p.load_config(lookup, &req.stream);
+                }
                 plan_one(&mut out, p, &req.stream, op)
             }
         };
@@ -410,6 +435,12 @@ pub(super) fn pending<'s, H>(
         streams.insert(name.into(), p);
     }
     streams.get_mut(name).expect("inserted above")
+}
+
+/// Whether `op`'s answer (or refusal) shows the stream's state, retention
+/// settings included: everything but appends and cursor commits.
+pub(super) fn answers_state(op: &Op) -> bool {
+    !matches!(op, Op::Append { .. } | Op::Cursor { .. })
 }
 
 /// A cursor commit or an append with a producer needs the stream's

@@ -77,6 +77,8 @@ fn delete(stream: &str, token: u64) -> (Request, StateRx) {
 struct Disk {
     streams: HashMap<&'static str, (FenceState, u64)>,
     points: Vec<(&'static str, u64, (u64, u64))>,
+    /// Durable retention settings; the default for a stream not here.
+    configs: HashMap<&'static str, StreamConfig>,
 }
 
 impl Lookup<()> for Disk {
@@ -93,6 +95,9 @@ impl Lookup<()> for Disk {
     fn carried(&mut self, _: &str) -> crate::carried::Carried {
         Default::default()
     }
+    fn config(&mut self, name: &str) -> crate::StreamConfig {
+        self.configs.get(name).copied().unwrap_or_default()
+    }
 }
 
 fn live(highest_token: u64, next_seq: u64) -> FenceState {
@@ -108,6 +113,7 @@ fn disk(streams: &[(&'static str, FenceState, u64)]) -> Disk {
     Disk {
         streams: streams.iter().map(|&(n, f, t)| (n, (f, t))).collect(),
         points: Vec::new(),
+        configs: HashMap::new(),
     }
 }
 
@@ -656,4 +662,27 @@ fn a_group_of_entries_publishes_the_last_membership_any_of_them_set() {
     // Nothing set in the group: empty, and publishing keeps the last one.
     let (plan, _) = run(&mut d, vec![apply(10, b""), apply(11, b"")]);
     assert_eq!(plan.applied.unwrap().membership, Vec::<u8>::new());
+}
+
+/// A state answer shows the retention settings as of its request: the
+/// durable ones, or the ones an earlier request of the same group set,
+/// never a later request's.
+#[test]
+fn a_state_answer_shows_the_retention_in_force_at_its_request() {
+    let mut d = disk(&[("s", live(1, 0), 0)]);
+    let limit = |age_s| StreamConfig {
+        retention_age_s: Retention::Limit(age_s),
+        ..StreamConfig::default()
+    };
+    d.configs.insert("s", limit(60));
+    let (f1, mut f1_rx) = fence("s", 2);
+    let (c, _c_rx) = state_op("s", |reply| Op::Config {
+        token: None,
+        config: limit(90),
+        reply,
+    });
+    let (f2, mut f2_rx) = fence("s", 3);
+    run(&mut d, vec![f1, c, f2]);
+    assert_eq!(f1_rx.try_recv().unwrap().unwrap().retention_age_s, Some(60));
+    assert_eq!(f2_rx.try_recv().unwrap().unwrap().retention_age_s, Some(90));
 }

@@ -226,16 +226,11 @@ pub(super) fn answer(shared: &Shared, answers: &mut Vec<Answer>) {
     }
 }
 
-/// The parts of a state answer planning does not know: the stream's size
-/// and its retention settings (planning holds a stream's config only when
-/// the group changed it), both from the published stream.
+/// The part of a state answer planning does not know: the stream's size,
+/// from the published stream (so as of the group's end).
 fn fill_bytes(shared: &Shared, state: &mut crate::stream::StreamState) {
     if let Some(s) = shared.stream(&state.stream) {
-        let published = s.snapshot(&state.stream, &shared.config);
-        state.bytes = published.bytes;
-        state.retention_age_s = published.retention_age_s;
-        state.retention_bytes = published.retention_bytes;
-        state.retention_respect_cursors = published.retention_respect_cursors;
+        state.bytes = locks::lock(&s.inner).index.bytes();
     }
 }
 
@@ -253,9 +248,23 @@ pub(super) fn fail_group(shared: &Shared, failure: StorageFailure, answers: &mut
 /// the ones planned as stale too, since a refusal decided against pending
 /// state that never became durable would not be explained by durable
 /// state — and the engine goes on.
+///
+/// Except a group holding a Raft entry (issue 14): the entries queued
+/// behind it (`Engine::apply_entries`) would otherwise be applied past it,
+/// and a restart would resume after the hole. openraft takes the failed
+/// apply as fatal anyway, so the shard engine is poisoned: nothing queued
+/// behind the entry is applied until it is reopened and the entry applied
+/// again.
 pub(super) fn refuse_group(shared: &Shared, failure: StorageFailure, answers: &mut Vec<Answer>) {
-    let failure = Arc::new(failure);
-    tracing::warn!(error = %failure, "a group was refused before any of it was written; the engine goes on");
+    let applies = answers.iter().any(|a| matches!(a, Answer::Applied(..)));
+    let failure = match applies && !mutated!(RefusedApplyGoesOn) {
+        true => shared.poison(failure),
+        false => {
+            let failure = Arc::new(failure);
+            tracing::warn!(error = %failure, "a group was refused before any of it was written; the engine goes on");
+            failure
+        }
+    };
     shared.metrics.groups_refused.inc();
     for a in answers.drain(..) {
         a.fail(WriteError::NotWritten(failure.clone()));

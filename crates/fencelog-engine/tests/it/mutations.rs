@@ -259,6 +259,22 @@ fn an_applied_marker_not_in_its_group_is_caught_by_the_apply_crash_suite() {
     apply_crash_suite_catches(Mutation::AppliedMarkerOmitted, Durability::EveryGroup);
 }
 
+/// A refused group holding a Raft entry that leaves the shard engine
+/// open lets the entries queued behind it apply past the refused one: the
+/// many-entries fault suite finds the hole after a reopen (issue 14).
+#[test]
+fn a_refused_entry_that_lets_later_ones_apply_is_caught() {
+    let r = std::thread::spawn(|| {
+        with_mutation(Mutation::RefusedApplyGoesOn, || {
+            crate::replicated_crash::many_entries_faults()
+        })
+    })
+    .join()
+    .expect("the suite runs");
+    let e = r.expect_err("RefusedApplyGoesOn was not caught");
+    println!("caught: {e}");
+}
+
 /// Entries applied together share a group: the suite that applies them
 /// so finds a group whose last marker loses the membership an earlier
 /// entry of the group set (issue 14).

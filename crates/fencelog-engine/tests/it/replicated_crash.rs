@@ -499,6 +499,105 @@ pub fn apply_faults(how: How) -> Result<u64, String> {
     Ok(runs)
 }
 
+/// Entries in one [`Engine::apply_entries`] call of the many-entries
+/// suite: more than the call queues ahead, so they span many groups.
+const MANY_ENTRIES: u64 = 200;
+
+/// Small groups (3 entries at most) and preallocation in small steps: many
+/// groups, each with entries queued behind it, and many calls whose
+/// failure refuses a group without writing any of it.
+fn open_many(sim: &SimStorage) -> Result<Engine, OpenError> {
+    let config = Config {
+        group_requests_max: 3,
+        prealloc_bytes: 1024,
+        ..config(Durability::EveryGroup)
+    };
+    Engine::open_storage(Arc::new(sim.clone()), config)
+}
+
+fn many_body(i: u64) -> String {
+    format!("entry {i} {}", "x".repeat(100))
+}
+
+fn many_entries() -> Vec<(AppliedState, u64, Vec<ReplicatedOp>)> {
+    (1..=MANY_ENTRIES)
+        .map(|i| (mark(i), 1_000 * i, vec![append("s", 1, &many_body(i))]))
+        .collect()
+}
+
+/// The bodies of stream `s`, oldest first (none when it does not exist).
+fn bodies_of_s(e: &Engine) -> Result<Vec<String>, String> {
+    match e.read("s", 0, usize::MAX, usize::MAX) {
+        Ok(r) => Ok(r
+            .records
+            .iter()
+            .map(|r| String::from_utf8_lossy(&r.body).into_owned())
+            .collect()),
+        Err(ReadError::NotFound) => Ok(Vec::new()),
+        Err(err) => Err(format!("reading s: {err}")),
+    }
+}
+
+/// EIO and ENOSPC once at every storage call of one `apply_entries` call
+/// of [`MANY_ENTRIES`] entries (each appends its own record), then a
+/// reopen: the applied index `m` names exactly the entries whose records
+/// are there, `1..=m` in order — none missing below it (an entry applied
+/// past a refused one), none above it — and `m` is all of them when the
+/// call answered. Returns the runs checked.
+pub fn many_entries_faults() -> Result<u64, String> {
+    let rt = runtime();
+    let dry = SimStorage::new();
+    let e = open_many(&dry).expect("a fresh disk opens");
+    let all = rt.block_on(e.apply_entries(many_entries()));
+    assert_eq!(all.map(|a| a.len()), Ok(MANY_ENTRIES as usize));
+    rt.block_on(e.shutdown());
+    let total = dry.op_count();
+    let mut runs = 0;
+    for at_op in 0..total {
+        for kind in [FaultKind::Eio, FaultKind::NoSpace] {
+            let sim = SimStorage::new();
+            sim.inject(Fault {
+                at_op,
+                kind,
+                persistent: false,
+            });
+            let Ok(e) = open_many(&sim) else {
+                continue;
+            };
+            let answered = rt.block_on(e.apply_entries(many_entries())).is_ok();
+            rt.block_on(e.shutdown());
+            drop(e);
+            sim.crash(Resolution::KeepAll);
+            let e = open_many(&sim)
+                .map_err(|err| format!("{kind:?} at call {at_op}: reopen refused: {err}"))?;
+            let m = e.applied().map_or(0, |a| a.index);
+            let got = bodies_of_s(&e)?;
+            let want: Vec<String> = (1..=m).map(many_body).collect();
+            if got != want {
+                let first_wrong = got.iter().zip(&want).position(|(g, w)| g != w);
+                return Err(format!(
+                    "{kind:?} at call {at_op}: applied index {m}, {} records, first differing at {first_wrong:?}",
+                    got.len()
+                ));
+            }
+            if answered && m != MANY_ENTRIES {
+                return Err(format!(
+                    "{kind:?} at call {at_op}: every entry answered, applied index {m}"
+                ));
+            }
+            runs += 1;
+        }
+    }
+    Ok(runs)
+}
+
+#[test]
+fn a_failed_entry_stops_every_entry_queued_behind_it() {
+    let runs = many_entries_faults().unwrap_or_else(|e| panic!("{e}"));
+    println!("{runs} faulted runs of {MANY_ENTRIES} entries in one call checked");
+    assert!(runs > 100, "too few runs: {runs}");
+}
+
 fn crash_points(how: How) {
     let random = crate::support::env_or("FENCELOG_CRASH_RANDOM", 4) as usize;
     let (calls, resolutions) = apply_crash_points(how, random).unwrap_or_else(|e| panic!("{e}"));
