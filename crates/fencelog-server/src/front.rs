@@ -1,8 +1,8 @@
 //! The HTTP/1.1 front of a connection: it answers whole, plainly framed
-//! requests itself and hands the connection to hyper, for good, at the
-//! first request that is anything else ([`crate::front_head`] says which
-//! is which: upgrades, live tails, chunked or oversized uploads, anything
-//! ambiguous).
+//! requests itself (live tails included) and hands the connection to
+//! hyper, for good, at the first request that is anything else
+//! ([`crate::front_head`] says which is which: upgrades, chunked or
+//! oversized uploads, anything ambiguous).
 //!
 //! Why: for a producer's small requests hyper's dispatcher (its parser
 //! state, the body channel, the per-request timer, response encoding)
@@ -19,6 +19,11 @@
 //!   or the server is shutting down; the connection then closes).
 //! - An answer's body is written frame by frame as it is produced, each
 //!   write awaited: a client that stops reading holds one frame.
+//! - While an answer waits for its next frame (a live tail, between
+//!   events) what it has so far is on the wire, and the socket is
+//!   watched: the client closing ends the answer and the connection, as
+//!   hyper ends them (it runs without half-close), and bytes of a next
+//!   request are kept, up to the buffer's cap, for after the answer.
 //! - Answers go out in request order, one request at a time: pipelined
 //!   requests wait in the buffer.
 //! - A connection costs at most hyper's read buffer limit of memory.
@@ -38,6 +43,7 @@ use axum::body::Body;
 use axum::http::{header, HeaderName, HeaderValue, Request, Response, StatusCode};
 use axum::Router;
 use bytes::{Bytes, BytesMut};
+use futures_util::FutureExt;
 use http_body_util::BodyExt;
 use std::cell::RefCell;
 use std::future::Future;
@@ -56,10 +62,11 @@ pub static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
 /// request answered by the front (hyper's first read size).
 const READ_CHUNK_BYTES: usize = 8192;
 
-/// Bytes asked of the socket per read until then: enough for the usual
-/// first request, and small enough to come from the allocator's
-/// per-thread cache, so a connection the front hands to hyper at once (a
-/// live tail) leaves no freed 8 KiB behind in the heap.
+/// Bytes asked of the socket per read until then, and while an answer is
+/// being written: enough for the usual first request, and small enough
+/// to come from the allocator's per-thread cache, so a connection the
+/// front hands to hyper at once leaves no freed 8 KiB behind in the heap,
+/// and an idle live tail holds no more.
 const FIRST_READ_BYTES: usize = 1024;
 
 /// Body frames up to this size are copied behind their chunk header and
@@ -97,12 +104,14 @@ impl Front {
     /// Until the first request is known to be the front's, none of the
     /// answering state exists: the loop that answers (its route's and
     /// router's futures, a few KiB) is boxed and made only then, and the
-    /// first read is small. Why: a live tail's first request goes
-    /// straight to hyper, which keeps the connection for hours; had the
-    /// front's state been made and freed first, every tail would leave a
-    /// hole of touched heap pages behind (measured with 10,000 idle tails:
-    /// 19.6 KiB resident per tail that way, 16.7 this way, 16.4 with no
-    /// front at all; BENCHMARKS.md).
+    /// first read is small. Why: a connection handed to hyper at once
+    /// (an upgrade to the append session) keeps it for hours, and had the
+    /// front's state been made and freed first it would leave a hole of
+    /// touched heap pages behind. Live tails stay with the front, which
+    /// holds one of them in less memory than hyper's connection does
+    /// (its 8 KiB read and write buffers; 10,000 idle tails: 16.2 KiB
+    /// resident per tail through hyper, 11.2 through the front;
+    /// BENCHMARKS.md).
     pub async fn serve<S>(&self, mut io: S, shutdown: &Shutdown) -> Left<S>
     where
         S: AsyncRead + AsyncWrite + Unpin + Send,
@@ -194,7 +203,7 @@ impl Front {
         out: &mut Vec<u8>,
     ) -> bool
     where
-        S: AsyncWrite + Unpin,
+        S: AsyncRead + AsyncWrite + Unpin,
     {
         let asked_close = located.close;
         let mut head = buf.split_to(located.head_bytes + located.body_bytes);
@@ -223,7 +232,7 @@ impl Front {
                 out.extend_from_slice(&body);
                 write_out(io, out).await
             }
-            Answer::Response(response) => self.respond(io, response, closing, out).await,
+            Answer::Response(response) => self.respond(io, buf, response, closing, out).await,
         };
         written.is_ok() && !closing
     }
@@ -249,16 +258,17 @@ impl Front {
 
     /// Writes `response` as hyper would: the head with the first body
     /// frame, then each frame as it comes, by length when the body's size
-    /// is known and chunked otherwise.
+    /// is known and chunked otherwise. An error ends the connection.
     async fn respond<S>(
         &self,
         io: &mut S,
+        buf: &mut BytesMut,
         mut response: Response<Body>,
         closing: bool,
         out: &mut Vec<u8>,
     ) -> io::Result<()>
     where
-        S: AsyncWrite + Unpin,
+        S: AsyncRead + AsyncWrite + Unpin,
     {
         response
             .headers_mut()
@@ -269,8 +279,7 @@ impl Front {
         if framing == Framing::Empty {
             return write_out(io, out).await;
         }
-        while let Some(frame) = body.frame().await {
-            let frame = frame.map_err(io::Error::other)?;
+        while let Some(frame) = self.next_frame(&mut body, io, buf, out).await? {
             let Ok(data) = frame.into_data() else {
                 continue; // trailers: hyper sends them only when asked (TE), never here
             };
@@ -302,6 +311,53 @@ impl Front {
             out.extend_from_slice(b"0\r\n\r\n");
         }
         write_out(io, out).await
+    }
+}
+
+impl Front {
+    /// The next frame of an answer's body. When it is not ready, what
+    /// `out` holds (the head) goes out first, as hyper sends it: a live
+    /// tail that starts with nothing to send must still be seen to have
+    /// started. And while the frame is awaited the socket is watched:
+    /// the client closing is an error (the answer ends, and the
+    /// connection with it, which drops the tail at once rather than at
+    /// its next ping), and bytes of a next request are kept in `buf`,
+    /// which is never grown past the front's cap by them.
+    async fn next_frame<S>(
+        &self,
+        body: &mut Body,
+        io: &mut S,
+        buf: &mut BytesMut,
+        out: &mut Vec<u8>,
+    ) -> io::Result<Option<hyper::body::Frame<Bytes>>>
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
+        // A body's `frame()` holds no state of its own (it polls the
+        // body), so dropping it unfinished, here and in the select below,
+        // loses nothing.
+        if let Some(frame) = body.frame().now_or_never() {
+            return frame.transpose().map_err(io::Error::other);
+        }
+        if !out.is_empty() {
+            write_out(io, out).await?;
+            out.clear();
+        }
+        loop {
+            let watching = buf.len() < self.cap_bytes;
+            if watching && buf.capacity() == buf.len() {
+                buf.reserve(FIRST_READ_BYTES.min(self.cap_bytes - buf.len()));
+            }
+            tokio::select! {
+                biased;
+                frame = body.frame() => return frame.transpose().map_err(io::Error::other),
+                read = io.read_buf(buf), if watching => match read {
+                    Ok(0) => return Err(io::ErrorKind::ConnectionAborted.into()),
+                    Ok(_) => {}
+                    Err(e) => return Err(e),
+                },
+            }
+        }
     }
 }
 

@@ -14,17 +14,15 @@
 //!   as for hyper), and no `Transfer-Encoding`, `Expect`, `Upgrade`, `TE`
 //!   or `Connection` (bar a lone `keep-alive` or `close`): no framing but
 //!   one, no interim answer, no protocol switch, no connection options;
-//! - it is not a live tail (`Accept: text/event-stream`, or `follow` in
-//!   the target): a tail's answer never ends, and hyper keeps watching a
-//!   tail's socket for the client going away;
 //! - head and body fit in `cap_bytes` (hyper's read buffer limit, so a
 //!   connection costs the front no more than it costs hyper);
 //! - the target parses as a URI and every header as an `http` header.
 //!
 //! So smuggling ambiguities (two lengths, a length beside chunked),
-//! oversized heads (431), malformed ones (400), slow bodies (408), the
-//! append session's WebSocket and live tails are all served by hyper
-//! exactly as before.
+//! oversized heads (431), malformed ones (400), slow bodies (408) and the
+//! append session's WebSocket are all served by hyper exactly as before.
+//! Live tails are the front's: their answer never ends, and the front
+//! watches a tail's socket for the client going away, as hyper does.
 
 use crate::header_view::HeaderView;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri, Version};
@@ -106,9 +104,6 @@ pub fn parse(buf: &[u8], cap_bytes: usize) -> Head {
         return Head::Hyper;
     };
     if !target.starts_with('/') || method == "HEAD" || method == "CONNECT" {
-        return Head::Hyper;
-    }
-    if target.contains("follow") || wants_tail(req.headers) {
         return Head::Hyper;
     }
     let Some((body_bytes, close)) = plain_framing(req.headers) else {
@@ -354,16 +349,6 @@ impl HeaderView for SliceHeaders<'_> {
     }
 }
 
-/// An `Accept` naming the event stream: a live tail.
-fn wants_tail(headers: &[httparse::Header<'_>]) -> bool {
-    headers.iter().any(|h| {
-        h.name.eq_ignore_ascii_case("accept")
-            && h.value
-                .windows(b"event-stream".len())
-                .any(|w| w.eq_ignore_ascii_case(b"event-stream"))
-    })
-}
-
 /// The body's length, when the headers frame it one plain way only, and
 /// whether the client asked to close after the answer.
 fn plain_framing(headers: &[httparse::Header<'_>]) -> Option<(usize, bool)> {
@@ -527,12 +512,19 @@ mod tests {
                 "hyper",
             ),
             ("/v1/streams/s/records", "*", "hyper"),
+            // Live tails are the front's (the route answers what a POST
+            // with these means, as it does through hyper).
             (
                 "/v1/streams/s/records",
                 "/v1/streams/s/records?follow=true",
-                "hyper",
+                "append",
             ),
-            ("Host: t", "Host: t\r\nAccept: text/Event-Stream", "hyper"),
+            ("Host: t", "Host: t\r\nAccept: text/Event-Stream", "append"),
+            (
+                "POST /v1/streams/s/records",
+                "GET /v1/streams/s/records?follow=true",
+                "router",
+            ),
             ("Host: t", "Host: t\r\nAccept: application/json", "append"),
             ("Host: t", "Host: t\r\nConnection: Keep-Alive", "append"),
             (

@@ -129,6 +129,18 @@ impl Api {
         Self::answer(resp).await
     }
 
+    /// `GET /metrics`, which must answer 200: the Prometheus text.
+    pub async fn metrics_text(&self) -> String {
+        let resp = self
+            .client
+            .get(format!("{}/metrics", self.base))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status().as_u16(), 200);
+        resp.text().await.unwrap()
+    }
+
     pub async fn append(&self, stream: &str, token: u64, bodies: &[&str]) -> (u16, Value) {
         self.post_json(
             &format!("/v1/streams/{stream}/records"),

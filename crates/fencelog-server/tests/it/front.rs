@@ -149,6 +149,15 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
 
+fn assert_has(hay: &[u8], needle: &[u8]) {
+    assert!(
+        find(hay, needle).is_some(),
+        "no {:?} in {:?}",
+        String::from_utf8_lossy(needle),
+        String::from_utf8_lossy(hay)
+    );
+}
+
 /// A raw append of `body` to stream `s` with `token`, keep-alive.
 fn append(token: u64, body: &str) -> Vec<u8> {
     format!(
@@ -293,8 +302,8 @@ async fn hyper_takes_over_mid_connection_with_the_pipelined_rest_in_order() {
     ];
     assert_eq!(bodies(&srv).await, want);
 
-    // A live tail after a plain request on the same connection: the tail
-    // is hyper's, and it sees what was appended.
+    // A live tail after a plain request on the same connection (the
+    // front's, as the request before it): it sees what was appended.
     let mut t = Client::open(srv.addr).await;
     t.send(&append(5, "tailed")).await;
     assert_eq!(t.answer().await.status, 200);
@@ -311,11 +320,7 @@ async fn hyper_takes_over_mid_connection_with_the_pipelined_rest_in_order() {
         "{head}"
     );
     let event = t.fill_until(|b| find(b, b"tailed").map(|at| at + 6)).await;
-    assert!(
-        find(&event, b"event: records").is_some(),
-        "{:?}",
-        String::from_utf8_lossy(&event)
-    );
+    assert_has(&event, b"event: records");
 }
 
 #[tokio::test]
@@ -384,4 +389,93 @@ async fn an_idle_connection_is_closed_by_shutdown_without_waiting_for_the_drain(
         .expect("the drain ends once the connections are closed")
         .unwrap()
         .unwrap();
+}
+
+/// Live tails are the front's; with pings an hour apart, only its watch
+/// on the socket can notice in time that a tail's client has gone.
+async fn quiet_tail_server() -> TestServer {
+    TestServer::start_with(
+        Config::default(),
+        |l| l.ping_interval = Duration::from_secs(3600),
+        ServerConfig::default(),
+    )
+    .await
+}
+
+async fn tails_live(srv: &TestServer) -> String {
+    let text = srv.api.metrics_text().await;
+    let line = text.lines().find(|l| l.starts_with("fencelog_tails_live "));
+    line.expect("the gauge is served").to_string()
+}
+
+/// A quiet server, stream `s` holding one record "a", and a client whose
+/// live tail of it has caught up.
+async fn caught_up_tail() -> (TestServer, Client) {
+    let srv = quiet_tail_server().await;
+    assert_eq!(srv.api.append("s", 1, &["a"]).await.0, 200);
+    let mut c = Client::open(srv.addr).await;
+    c.send(&get("/v1/streams/s/records?start_seq=0&follow=true"))
+        .await;
+    c.fill_until(|b| find(b, b"event: caught_up").map(|at| at + 16))
+        .await;
+    (srv, c)
+}
+
+#[tokio::test]
+async fn a_tail_whose_client_leaves_ends_with_its_connection_at_once() {
+    let (srv, mut c) = caught_up_tail().await;
+    assert_eq!(tails_live(&srv).await, "fencelog_tails_live 1");
+    // The client is done sending (as one that closes is): the server ends
+    // the tail and closes, with no ping or event to write first.
+    c.tcp.shutdown().await.unwrap();
+    let mut rest = Vec::new();
+    tokio::time::timeout(HANG, c.tcp.read_to_end(&mut rest))
+        .await
+        .expect("the server closes the tail's connection")
+        .unwrap();
+    // The tail was dropped before the connection closed.
+    assert_eq!(tails_live(&srv).await, "fencelog_tails_live 0");
+}
+
+#[tokio::test]
+async fn a_tail_with_nothing_to_send_has_its_head_sent_at_once() {
+    let srv = quiet_tail_server().await;
+    let mut c = Client::open(srv.addr).await;
+    c.send(
+        b"GET /v1/streams/later/records?wait_for_stream=true HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\n\r\n",
+    )
+    .await;
+    let head = c
+        .fill_until(|b| find(b, b"\r\n\r\n").map(|at| at + 4))
+        .await;
+    let head = String::from_utf8(head).unwrap().to_ascii_lowercase();
+    assert!(head.starts_with("http/1.1 200 ok\r\n"), "{head}");
+    assert!(head.contains("content-type: text/event-stream"), "{head}");
+    assert!(head.contains("transfer-encoding: chunked"), "{head}");
+    // Nothing else until the stream exists; then its first record.
+    assert!(c.buf.is_empty(), "{:?}", String::from_utf8_lossy(&c.buf));
+    assert_eq!(srv.api.append("later", 1, &["first"]).await.0, 200);
+    let event = c.fill_until(|b| find(b, b"first").map(|at| at + 5)).await;
+    assert_has(&event, b"event: records");
+}
+
+#[tokio::test]
+async fn a_request_sent_behind_a_tail_is_answered_once_the_tail_ends() {
+    let (srv, mut c) = caught_up_tail().await;
+    // Read by the tail's watch on the socket, and kept for after it.
+    c.send(&get("/v1/streams/s/records?start_seq=0")).await;
+    let (status, _) = srv
+        .api
+        .post_json("/v1/streams/s/seal", &json!({"fencing_token": 1}))
+        .await;
+    assert_eq!(status, 200);
+    let end = c
+        .fill_until(|b| find(b, b"\r\n0\r\n\r\n").map(|at| at + 7))
+        .await;
+    assert_has(&end, b"event: sealed");
+    let read = c.answer().await;
+    assert_eq!(read.status, 200, "{read:?}");
+    let records = read.json()["records"].clone();
+    assert_eq!(records[0]["body"], json!("a"), "{records}");
+    assert_eq!(records.as_array().unwrap().len(), 1, "{records}");
 }

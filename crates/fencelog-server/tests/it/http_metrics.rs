@@ -7,15 +7,7 @@
 use fencelog_testkit::http::TestServer;
 
 async fn metrics_text(srv: &TestServer) -> String {
-    let resp = srv
-        .api
-        .client
-        .get(format!("{}/metrics", srv.api.base))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status().as_u16(), 200);
-    resp.text().await.unwrap()
+    srv.api.metrics_text().await
 }
 
 fn has(text: &str, line: &str) {
