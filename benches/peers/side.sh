@@ -9,7 +9,7 @@
 #   ROUNDS=3 DURATION=4 benches/peers/side.sh old/fencelog new/fencelog
 #
 # The load generator is NEW_BIN's for every server. Prints one line per
-# run (`system workload rate/s µs-per-request`); stops its servers by PID.
+# run (`system workload rate/s µs-per-request p50`); stops its servers by PID.
 set -euo pipefail
 
 OLD="${1:?usage: side.sh OLD_BIN NEW_BIN}"
@@ -17,7 +17,7 @@ NEW="${2:?usage: side.sh OLD_BIN NEW_BIN}"
 ROUNDS="${ROUNDS:-2}"
 DURATION="${DURATION:-4}"
 WORKLOADS=("--workload reject --clients 16" "--workload reject --clients 64"
-    "--workload append --clients 64")
+    "--workload append --clients 64" "--workload append --clients 1")
 OLD_PORT=17290 NEW_PORT=17291 REDIS_PORT=16398
 HERE="$(cd "$(dirname "$0")" && pwd)"
 WORK="$(mktemp -d /tmp/fencelog-side.XXXXXX)"
@@ -63,7 +63,8 @@ r = json.loads(sys.stdin.read())
 n = r["requests"]
 rate = r["requests_per_s"]
 us = (int(sys.argv[4]) - int(sys.argv[3])) / 100 / n * 1e6
-print(f"{sys.argv[1]:<13} {sys.argv[2]:<34} {rate:>9,.0f}/s {us:6.1f} µs")
+p50 = r["latency"]["p50_us"]
+print(f"{sys.argv[1]:<13} {sys.argv[2]:<34} {rate:>9,.0f}/s {us:6.1f} µs  p50 {p50} µs")
 ' "$system" "$workload" "$before" "$after"
 }
 
