@@ -7,7 +7,10 @@
 //! `--log-level` picks the lines.
 
 use crate::support::{serve, BIN};
-use fencelog_engine::config::{BATCH_BYTES_LIMIT, BATCH_RECORDS_LIMIT, SEGMENT_BYTES_LIMIT};
+use fencelog_engine::config::{
+    BATCH_BYTES_LIMIT, BATCH_RECORDS_LIMIT, SEGMENT_BYTES_LIMIT, WRITER_SPIN_US_DEFAULT,
+    WRITER_SPIN_US_LIMIT,
+};
 use std::process::Command;
 
 fn serve_cmd() -> Command {
@@ -24,6 +27,7 @@ fn serve_cmd() -> Command {
         "FENCELOG_BODY_BYTES_MAX",
         "FENCELOG_HEADER_READ_TIMEOUT_MS",
         "FENCELOG_BODY_READ_TIMEOUT_MS",
+        "FENCELOG_WRITER_SPIN_US",
         "FENCELOG_LOG_LEVEL",
         "RUST_LOG",
     ] {
@@ -39,7 +43,7 @@ fn file_then_environment_then_flags() {
     std::fs::write(
         &file,
         "listen = \"127.0.0.1:9001\"\ndata_dir = \"/srv/log\"\nbatch_records_max = 10\n\
-         segment_bytes = 65536\nlog_format = \"json\"\n",
+         segment_bytes = 65536\nlog_format = \"json\"\nwriter_spin_us = 0\n",
     )
     .unwrap();
     let o = serve_cmd()
@@ -55,11 +59,19 @@ fn file_then_environment_then_flags() {
     assert_eq!(printed["listen"].as_str(), Some("127.0.0.1:9001"), "file");
     assert_eq!(printed["data_dir"].as_str(), Some("/srv/log"), "file");
     assert_eq!(printed["log_format"].as_str(), Some("json"), "file");
+    assert_eq!(printed["writer_spin_us"].as_integer(), Some(0), "file");
     assert_eq!(printed["batch_records_max"].as_integer(), Some(20), "env");
     assert_eq!(printed["segment_bytes"].as_integer(), Some(262144), "flag");
     assert_eq!(
         printed["batch_bytes_max"].as_integer(),
         Some(1 << 20),
+        "default"
+    );
+    let o = serve_cmd().arg("--print-config").output().unwrap();
+    let printed: toml::Table = toml::from_str(&String::from_utf8(o.stdout).unwrap()).unwrap();
+    assert_eq!(
+        printed["writer_spin_us"].as_integer(),
+        Some(WRITER_SPIN_US_DEFAULT as i64),
         "default"
     );
     // The derived default follows the batch limit in effect.
@@ -200,7 +212,7 @@ fn settings_are_checked_before_the_disk_is_touched() {
     let data = tmp.path().join("never");
     let file = tmp.path().join("fencelog.toml");
     std::fs::write(&file, "segment_bytes = 100\n").unwrap();
-    let cases: [(&[&str], String); 7] = [
+    let cases: [(&[&str], String); 8] = [
         (
             &["--segment-bytes", "100"],
             format!("fencelog serve: segment_bytes (--segment-bytes) must be in 4096..={SEGMENT_BYTES_LIMIT}, got 100\n"),
@@ -212,6 +224,10 @@ fn settings_are_checked_before_the_disk_is_touched() {
         (
             &["--batch-records-max", "0"],
             format!("fencelog serve: batch_records_max (--batch-records-max) must be in 1..={BATCH_RECORDS_LIMIT}, got 0\n"),
+        ),
+        (
+            &["--writer-spin-us", "10001"],
+            format!("fencelog serve: writer_spin_us (--writer-spin-us) must be at most {WRITER_SPIN_US_LIMIT}, got 10001\n"),
         ),
         (
             &["--body-bytes-max", "0"],
@@ -274,6 +290,7 @@ fn help_states_every_cap() {
         format!("1..={BATCH_BYTES_LIMIT}"),
         "1..=134217728".to_string(),
         "1..=3600000".to_string(),
+        format!("at most {WRITER_SPIN_US_LIMIT}"),
         "--log-level".to_string(),
     ] {
         assert!(help.contains(&cap), "--help lacks {cap}:\n{help}");

@@ -60,11 +60,15 @@ pub struct ShardSm {
 /// by each replica's clock would make replicas differ: the shard leader
 /// proposes retention trims as entries instead, [`crate::retention`]) and
 /// no disk budget (apply must not refuse on local limits; the leader
-/// checks them before proposing), and groups synced on flush only (see
-/// the module comment).
+/// checks them before proposing), groups synced on flush only (see the
+/// module comment), and writers that sleep at once between groups: a node
+/// runs one writer per shard, and that many polling writers would take the
+/// cores the Raft groups need (an apply waits on the Raft path anyway, not
+/// on the writer's wake-up).
 pub fn shard_engine_config(base: &Config) -> Config {
     Config {
         durability: Durability::OnFlush,
+        writer_spin_us: 0,
         reclaim_interval_ms: 0,
         data_bytes_max: None,
         retention_age_s: None,

@@ -54,6 +54,30 @@ pub(super) struct Control {
     pub flushes: Vec<Reply<()>>,
 }
 
+/// Waits for the message that starts the next group: polls the queue for
+/// up to `spin` (yielding the core between looks), then sleeps until one
+/// comes. `None` once the queue is closed and empty.
+///
+/// Why poll: the callers the last group answered usually send again
+/// within one round trip, and a sleeping writer costs each of them a
+/// wake-up (see [`crate::config::WRITER_SPIN_US_DEFAULT`]).
+pub(super) fn next_request(rx: &mut mpsc::Receiver<Msg>, spin: Duration) -> Option<Msg> {
+    if !spin.is_zero() {
+        let until = Instant::now() + spin;
+        loop {
+            match rx.try_recv() {
+                Ok(m) => return Some(m),
+                Err(mpsc::error::TryRecvError::Disconnected) => return None,
+                Err(mpsc::error::TryRecvError::Empty) if Instant::now() < until => {
+                    std::thread::yield_now()
+                }
+                Err(mpsc::error::TryRecvError::Empty) => break,
+            }
+        }
+    }
+    rx.blocking_recv()
+}
+
 /// Moves `first` (if any) and then whatever is queued into `group`, until
 /// the group is full or the queue is empty and nobody is worth waiting for.
 /// Shutdown and flush requests met on the way go to `control`.
@@ -108,5 +132,78 @@ fn take(m: Msg, group: &mut VecDeque<Request>, bytes: &mut usize, control: &mut 
         }
         Msg::Shutdown(tx) => control.shutdown.push(tx),
         Msg::Flush(tx) => control.flushes.push(tx),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn msg() -> Msg {
+        Msg::Shutdown(oneshot::channel().0)
+    }
+
+    /// Far longer than any test takes: a wait this long means the poll
+    /// missed what it should have seen.
+    const LONG: Duration = Duration::from_secs(60);
+
+    #[test]
+    fn a_queued_request_is_taken_whatever_the_spin() {
+        for spin in [Duration::ZERO, Duration::from_micros(200), LONG] {
+            let (tx, mut rx) = mpsc::channel(4);
+            tx.try_send(msg()).unwrap();
+            let started = Instant::now();
+            assert!(matches!(
+                next_request(&mut rx, spin),
+                Some(Msg::Shutdown(_))
+            ));
+            assert!(
+                started.elapsed() < LONG / 2,
+                "{spin:?}: polled past a queued request"
+            );
+        }
+    }
+
+    #[test]
+    fn a_closed_empty_queue_ends_the_wait_at_once() {
+        for spin in [Duration::ZERO, LONG] {
+            let (tx, mut rx) = mpsc::channel::<Msg>(4);
+            drop(tx);
+            let started = Instant::now();
+            assert!(next_request(&mut rx, spin).is_none());
+            assert!(
+                started.elapsed() < LONG / 2,
+                "{spin:?}: polled a closed queue"
+            );
+        }
+    }
+
+    #[test]
+    fn a_request_sent_while_polling_or_while_asleep_is_taken() {
+        // A long spin: the request comes while the writer polls. A spin of
+        // a nanosecond: it almost always comes once the writer sleeps.
+        for spin in [LONG, Duration::from_nanos(1)] {
+            let (tx, mut rx) = mpsc::channel(4);
+            let go = Arc::new(std::sync::Barrier::new(2));
+            let sender = {
+                let go = go.clone();
+                std::thread::spawn(move || {
+                    go.wait();
+                    tx.blocking_send(msg()).unwrap();
+                    tx
+                })
+            };
+            go.wait();
+            let started = Instant::now();
+            assert!(matches!(
+                next_request(&mut rx, spin),
+                Some(Msg::Shutdown(_))
+            ));
+            assert!(started.elapsed() < LONG / 2, "{spin:?}");
+            drop(sender.join().unwrap());
+            // The sender is gone and nothing is queued: the end.
+            assert!(next_request(&mut rx, spin).is_none());
+        }
     }
 }

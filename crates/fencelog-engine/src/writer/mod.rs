@@ -9,7 +9,10 @@
 //! `sync_data` once; [`publish`] makes it visible, then answers and wakes
 //! readers. Nobody hears "ok" — or "stale" decided against pending state —
 //! before the sync returns. Requests that queue while a sync runs form the
-//! next group, which is the whole of group commit: no timers.
+//! next group, which is the whole of group commit: no timers. Between
+//! groups the writer polls its queue briefly before it sleeps
+//! ([`collect::next_request`]), so a caller coming straight back is not
+//! also kept waiting for a wake-up.
 //!
 //! A storage failure or a panic while committing a group poisons the
 //! engine; the thread keeps running and answers every later request with
@@ -32,7 +35,7 @@ use crate::error::{StorageFailure, WriteError};
 use crate::locks;
 use crate::shared::Shared;
 use crate::stream::StreamShared;
-use collect::{collect, Control, GroupLimits, Linger};
+use collect::{collect, next_request, Control, GroupLimits, Linger};
 use persist::{PersistError, Tail};
 use plan::{Budget, Context, Defaults, Durable, Lookup, Plan};
 use protocol::Answer;
@@ -143,7 +146,8 @@ impl Writer {
         let limits = GroupLimits::of(&self.shared.config);
         let mut control = Control::default();
         let mut linger = Linger::NONE;
-        while let Some(first) = self.rx.blocking_recv() {
+        let spin = std::time::Duration::from_micros(self.shared.config.writer_spin_us);
+        while let Some(first) = next_request(&mut self.rx, spin) {
             collect(
                 &mut self.rx,
                 Some(first),
