@@ -9,9 +9,10 @@
 //! just after the next entry has left without them. Left alone, a shard's
 //! clients split into two cohorts that each wait two rounds per append
 //! (stop 24: ~4 ops per entry for 8 clients per shard). So, like the
-//! engine's writer, the proposer lingers: while fewer ops are waiting
-//! than the last entry answered, it waits for them, at most a quarter of
-//! the last round and never past [`LINGER_MAX`]. Pipelining entries
+//! engine's writer, the proposer lingers: it waits for the ops the last
+//! entry answered to come back, on top of those that were already
+//! waiting, at most a quarter of the last round and never past
+//! [`LINGER_MAX`] (see [`gather`]). Pipelining entries
 //! instead (several in flight through `client_write_ff`) was measured
 //! and lost: more, smaller entries, each paying the full cost.
 //!
@@ -232,18 +233,7 @@ async fn run(
     let mut returning = 0;
     let mut last_round = Duration::ZERO;
     while let Some(first) = rx.recv().await {
-        let mut group = Group::new(first);
-        group.take_waiting(&mut rx);
-        let give_up = tokio::time::Instant::now() + (last_round / 4).min(LINGER_MAX);
-        while group.ops.len() < returning && !group.full() {
-            match tokio::time::timeout_at(give_up, rx.recv()).await {
-                Ok(Some(w)) => {
-                    group.push(w);
-                    group.take_waiting(&mut rx);
-                }
-                _ => break,
-            }
-        }
+        let group = gather(first, &mut rx, returning, last_round).await;
         wait_unpaused(&raft, id, &paused).await;
         let (skipped, ops): (Vec<_>, Vec<_>) =
             group.ops.into_iter().partition(|w| w.to.gate_closed());
@@ -268,6 +258,34 @@ async fn run(
             to.answer(r, ignore_gates);
         }
     }
+}
+
+/// The next entry's ops: `first`, every op already waiting, then — for
+/// at most a quarter of `last_round`, never past [`LINGER_MAX`] — the
+/// `returning` ops the last entry answered, on top of those found waiting:
+/// those came from clients the last entry did not carry, so counting them
+/// against `returning` (stop 24's rule) kept a shard's clients in two
+/// cohorts for good (~6 ops per entry for 8 clients per shard, stop 40).
+async fn gather(
+    first: Waiting,
+    rx: &mut mpsc::Receiver<Waiting>,
+    returning: usize,
+    last_round: Duration,
+) -> Group {
+    let mut group = Group::new(first);
+    group.take_waiting(rx);
+    let target = returning.saturating_add(group.ops.len());
+    let give_up = tokio::time::Instant::now() + (last_round / 4).min(LINGER_MAX);
+    while group.ops.len() < target && !group.full() {
+        match tokio::time::timeout_at(give_up, rx.recv()).await {
+            Ok(Some(w)) => {
+                group.push(w);
+                group.take_waiting(rx);
+            }
+            _ => break,
+        }
+    }
+    group
 }
 
 /// The ops of the next entry.
@@ -344,5 +362,98 @@ async fn wait_unpaused(raft: &Raft, id: NodeId, paused: &Pause) {
             }
             _ => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::ClusterOp;
+
+    /// An op whose answer nobody waits for (`gather` answers none).
+    fn op(token: u64) -> Waiting {
+        let (reply, _) = oneshot::channel();
+        let op = ClusterOp::Fence {
+            stream: format!("s{token}"),
+            token,
+            not_after_ms: None,
+        };
+        let to = Reply { reply, gate: None };
+        Waiting { op, to }
+    }
+
+    fn tokens(g: &Group) -> Vec<u64> {
+        g.ops
+            .iter()
+            .map(|w| match &w.op {
+                ClusterOp::Fence { token, .. } => *token,
+                other => panic!("not a fence: {other:?}"),
+            })
+            .collect()
+    }
+
+    /// Sends `tokens` one at a time (the proposer looks after each) once
+    /// 1 ms has passed — tokio's timers tick in whole milliseconds.
+    fn come_back(tx: &mpsc::Sender<Waiting>, tokens: std::ops::RangeInclusive<u64>) {
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+            for t in tokens {
+                tx.send(op(t)).await.unwrap();
+                tokio::task::yield_now().await;
+            }
+        });
+    }
+
+    /// Takes the first op and gathers the entry; also how long it took.
+    async fn next_entry(
+        rx: &mut mpsc::Receiver<Waiting>,
+        returning: usize,
+        last_round: Duration,
+    ) -> (Vec<u64>, Duration) {
+        let started = tokio::time::Instant::now();
+        let first = rx.recv().await.unwrap();
+        let g = gather(first, rx, returning, last_round).await;
+        (tokens(&g), started.elapsed())
+    }
+
+    /// Two cohorts merge: 3 ops waited through the last round, the 5 it
+    /// answered come back within the linger, and all 8 share the entry.
+    #[tokio::test(start_paused = true)]
+    async fn waits_for_the_answered_ops_on_top_of_the_waiting_ones() {
+        let (tx, mut rx) = mpsc::channel(64);
+        for t in 1..=3 {
+            tx.try_send(op(t)).unwrap();
+        }
+        come_back(&tx, 4..=8);
+        let (entry, took) = next_entry(&mut rx, 5, Duration::from_millis(8)).await;
+        assert_eq!(entry, (1..=8).collect::<Vec<_>>());
+        assert_eq!(took, Duration::from_millis(1));
+    }
+
+    /// A client that does not come back costs one linger, a quarter of
+    /// the last round and never past LINGER_MAX.
+    #[tokio::test(start_paused = true)]
+    async fn gives_up_after_a_quarter_of_the_last_round() {
+        let (tx, mut rx) = mpsc::channel(64);
+        tx.try_send(op(1)).unwrap();
+        let entry = next_entry(&mut rx, 4, Duration::from_millis(4)).await;
+        assert_eq!(entry, (vec![1], Duration::from_millis(1)));
+        tx.try_send(op(2)).unwrap();
+        let entry = next_entry(&mut rx, 4, Duration::from_secs(1)).await;
+        assert_eq!(entry, (vec![2], LINGER_MAX));
+    }
+
+    /// A lone client never waits; one answered op is waited for alone.
+    #[tokio::test(start_paused = true)]
+    async fn a_lone_op_leaves_at_once() {
+        let (tx, mut rx) = mpsc::channel(64);
+        tx.try_send(op(1)).unwrap();
+        let entry = next_entry(&mut rx, 0, Duration::from_millis(4)).await;
+        assert_eq!(entry, (vec![1], Duration::ZERO));
+        tx.try_send(op(2)).unwrap();
+        come_back(&tx, 3..=3);
+        let entry = next_entry(&mut rx, 1, Duration::from_millis(8)).await;
+        assert_eq!(entry, (vec![2, 3], Duration::from_millis(1)));
     }
 }
