@@ -75,12 +75,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
         // Not waited for: a lost committed id only means a restart waits
         // for the leader's next commit index before applying.
-        let rec = WalRecord::Committed {
-            shard: self.shard,
-            committed,
-        };
-        self.wal.submit(&rec, Done::Nobody);
+        // Memory first, as for the vote: a rewrite between the two writes
+        // the newer id from memory, and the noted one after it.
         self.log.lock().unwrap().committed = committed;
+        self.wal.note_committed(self.shard, committed);
         Ok(())
     }
 
