@@ -75,10 +75,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
         // Not waited for: a lost committed id only means a restart waits
         // for the leader's next commit index before applying.
-        // Memory first, as for the vote: a rewrite between the two writes
-        // the newer id from memory, and the noted one after it.
+        let rec = WalRecord::Committed {
+            shard: self.shard,
+            committed,
+        };
+        self.wal.submit(&rec, Done::Nobody);
         self.log.lock().unwrap().committed = committed;
-        self.wal.note_committed(self.shard, committed);
         Ok(())
     }
 

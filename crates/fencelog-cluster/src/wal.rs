@@ -195,14 +195,9 @@ struct Msg {
     synced: bool,
 }
 
-/// Committed ids noted since the writer's last group, the latest per shard
-/// (see [`Wal::note_committed`]).
-type Noted = Arc<Mutex<BTreeMap<ShardId, Option<LogId>>>>;
-
 /// The node's Raft WAL.
 pub struct Wal {
     tx: Mutex<Option<mpsc::Sender<Msg>>>,
-    noted: Noted,
     shards: Shards,
     poisoned: Arc<OnceLock<String>>,
     fsyncs: Arc<AtomicU64>,
@@ -318,9 +313,7 @@ impl Wal {
         let poisoned = Arc::new(OnceLock::new());
         let fsyncs = Arc::new(AtomicU64::new(0));
         let shards: Shards = Arc::new(Mutex::new(shards));
-        let noted = Noted::default();
         let writer = Writer {
-            noted: noted.clone(),
             storage: storage.clone(),
             file,
             end,
@@ -337,7 +330,6 @@ impl Wal {
             .spawn(move || writer.run(rx))?;
         Ok(Arc::new(Wal {
             tx: Mutex::new(Some(tx)),
-            noted,
             shards,
             poisoned,
             fsyncs,
@@ -353,22 +345,9 @@ impl Wal {
         shards.entry(shard).or_default().clone()
     }
 
-    /// Notes shard `shard`'s committed id for the writer's next group,
-    /// which writes it after that group's records and syncs it only if the
-    /// group is synced anyway (see [`Writer::commit`]). Not queued: the
-    /// commit index moves once per entry on every node, and queueing it
-    /// woke the writer thread for a write alone — a context switch per
-    /// entry per node, in a cluster CPU-bound on switches. An id noted
-    /// while the writer is idle waits for the next record anyone queues;
-    /// it is advisory (a lost one only makes a restart wait for the
-    /// leader's next commit index).
-    pub fn note_committed(&self, shard: ShardId, committed: Option<LogId>) {
-        self.noted.lock().unwrap().insert(shard, committed);
-    }
-
     /// Queues a record; `done` hears after the sync that covers it. A
-    /// record for [`Done::Nobody`] is written in file order but synced
-    /// only by the next group someone waits for.
+    /// record for [`Done::Nobody`] (the committed id) is written in file
+    /// order but synced only by the next group someone waits for.
     pub fn submit(&self, rec: &WalRecord, done: Done) {
         let msg = Msg {
             bytes: encode_record(rec),
@@ -423,7 +402,6 @@ impl Drop for Wal {
 
 /// The writer thread's state.
 struct Writer {
-    noted: Noted,
     storage: Arc<dyn Storage>,
     file: Arc<dyn StorageFile>,
     end: u64,
@@ -446,16 +424,10 @@ impl Writer {
     fn run(mut self, rx: mpsc::Receiver<Msg>) {
         let mut buf = Vec::new();
         while let Ok(first) = rx.recv() {
-            // Taken before the queue is drained: an id noted by now was
-            // noted after the entries it covers were queued, so they are
-            // in this group or an earlier one, and the id is written
-            // after them — replay never meets an id ahead of its entries.
-            let noted = self.take_noted();
             let mut group = vec![first];
             while let Ok(m) = rx.try_recv() {
                 group.push(m);
             }
-            group.extend(noted);
             if self.mutation == WalMutation::AckBeforeSync {
                 for m in &mut group {
                     std::mem::replace(&mut m.done, Done::Nobody).complete(&Ok(()));
@@ -474,26 +446,6 @@ impl Writer {
                 }
             }
         }
-        // A clean stop: ids noted since the last group go out as the next
-        // group would have written them (unsynced, like any committed id).
-        let noted = self.take_noted();
-        if !noted.is_empty() {
-            let _ = self.commit(&noted, &mut buf);
-        }
-    }
-
-    /// The committed ids noted since the last group, as unsynced records.
-    fn take_noted(&self) -> Vec<Msg> {
-        let noted = std::mem::take(&mut *self.noted.lock().unwrap());
-        noted
-            .into_iter()
-            .map(|(shard, committed)| Msg {
-                bytes: encode_record(&WalRecord::Committed { shard, committed }),
-                done: Done::Nobody,
-                vote: false,
-                synced: false,
-            })
-            .collect()
     }
 
     fn poison(&self, msg: String) {
@@ -515,8 +467,8 @@ impl Writer {
         }
         buf.clear();
         group.iter().for_each(|m| buf.extend_from_slice(&m.bytes));
-        let vote_unsynced = self.mutation == WalMutation::VoteUnsynced
-            && group.iter().filter(|m| m.synced).all(|m| m.vote);
+        let vote_unsynced =
+            self.mutation == WalMutation::VoteUnsynced && group.iter().all(|m| m.vote);
         let sync = group.iter().any(|m| m.synced) && !vote_unsynced;
         self.preallocate(self.end + buf.len() as u64);
         let r = self

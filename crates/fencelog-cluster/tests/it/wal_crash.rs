@@ -378,40 +378,11 @@ fn a_committed_id_is_synced_by_the_next_waited_for_group() {
     wal.close();
     let disk = sim.fork();
     disk.crash(Resolution::DropAll);
-    assert_eq!(reopened_committed(&rt, disk, 0), Some(log_id(1, 1, 2)));
-}
-
-/// Shard `shard`'s committed id after `sim` is reopened.
-fn reopened_committed(
-    rt: &tokio::runtime::Runtime,
-    sim: SimStorage,
-    shard: u32,
-) -> Option<openraft::LogId<u64>> {
-    let wal = Wal::open(Arc::new(sim)).unwrap();
-    let mut store = LogStore::new(wal.clone(), shard);
+    let wal = Wal::open(Arc::new(disk)).unwrap();
+    let mut store = LogStore::new(wal.clone(), 0);
     let committed = rt.block_on(store.read_committed()).unwrap();
+    assert_eq!(committed, Some(log_id(1, 1, 2)));
     wal.close();
-    committed
-}
-
-/// A committed id is noted, not queued: it wakes no writer and waits for
-/// the next group — or, at a clean stop, is written on the way out.
-#[test]
-fn a_committed_id_noted_last_is_written_at_a_clean_stop() {
-    let rt = runtime();
-    let sim = SimStorage::new();
-    let wal = Wal::open(Arc::new(sim.clone())).unwrap();
-    let mut store = LogStore::new(wal.clone(), 1);
-    rt.block_on(async {
-        let ents = (1..=2).map(|i| blank_ent::<TypeConfig>(1, 1, i));
-        store.blocking_append(ents).await.unwrap();
-        store.save_committed(Some(log_id(1, 1, 1))).await.unwrap();
-        store.save_committed(Some(log_id(1, 1, 2))).await.unwrap();
-    });
-    wal.close();
-    // The process goes, the page cache stays (the id was never synced).
-    sim.restart();
-    assert_eq!(reopened_committed(&rt, sim, 1), Some(log_id(1, 1, 2)));
 }
 
 #[test]
