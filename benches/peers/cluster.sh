@@ -12,8 +12,9 @@
 # hint, so each connection ends up on its stream's shard leader, as a smart
 # client's would. One JSON line per measurement on stdout (the bench's own
 # report plus "system", "round" and the server processes' CPU per request,
-# all three nodes summed for the cluster); a summary with the ratios on
-# stderr.
+# all three nodes summed for the cluster, and the cluster's Raft entries/s
+# and requests per entry); a summary with the ratios on stderr. SHARDS=3
+# gives one shard per node (the default is the server's, 8).
 # Every process is stopped by its own PID.
 set -euo pipefail
 
@@ -85,8 +86,17 @@ servers_cpu_s() {
     python3 -c "import os,sys; print(int(sys.argv[1]) / os.sysconf('SC_CLK_TCK'))" "$ticks"
 }
 
+# Raft entries every shard's log holds so far (node 1's view; a single
+# node has none): with the appends, the ops each entry carried, the
+# cluster's throughput lever (the per-entry costs dwarf the per-op ones).
+entries_now() {
+    curl -sf "$URL/_cluster/admin/status" 2>/dev/null |
+        python3 -c 'import json, sys; print(sum(s.get("last_log_index") or 0 for s in json.load(sys.stdin)["shards"]))' 2>/dev/null ||
+        echo 0
+}
+
 bench() { # system round workload clients
-    local c1 c2
+    local c1 c2 e1 e2
     "$BIN" bench --server "$URL" --json --duration "$DURATION" \
         --workload "$3" --clients "$4" >"$WORK/bench.json" &
     local bench_pid=$!
@@ -95,8 +105,10 @@ bench() { # system round workload clients
     # after the load counts; ÷ the rate gives CPU per request.
     sleep 1
     c1=$(servers_cpu_s)
+    e1=$(entries_now)
     sleep $((DURATION - 2))
     c2=$(servers_cpu_s)
+    e2=$(entries_now)
     wait "$bench_pid"
     python3 -c '
 import json, sys
@@ -105,7 +117,11 @@ r["system"] = sys.argv[2]
 r["round"] = int(sys.argv[3])
 cpu_s, window_s = float(sys.argv[5]) - float(sys.argv[4]), float(sys.argv[6])
 r["server_cpu_us_per_request"] = round(cpu_s * 1e6 / window_s / max(1.0, r["requests_per_s"]), 1)
-print(json.dumps(r))' "$WORK/bench.json" "$1" "$2" "$c1" "$c2" "$((DURATION - 2))"
+entries = int(sys.argv[8]) - int(sys.argv[7])
+if entries > 0:
+    r["raft_entries_per_s"] = round(entries / window_s)
+    r["requests_per_raft_entry"] = round(r["requests_per_s"] * window_s / entries, 2)
+print(json.dumps(r))' "$WORK/bench.json" "$1" "$2" "$c1" "$c2" "$((DURATION - 2))" "$e1" "$e2"
 }
 
 leaders() { # status of node 1, one line to stderr
@@ -141,5 +157,6 @@ for workload, key in [("append", "appends_per_s"), ("reject", "rejections_per_s"
     print(f"{workload}: single {s[key]:.0f}/s p50 {s['latency']['p50_us']} us p99 {s['latency']['p99_us']} us; "
           f"cluster {c[key]:.0f}/s p50 {c['latency']['p50_us']} us p99 {c['latency']['p99_us']} us; "
           f"ratio {c[key] / s[key]:.2f}, p99 x{c['latency']['p99_us'] / max(1, s['latency']['p99_us']):.1f}; "
-          f"server CPU per request {s['server_cpu_us_per_request']} us vs {c['server_cpu_us_per_request']} us (all nodes)")
+          f"server CPU per request {s['server_cpu_us_per_request']} us vs {c['server_cpu_us_per_request']} us (all nodes); "
+          f"requests per Raft entry {c.get('requests_per_raft_entry', '-')}")
 EOF
