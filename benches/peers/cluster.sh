@@ -12,9 +12,10 @@
 # hint, so each connection ends up on its stream's shard leader, as a smart
 # client's would. One JSON line per measurement on stdout (the bench's own
 # report plus "system", "round" and the server processes' CPU per request,
-# all three nodes summed for the cluster, and the cluster's Raft entries/s
-# and requests per entry); a summary with the ratios on stderr. SHARDS=3
-# gives one shard per node (the default is the server's, 8).
+# all three nodes summed for the cluster and by node, and the cluster's
+# Raft entries/s and requests per entry); a summary with the ratios on
+# stderr. SHARDS=3 gives one shard per node, SHARDS=1 one group for all
+# (the default is the server's, 8).
 # Every process is stopped by its own PID.
 set -euo pipefail
 
@@ -78,12 +79,14 @@ sys.exit(0 if all(x.get("leader") == x.get("preferred_leader") for x in s) else 
 
 # CPU seconds (user + system) every server process of this run has used
 # so far, from /proc/PID/stat: the steadier figure on a noisy machine.
+# One comma-separated figure per process, in start order (node 1 first),
+# so the leaders' and the followers' shares can be told apart.
 servers_cpu_s() {
-    local ticks=0 p
+    local ticks="" p
     for p in "${PIDS[@]}"; do
-        ticks=$((ticks + $(awk '{print $14 + $15}' "/proc/$p/stat")))
+        ticks+="${ticks:+,}$(awk '{print $14 + $15}' "/proc/$p/stat")"
     done
-    python3 -c "import os,sys; print(int(sys.argv[1]) / os.sysconf('SC_CLK_TCK'))" "$ticks"
+    python3 -c "import os,sys; print(','.join(str(int(t) / os.sysconf('SC_CLK_TCK')) for t in sys.argv[1].split(',')))" "$ticks"
 }
 
 # Raft entries every shard's log holds so far (node 1's view; a single
@@ -115,8 +118,12 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 r["system"] = sys.argv[2]
 r["round"] = int(sys.argv[3])
-cpu_s, window_s = float(sys.argv[5]) - float(sys.argv[4]), float(sys.argv[6])
-r["server_cpu_us_per_request"] = round(cpu_s * 1e6 / window_s / max(1.0, r["requests_per_s"]), 1)
+window_s = float(sys.argv[6])
+per_node = [float(b) - float(a) for a, b in zip(sys.argv[4].split(","), sys.argv[5].split(","))]
+rate = max(1.0, r["requests_per_s"])
+r["server_cpu_us_per_request"] = round(sum(per_node) * 1e6 / window_s / rate, 1)
+if len(per_node) > 1:
+    r["server_cpu_us_per_request_by_node"] = [round(c * 1e6 / window_s / rate, 1) for c in per_node]
 entries = int(sys.argv[8]) - int(sys.argv[7])
 if entries > 0:
     r["raft_entries_per_s"] = round(entries / window_s)
@@ -157,6 +164,7 @@ for workload, key in [("append", "appends_per_s"), ("reject", "rejections_per_s"
     print(f"{workload}: single {s[key]:.0f}/s p50 {s['latency']['p50_us']} us p99 {s['latency']['p99_us']} us; "
           f"cluster {c[key]:.0f}/s p50 {c['latency']['p50_us']} us p99 {c['latency']['p99_us']} us; "
           f"ratio {c[key] / s[key]:.2f}, p99 x{c['latency']['p99_us'] / max(1, s['latency']['p99_us']):.1f}; "
-          f"server CPU per request {s['server_cpu_us_per_request']} us vs {c['server_cpu_us_per_request']} us (all nodes); "
+          f"server CPU per request {s['server_cpu_us_per_request']} us vs {c['server_cpu_us_per_request']} us "
+          f"(all nodes; by node {'/'.join(str(x) for x in c.get('server_cpu_us_per_request_by_node', []))}); "
           f"requests per Raft entry {c.get('requests_per_raft_entry', '-')}")
 EOF
