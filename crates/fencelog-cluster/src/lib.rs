@@ -23,6 +23,7 @@ pub mod peer_stream;
 pub mod proposer;
 pub mod rebalance;
 pub mod redirect;
+mod restart_vote;
 pub mod retention;
 pub mod router;
 mod session;

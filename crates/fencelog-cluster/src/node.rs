@@ -224,6 +224,11 @@ impl Node {
                 .join(format!("shard-{k:03}"));
             let sm = ShardSm::open(&root, shard_engine_config(&options.engine))?;
             check_applied_reaches_log(k, &sm, &wal)?;
+            if mutation != NodeMutation::LeaderResumesOwnVote {
+                let shard_log = wal.shard(k);
+                let mut shard_log = shard_log.lock().unwrap();
+                shard_log.vote = crate::restart_vote::on_start(shard_log.vote, options.id);
+            }
             let log = LogStore::new(wal.clone(), k);
             let net = NetFactory {
                 transport: transport.clone(),

@@ -68,6 +68,8 @@ pub enum NodeMutation {
     ProducerRefusedEarly,
     /// See `Mutation::SessionGateIgnored`.
     SessionGateIgnored,
+    /// See `Mutation::LeaderResumesOwnVote`.
+    LeaderResumesOwnVote,
 }
 
 /// Without the `mutations` feature no node mutation is ever on.
@@ -235,6 +237,11 @@ mod imp {
         /// session's ops after one of them was not applied, so a later
         /// append of the session can be applied without an earlier one.
         SessionGateIgnored,
+        /// A cluster node that led a shard before it stopped resumes
+        /// leading it at the same term when it restarts (openraft 0.9's
+        /// own behaviour), so a log tail it lost unsynced while a follower
+        /// kept it can be rewritten under the same log ids.
+        LeaderResumesOwnVote,
     }
 
     thread_local! {
@@ -271,6 +278,7 @@ mod imp {
         match ACTIVE.with(|a| a.get()) {
             Mutation::ProducerRefusedEarly => super::NodeMutation::ProducerRefusedEarly,
             Mutation::SessionGateIgnored => super::NodeMutation::SessionGateIgnored,
+            Mutation::LeaderResumesOwnVote => super::NodeMutation::LeaderResumesOwnVote,
             _ => super::NodeMutation::None,
         }
     }

@@ -6,6 +6,7 @@ mod cluster;
 mod peer_stream;
 mod producers;
 mod reclaim;
+mod restart_vote;
 mod session;
 mod snapshot;
 mod suite;
