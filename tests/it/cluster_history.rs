@@ -31,11 +31,23 @@ const READ_COUNT_MAX: u64 = 10_000;
 async fn write_outcome(sent: reqwest::Result<reqwest::Response>, ok: &str) -> Outcome {
     let r = match sent {
         Ok(r) => r,
+        // No connection, so no request: nothing can have applied. (A
+        // pooled connection that breaks is not a connect error.)
+        Err(e) if e.is_connect() => return Outcome::Refused(format!("not connected: {e}")),
         Err(e) => return Outcome::Unknown(e.to_string()),
     };
     let status = r.status().as_u16();
-    let v: Value = r.json().await.unwrap_or(Value::Null);
+    // A node killed mid-answer cuts the body: the write may have applied.
+    let v: Value = match r.bytes().await {
+        Ok(b) => serde_json::from_slice(&b).unwrap_or(Value::Null),
+        Err(e) => return Outcome::Unknown(format!("{status} cut short: {e}")),
+    };
     match (status, v["error"].as_str()) {
+        // The node says nothing was proposed: the checker holds it to
+        // that (the write must not be in the final log).
+        (503, Some("unavailable")) if v["outcome_unknown"] == false => {
+            Outcome::Refused(format!("{status} {v}"))
+        }
         (200, _) => match (ok, v[ok].as_u64()) {
             ("first_seq", Some(first_seq)) => Outcome::Appended { first_seq },
             ("next_seq", Some(next_seq)) => Outcome::Fenced { next_seq },
@@ -175,13 +187,18 @@ pub async fn read(h: &History, http: &reqwest::Client, url: &str, stream: &str, 
         .send()
         .await;
     let outcome = match sent {
-        Ok(r) if r.status() == 200 => {
-            let v: Value = r.json().await.unwrap_or(Value::Null);
-            Outcome::Read {
-                records: records_of(&v),
-                next_seq: v["next_seq"].as_u64().expect("a read answers next_seq"),
+        // A node killed mid-answer cuts the body: a failed read. A body
+        // that arrived whole must be a read's answer.
+        Ok(r) if r.status() == 200 => match r.bytes().await {
+            Ok(b) => {
+                let v: Value = serde_json::from_slice(&b).expect("a whole 200 read is JSON");
+                Outcome::Read {
+                    records: records_of(&v),
+                    next_seq: v["next_seq"].as_u64().expect("a read answers next_seq"),
+                }
             }
-        }
+            Err(e) => Outcome::ReadFailed(format!("200 cut short: {e}")),
+        },
         // 416 before the stream exists or past its end: nothing to judge.
         Ok(r) => {
             let status = r.status().as_u16();

@@ -11,6 +11,8 @@
 //!   after an acknowledged fence's position carries a lower token, nothing
 //!   answered 409 is in the log, and no write was accepted with a token
 //!   below one already acknowledged when it was sent;
+//! - nothing definitely refused was applied: a refused append's records
+//!   are not in the log (unless another call carried the same body);
 //! - every 409 is explained: the token it cites is at most the final
 //!   highest, above the token presented, and carried by a write sent
 //!   before the 409 came back that was not itself refused;
@@ -28,7 +30,7 @@
 //!   missing from the front of its stream (below the final first seq,
 //!   never in the middle: seqs stay dense), as retention trims it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -204,6 +206,8 @@ pub fn check(ops: &[Op], replicas: &[Replica]) -> Result<Report, String> {
         }
     }
     let empty = FinalLog::default();
+    let carriers = Carriers::of(ops);
+    let streams = StreamOps::of(ops);
     let mut report = Report::default();
     for (name, log) in first {
         check_log(name, log)?;
@@ -213,7 +217,8 @@ pub fn check(ops: &[Op], replicas: &[Replica]) -> Result<Report, String> {
     for (i, op) in ops.iter().enumerate() {
         let log = first.get(op.call.stream()).unwrap_or(&empty);
         let fail = |what: String| Err(format!("op {i} {:?} -> {:?}: {what}", op.call, op.outcome));
-        if let Err(what) = check_op(op, ops, log, &mut report) {
+        let mine = &streams[op.call.stream()];
+        if let Err(what) = check_op(op, (mine, &carriers), log, &mut report) {
             return fail(what);
         }
     }
@@ -248,7 +253,81 @@ pub(crate) fn at(log: &FinalLog, seq: u64) -> Option<&Rec> {
         .get(usize::try_from(seq.checked_sub(first_seq)?).ok()?)
 }
 
-fn check_op(op: &Op, ops: &[Op], log: &FinalLog, report: &mut Report) -> Result<(), String> {
+/// For each stream and token, the earliest invocation of a write that
+/// carried it and was not itself refused: a 409 is explained by one sent
+/// before the 409 came back. Built once, so checking a 409 does not scan
+/// the whole history (a kill loop records 10⁵ of them).
+struct Carriers<'a>(HashMap<(&'a str, u64), u64>);
+
+impl<'a> Carriers<'a> {
+    fn of(ops: &'a [Op]) -> Carriers<'a> {
+        let mut first = HashMap::new();
+        for o in ops {
+            if matches!(o.outcome, Outcome::Stale { .. } | Outcome::Refused(_)) {
+                continue;
+            }
+            if let Some(t) = o.call.token() {
+                let e = first.entry((o.call.stream(), t)).or_insert(o.invoked);
+                *e = (*e).min(o.invoked);
+            }
+        }
+        Carriers(first)
+    }
+
+    /// Whether a write carrying `token` on `stream` was sent before `tick`.
+    fn sent_before(&self, stream: &str, token: u64, tick: u64) -> bool {
+        self.0.get(&(stream, token)).is_some_and(|t| *t < tick)
+    }
+}
+
+/// One stream's ops, whole and in the two subsets the rules scan, so no
+/// rule walks the whole history per op (a kill loop records 10⁵ ops, most
+/// of them stale writes on two streams).
+struct StreamOps {
+    /// Every op on the stream, in history order.
+    all: Vec<Op>,
+    /// Its acknowledged writes (200 to an append, fence, trim, seal or
+    /// delete): what `not_below_acked`, `after_seal_or_delete` and a
+    /// read's tail look at.
+    acked: Vec<Op>,
+    /// Its trims, seals, deletes and retention settings, answered however:
+    /// what may make a record missing or a 409 a tombstone's.
+    lifecycle: Vec<Op>,
+}
+
+impl StreamOps {
+    fn of(ops: &[Op]) -> HashMap<&str, StreamOps> {
+        let mut by: HashMap<&str, StreamOps> = HashMap::new();
+        for o in ops {
+            let s = by.entry(o.call.stream()).or_insert_with(|| StreamOps {
+                all: Vec::new(),
+                acked: Vec::new(),
+                lifecycle: Vec::new(),
+            });
+            s.all.push(o.clone());
+            if matches!(o.outcome, Outcome::Appended { .. } | Outcome::Fenced { .. }) {
+                s.acked.push(o.clone());
+            }
+            if matches!(
+                o.call,
+                Call::Trim { .. }
+                    | Call::Seal { .. }
+                    | Call::Delete { .. }
+                    | Call::Retention { .. }
+            ) {
+                s.lifecycle.push(o.clone());
+            }
+        }
+        by
+    }
+}
+
+fn check_op(
+    op: &Op,
+    (ops, carriers): (&StreamOps, &Carriers),
+    log: &FinalLog,
+    report: &mut Report,
+) -> Result<(), String> {
     match (&op.call, &op.outcome) {
         (Call::Append { token, bodies, .. }, Outcome::Appended { first_seq }) => {
             report.acked += 1;
@@ -259,18 +338,18 @@ fn check_op(op: &Op, ops: &[Op], log: &FinalLog, report: &mut Report) -> Result<
                     token: *token,
                     body: body.clone(),
                 };
-                let gone = crate::history_lifecycle::may_be_gone(op, ops, log, seq);
+                let gone = crate::history_lifecycle::may_be_gone(op, &ops.lifecycle, log, seq);
                 if !gone && at(log, seq) != Some(&want) {
                     return Err(format!("acknowledged record at seq {seq} lost"));
                 }
             }
-            not_below_acked(op, ops)?;
-            crate::history_lifecycle::after_seal_or_delete(op, ops)
+            not_below_acked(op, &ops.acked)?;
+            crate::history_lifecycle::after_seal_or_delete(op, &ops.acked)
         }
         (Call::Trim { .. } | Call::Seal { .. } | Call::Delete { .. }, Outcome::Fenced { .. }) => {
             report.fenced += 1;
-            not_below_acked(op, ops)?;
-            crate::history_lifecycle::after_seal_or_delete(op, ops)?;
+            not_below_acked(op, &ops.acked)?;
+            crate::history_lifecycle::after_seal_or_delete(op, &ops.acked)?;
             crate::history_lifecycle::final_state_shows(op, log)
         }
         (Call::Retention { .. }, Outcome::Fenced { .. }) => {
@@ -289,8 +368,8 @@ fn check_op(op: &Op, ops: &[Op], log: &FinalLog, report: &mut Report) -> Result<
                     r.seq, r.token
                 ));
             }
-            not_below_acked(op, ops)?;
-            crate::history_lifecycle::after_seal_or_delete(op, ops)
+            not_below_acked(op, &ops.acked)?;
+            crate::history_lifecycle::after_seal_or_delete(op, &ops.acked)
         }
         (call, Outcome::Stale { highest }) => {
             report.stale += 1;
@@ -299,16 +378,16 @@ fn check_op(op: &Op, ops: &[Op], log: &FinalLog, report: &mut Report) -> Result<
                     return Err("a refused record is in the log".into());
                 }
             }
-            explained(op, ops, *highest, log)
+            explained(op, (&ops.lifecycle, carriers), *highest, log)
         }
         (Call::Read { start, .. }, Outcome::Read { records, next_seq }) => {
             report.reads += 1;
             report.read_records += records.len() as u64;
             check_read(op, ops, log, *start, records, *next_seq)
         }
-        (_, Outcome::Refused(_)) => {
+        (call, Outcome::Refused(_)) => {
             report.refused += 1;
-            Ok(())
+            refused_not_applied(call, &ops.all, log)
         }
         (_, Outcome::Unknown(_)) => {
             report.unknown += 1;
@@ -316,6 +395,32 @@ fn check_op(op: &Op, ops: &[Op], log: &FinalLog, report: &mut Report) -> Result<
         }
         (_, Outcome::ReadFailed(_)) => Ok(()),
         _ => Err("answer does not fit the call".into()),
+    }
+}
+
+/// A definite refusal applied nothing: none of a refused append's bodies
+/// is in the log, unless another call carried the same body (an
+/// idempotent producer's retry of an append that did apply).
+fn refused_not_applied(call: &Call, ops: &[Op], log: &FinalLog) -> Result<(), String> {
+    let Call::Append { bodies, .. } = call else {
+        return Ok(());
+    };
+    let carried_elsewhere = |body: &Vec<u8>| {
+        ops.iter()
+            .filter(|o| matches!(&o.call, Call::Append { bodies: b, .. } if b.contains(body)))
+            .nth(1)
+            .is_some()
+    };
+    match log
+        .records
+        .iter()
+        .find(|r| bodies.contains(&r.body) && !carried_elsewhere(&r.body))
+    {
+        Some(r) => Err(format!(
+            "a refused append's record is in the log at seq {}",
+            r.seq
+        )),
+        None => Ok(()),
     }
 }
 
@@ -339,7 +444,12 @@ fn not_below_acked(op: &Op, ops: &[Op]) -> Result<(), String> {
 }
 
 /// A 409: a committed higher token explains it.
-fn explained(op: &Op, ops: &[Op], highest: u64, log: &FinalLog) -> Result<(), String> {
+fn explained(
+    op: &Op,
+    (ops, carriers): (&[Op], &Carriers),
+    highest: u64,
+    log: &FinalLog,
+) -> Result<(), String> {
     let token = op.call.token().ok_or("a 409 to a read")?;
     let final_highest = log.highest_token;
     // A tombstone's token is not readable: the bound is unknown.
@@ -354,13 +464,7 @@ fn explained(op: &Op, ops: &[Op], highest: u64, log: &FinalLog) -> Result<(), St
             "cites token {highest}, not above the {token} presented"
         ));
     }
-    let carried = ops.iter().any(|o| {
-        o.call.stream() == op.call.stream()
-            && o.call.token() == Some(highest)
-            && o.invoked < op.completed
-            && !matches!(o.outcome, Outcome::Stale { .. } | Outcome::Refused(_))
-    });
-    if carried {
+    if carriers.sent_before(op.call.stream(), highest, op.completed) {
         Ok(())
     } else {
         Err(format!(
@@ -371,13 +475,13 @@ fn explained(op: &Op, ops: &[Op], highest: u64, log: &FinalLog) -> Result<(), St
 
 fn check_read(
     op: &Op,
-    ops: &[Op],
+    ops: &StreamOps,
     log: &FinalLog,
     start: u64,
     records: &[Rec],
     next_seq: u64,
 ) -> Result<(), String> {
-    if log.deleted && crate::history_lifecycle::deleted_by(op, ops) {
+    if log.deleted && crate::history_lifecycle::deleted_by(op, &ops.lifecycle) {
         // The log it was a slice of is gone with the tombstone.
         return Ok(());
     }
@@ -390,7 +494,7 @@ fn check_read(
     for (k, r) in records.iter().enumerate() {
         let seq = start + k as u64;
         // Trimmed (or deleted) since the read: nothing left to compare.
-        let gone = crate::history_lifecycle::may_be_gone(op, ops, log, seq);
+        let gone = crate::history_lifecycle::may_be_gone(op, &ops.lifecycle, log, seq);
         if r.seq != seq || (!gone && at(log, seq) != Some(r)) {
             return Err(format!(
                 "record {k} is not the final log's record at seq {seq}"
@@ -403,6 +507,7 @@ fn check_read(
     // Linearizable tail: every append acknowledged before this read was
     // sent is below the next_seq it answered.
     let acked_end = ops
+        .acked
         .iter()
         .filter(|o| o.call.stream() == op.call.stream() && o.completed < op.invoked)
         .filter_map(|o| match (&o.call, &o.outcome) {

@@ -85,6 +85,36 @@ fn a_consistent_history_passes_with_its_counts() {
 }
 
 #[test]
+fn a_refused_append_in_the_log_is_caught() {
+    let (mut ops, _) = good();
+    let refusal = Outcome::Refused("503 unavailable, outcome_unknown false".into());
+    ops.push(op(append(2, "r"), refusal, 10, 11));
+    let log = vec![rec(0, 1, "a"), rec(1, 2, "b"), rec(2, 2, "r")];
+    refused(
+        &ops,
+        &[replica(log, 2)],
+        "a refused append's record is in the log",
+    );
+}
+
+#[test]
+fn a_refused_retry_of_an_applied_append_passes() {
+    // An idempotent producer's first try is unknown and applied; its retry
+    // of the same body is refused (no leader): the record is the first's.
+    let (mut ops, _) = good();
+    ops.push(op(
+        append(2, "r"),
+        Outcome::Unknown("timeout".into()),
+        10,
+        11,
+    ));
+    ops.push(op(append(2, "r"), Outcome::Refused("503".into()), 12, 13));
+    let log = vec![rec(0, 1, "a"), rec(1, 2, "b"), rec(2, 2, "r")];
+    let report = check(&ops, &[replica(log, 2)]).unwrap();
+    assert_eq!((report.refused, report.unknown), (1, 1));
+}
+
+#[test]
 fn diverging_replicas_are_caught() {
     let (ops, r) = good();
     let other = replica(vec![rec(0, 1, "a")], 2);
