@@ -262,10 +262,10 @@ struct Carriers<'a>(HashMap<(&'a str, u64), u64>);
 impl<'a> Carriers<'a> {
     fn of(ops: &'a [Op]) -> Carriers<'a> {
         let mut first = HashMap::new();
-        for o in ops {
-            if matches!(o.outcome, Outcome::Stale { .. } | Outcome::Refused(_)) {
-                continue;
-            }
+        for o in ops
+            .iter()
+            .filter(|o| crate::history_lifecycle::unrefused(o))
+        {
             if let Some(t) = o.call.token() {
                 let e = first.entry((o.call.stream(), t)).or_insert(o.invoked);
                 *e = (*e).min(o.invoked);
@@ -283,6 +283,7 @@ impl<'a> Carriers<'a> {
 /// One stream's ops, whole and in the two subsets the rules scan, so no
 /// rule walks the whole history per op (a kill loop records 10⁵ ops, most
 /// of them stale writes on two streams).
+#[derive(Default)]
 struct StreamOps {
     /// Every op on the stream, in history order.
     all: Vec<Op>,
@@ -299,11 +300,7 @@ impl StreamOps {
     fn of(ops: &[Op]) -> HashMap<&str, StreamOps> {
         let mut by: HashMap<&str, StreamOps> = HashMap::new();
         for o in ops {
-            let s = by.entry(o.call.stream()).or_insert_with(|| StreamOps {
-                all: Vec::new(),
-                acked: Vec::new(),
-                lifecycle: Vec::new(),
-            });
+            let s = by.entry(o.call.stream()).or_default();
             s.all.push(o.clone());
             if matches!(o.outcome, Outcome::Appended { .. } | Outcome::Fenced { .. }) {
                 s.acked.push(o.clone());

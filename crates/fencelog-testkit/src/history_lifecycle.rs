@@ -6,7 +6,7 @@ use crate::history::{Call, FinalLog, Op, Outcome};
 use std::collections::BTreeSet;
 
 /// Whether `o` may have taken effect: anything but a definite refusal.
-fn unrefused(o: &Op) -> bool {
+pub(crate) fn unrefused(o: &Op) -> bool {
     !matches!(o.outcome, Outcome::Stale { .. } | Outcome::Refused(_))
 }
 
