@@ -34,3 +34,4 @@ pub mod transfer;
 pub mod types;
 pub mod vote_clock;
 pub mod wal;
+pub mod wal_codec;

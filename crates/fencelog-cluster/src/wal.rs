@@ -6,11 +6,15 @@
 //! and purges. A failed write or sync poisons the WAL: it is never retried
 //! into a false "durable", and every later record fails.
 //!
-//! Record layout (little-endian): `u32 payload_len | u32 crc32(payload) |
-//! payload`, payload = postcard([`WalRecord`]). Replay applies records in
-//! file order and cuts the file at the first torn or corrupt record: group
-//! commit writes whole groups and completes nobody before the sync, so
-//! only an unacknowledged last group can be torn.
+//! The bytes are [`wal_codec`]'s (version 2): a file header, then
+//! numbered groups, one per batch, each under one salted CRC and saying
+//! which groups were synced before it was written. Replay applies records
+//! in file order; at the first group that does not read whole it cuts the
+//! file if that group is the unsynced tail a crash leaves (nobody heard
+//! about it), and refuses to open if a later group shows it had been
+//! synced ([`WalOpenError::Damaged`]): acknowledged entries and votes are
+//! never dropped silently. A version-1 file is read and rewritten as
+//! version 2 before the writer starts.
 //!
 //! The writer keeps [`PREALLOC_BYTES`] of zeros ahead of the last record
 //! (written in the same sync as the group that needs them), so a group's
@@ -28,6 +32,8 @@
 //! unpurged entries), so purging bounds the disk too.
 
 use crate::types::{Entry, LogId, ShardId, TypeConfig, Vote};
+pub use crate::wal_codec::encode_record;
+use crate::wal_codec::{self, Damage, GROUP_PAYLOAD_BYTES_MAX, WAL_VERSION};
 use fencelog_engine::{wal_mutation, Storage, StorageFile, WalMutation};
 use openraft::storage::LogFlushed;
 use serde::{Deserialize, Serialize};
@@ -49,9 +55,7 @@ pub const PREALLOC_BYTES: u64 = 4 << 20;
 const ZEROS_BYTES: usize = 64 << 10;
 /// Entries per record in a rewritten file.
 const REWRITE_ENTRIES_PER_RECORD: usize = 256;
-/// Largest record payload: a batch of the engine's group bound plus slack.
-pub const RECORD_BYTES_MAX: usize = 80 << 20;
-const RECORD_HEADER_BYTES: usize = 8;
+pub use crate::wal_codec::RECORD_BYTES_MAX;
 
 /// One WAL record; every record names its shard.
 #[derive(Debug, Serialize, Deserialize)]
@@ -94,7 +98,7 @@ pub enum WalRecord {
 }
 
 impl WalRecord {
-    fn shard(&self) -> ShardId {
+    pub(crate) fn shard(&self) -> ShardId {
         match self {
             WalRecord::Entries { shard, .. }
             | WalRecord::Vote { shard, .. }
@@ -208,57 +212,126 @@ pub struct Wal {
     pub cut_bytes: u64,
 }
 
-/// Encodes one record with its length and CRC.
-pub fn encode_record(rec: &WalRecord) -> Vec<u8> {
-    let payload = postcard::to_allocvec(rec).expect("a WAL record always encodes");
-    assert!(
-        payload.len() <= RECORD_BYTES_MAX,
-        "WAL record over the bound"
-    );
-    let mut out = Vec::with_capacity(RECORD_HEADER_BYTES + payload.len());
-    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    out.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
-    out.extend_from_slice(&payload);
-    out
+/// Why the WAL would not open: the disk failed, or replay found damage to
+/// what was durable (kept apart: the first may pass, the second needs an
+/// operator).
+#[derive(Debug)]
+pub enum WalOpenError {
+    /// An I/O error.
+    Io(io::Error),
+    /// Damage or an unknown layout ([`wal_codec::Damage`]).
+    Damaged(Damage),
 }
 
-/// The records of `bytes` up to the first torn or corrupt one, and the
-/// length of that valid prefix.
-fn decode_all(bytes: &[u8]) -> (Vec<WalRecord>, usize) {
-    let mut records = Vec::new();
-    let mut at = 0usize;
-    while bytes.len() - at >= RECORD_HEADER_BYTES {
-        let word = |o: usize| u32::from_le_bytes(bytes[at + o..at + o + 4].try_into().unwrap());
-        let (len, crc) = (word(0) as usize, word(4));
-        let end = at + RECORD_HEADER_BYTES + len;
-        if len == 0 || len > RECORD_BYTES_MAX || end > bytes.len() {
-            break;
+impl std::fmt::Display for WalOpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WalOpenError::Io(e) => write!(f, "raft WAL: {e}"),
+            WalOpenError::Damaged(d) => write!(
+                f,
+                "{d}; the node will not start on it (restore the node from its peers: remove it from the cluster, empty its data directory, add it again)"
+            ),
         }
-        let payload = &bytes[at + RECORD_HEADER_BYTES..end];
-        if crc32fast::hash(payload) != crc {
-            break;
-        }
-        let Ok(rec) = postcard::from_bytes::<WalRecord>(payload) else {
-            break;
-        };
-        records.push(rec);
-        at = end;
     }
-    (records, at)
+}
+
+impl std::error::Error for WalOpenError {}
+
+impl From<io::Error> for WalOpenError {
+    fn from(e: io::Error) -> Self {
+        WalOpenError::Io(e)
+    }
+}
+
+impl From<WalOpenError> for io::Error {
+    fn from(e: WalOpenError) -> Self {
+        match e {
+            WalOpenError::Io(e) => e,
+            d @ WalOpenError::Damaged(_) => {
+                io::Error::new(io::ErrorKind::InvalidData, d.to_string())
+            }
+        }
+    }
+}
+
+/// A salt for a new file (see [`wal_codec`]): not a secret, only unlikely
+/// to be in any record body.
+fn new_salt() -> u64 {
+    use std::hash::BuildHasher;
+    std::collections::hash_map::RandomState::new().hash_one(std::time::SystemTime::now())
+}
+
+/// Packs record bytes into groups numbered from `seq` (each at most
+/// [`GROUP_PAYLOAD_BYTES_MAX`]) appended to `out`; answers the groups
+/// written.
+fn put_groups<'a>(
+    out: &mut Vec<u8>,
+    payload: &mut Vec<u8>,
+    records: impl IntoIterator<Item = &'a [u8]>,
+    (salt, seq, durable_below): (u64, u64, u64),
+) -> u64 {
+    let mut n = 0;
+    payload.clear();
+    for rec in records {
+        if !payload.is_empty() && payload.len() + rec.len() > GROUP_PAYLOAD_BYTES_MAX {
+            wal_codec::put_group(out, salt, seq + n, durable_below, payload);
+            (n, _) = (n + 1, payload.clear());
+        }
+        payload.extend_from_slice(rec);
+    }
+    if !payload.is_empty() {
+        wal_codec::put_group(out, salt, seq + n, durable_below, payload);
+        n += 1;
+    }
+    n
+}
+
+/// A new version-2 file holding `shards`' logs, in place of the WAL file
+/// (temp, sync, rename, directory sync), its first group numbered
+/// `first_seq`: (file, salt, length, next group's number).
+fn write_fresh(
+    storage: &dyn Storage,
+    shards: &[(ShardId, Arc<Mutex<ShardLog>>)],
+    first_seq: u64,
+) -> io::Result<(Arc<dyn StorageFile>, u64, u64, u64)> {
+    let salt = new_salt();
+    let mut recs = Vec::new();
+    for (shard, log) in shards {
+        let log = log.lock().unwrap();
+        recs.extend(log.records(*shard).iter().map(encode_record));
+    }
+    let mut bytes = wal_codec::file_header(salt, first_seq).to_vec();
+    let groups = put_groups(
+        &mut bytes,
+        &mut Vec::new(),
+        recs.iter().map(Vec::as_slice),
+        (salt, first_seq, first_seq),
+    );
+    let _ = storage.remove(WAL_TMP_NAME);
+    let tmp = storage.create(WAL_TMP_NAME)?;
+    tmp.write_all_at(&bytes, 0)?;
+    tmp.sync_data()?;
+    storage.rename(WAL_TMP_NAME, WAL_FILE_NAME)?;
+    storage.sync_dir()?;
+    Ok((tmp, salt, bytes.len() as u64, first_seq + groups))
 }
 
 impl Wal {
     /// Opens (or creates) the WAL in `storage`, replays it, cuts a torn
-    /// tail durably, and starts the writer thread.
-    pub fn open(storage: Arc<dyn Storage>) -> io::Result<Arc<Wal>> {
+    /// tail durably (or refuses damage), rewrites a version-1 file as
+    /// version 2, and starts the writer thread.
+    pub fn open(storage: Arc<dyn Storage>) -> Result<Arc<Wal>, WalOpenError> {
         Self::open_with(storage, REWRITE_BYTES_MIN)
     }
 
     /// [`Wal::open`] with the rewrite threshold given (tests).
-    pub fn open_with(storage: Arc<dyn Storage>, rewrite_bytes_min: u64) -> io::Result<Arc<Wal>> {
+    pub fn open_with(
+        storage: Arc<dyn Storage>,
+        rewrite_bytes_min: u64,
+    ) -> Result<Arc<Wal>, WalOpenError> {
         storage.lock()?;
         match storage.remove(WAL_TMP_NAME) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e.into()),
             _ => {}
         }
         let file = match storage.open(WAL_FILE_NAME) {
@@ -268,46 +341,85 @@ impl Wal {
                 storage.sync_dir()?;
                 f
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         };
         let len = file.len()?;
         let mut bytes = vec![0u8; len as usize];
         file.read_exact_at(&mut bytes, 0)?;
-        let (records, valid) = decode_all(&bytes);
+        let mutation = wal_mutation();
+        let cut_damage = mutation == WalMutation::CutsDamage;
+        let mut replayed = wal_codec::replay(&bytes, cut_damage).map_err(WalOpenError::Damaged)?;
         let mut shards: HashMap<ShardId, ShardLog> = HashMap::new();
-        for rec in records {
+        for rec in std::mem::take(&mut replayed.records) {
             shards.entry(rec.shard()).or_default().apply(rec);
         }
-        // Zeros after the last record are the writer's preallocation.
-        let zero_tail = bytes[valid..].iter().all(|&b| b == 0);
-        let cut_bytes = if zero_tail { 0 } else { len - valid as u64 };
-        let allocated = if zero_tail { len } else { valid as u64 };
-        if cut_bytes > 0 {
-            tracing::warn!(cut_bytes, "raft WAL: cut a torn last group");
-            file.truncate(valid as u64)?;
-            file.sync_data()?;
-        }
-        let shards = shards
+        let shards: Vec<(ShardId, Arc<Mutex<ShardLog>>)> = shards
             .into_iter()
             .map(|(k, v)| (k, Arc::new(Mutex::new(v))))
             .collect();
-        Self::start(
+        let (at, cut_bytes) = Self::position(storage.as_ref(), file, &replayed, &shards)?;
+        let shards = shards.into_iter().collect();
+        Ok(Self::start(
             storage,
-            file,
-            (valid as u64, allocated),
+            at,
             shards,
             cut_bytes,
-            rewrite_bytes_min,
-        )
+            (rewrite_bytes_min, mutation),
+        )?)
+    }
+
+    /// Where the writer starts after replay, and the bytes cut: a version-2
+    /// file cut after its valid groups (if its tail is not zeros) and
+    /// synced; an empty or version-1 file written afresh as version 2
+    /// (version 1's torn tail, if any, is left behind with the old file).
+    fn position(
+        storage: &dyn Storage,
+        file: Arc<dyn StorageFile>,
+        replayed: &wal_codec::Replayed,
+        shards: &[(ShardId, Arc<Mutex<ShardLog>>)],
+    ) -> io::Result<(At, u64)> {
+        let (len, valid) = (file.len()?, replayed.valid as u64);
+        let cut_bytes = if replayed.zero_tail { 0 } else { len - valid };
+        if replayed.version != WAL_VERSION {
+            if replayed.version == wal_codec::WAL_VERSION_V1 {
+                tracing::info!(bytes = valid, "raft WAL: version 1 rewritten as version 2");
+            }
+            drop(file);
+            let (file, salt, end, next_seq) = write_fresh(storage, shards, 0)?;
+            let at = At {
+                file,
+                salt,
+                next_seq,
+                end,
+                allocated: end,
+            };
+            return Ok((at, cut_bytes));
+        }
+        if cut_bytes > 0 {
+            tracing::warn!(cut_bytes, "raft WAL: cut a torn last group");
+            file.truncate(valid)?;
+        }
+        // Also when nothing was cut: a killed node's last groups may be in
+        // the page cache alone, and every group written from now on says
+        // all before it is durable.
+        file.sync_data()?;
+        let allocated = if replayed.zero_tail { len } else { valid };
+        let at = At {
+            file,
+            salt: replayed.salt,
+            next_seq: replayed.next_seq,
+            end: valid,
+            allocated,
+        };
+        Ok((at, cut_bytes))
     }
 
     fn start(
         storage: Arc<dyn Storage>,
-        file: Arc<dyn StorageFile>,
-        (end, allocated): (u64, u64),
+        at: At,
         shards: HashMap<ShardId, Arc<Mutex<ShardLog>>>,
         cut_bytes: u64,
-        rewrite_bytes_min: u64,
+        (rewrite_bytes_min, mutation): (u64, WalMutation),
     ) -> io::Result<Arc<Wal>> {
         let (tx, rx) = mpsc::channel::<Msg>();
         let poisoned = Arc::new(OnceLock::new());
@@ -315,15 +427,20 @@ impl Wal {
         let shards: Shards = Arc::new(Mutex::new(shards));
         let writer = Writer {
             storage: storage.clone(),
-            file,
-            end,
-            allocated,
+            file: at.file,
+            end: at.end,
+            allocated: at.allocated,
+            salt: at.salt,
+            next_seq: at.next_seq,
+            // Everything replayed is synced by now (see `open_with`).
+            durable_below: at.next_seq,
             shards: shards.clone(),
             poisoned: poisoned.clone(),
             fsyncs: fsyncs.clone(),
-            rewritten_len: end,
+            rewritten_len: at.end,
             rewrite_bytes_min,
-            mutation: wal_mutation(),
+            mutation,
+            payload: Vec::new(),
         };
         let thread = std::thread::Builder::new()
             .name("fencelog-raft-wal".into())
@@ -400,6 +517,15 @@ impl Drop for Wal {
     }
 }
 
+/// Where the writer starts: the open file and its position.
+struct At {
+    file: Arc<dyn StorageFile>,
+    salt: u64,
+    next_seq: u64,
+    end: u64,
+    allocated: u64,
+}
+
 /// The writer thread's state.
 struct Writer {
     storage: Arc<dyn Storage>,
@@ -407,6 +533,15 @@ struct Writer {
     end: u64,
     /// The file's length: `end` plus zeros written ahead.
     allocated: u64,
+    /// The file's salt (see [`wal_codec`]).
+    salt: u64,
+    /// The number the next group takes.
+    next_seq: u64,
+    /// Every group numbered below this is synced: what the next group's
+    /// header says, so replay can tell damage from a torn tail.
+    durable_below: u64,
+    /// The group payload being packed (kept for its capacity).
+    payload: Vec<u8>,
     shards: Shards,
     poisoned: Arc<OnceLock<String>>,
     fsyncs: Arc<AtomicU64>,
@@ -459,14 +594,22 @@ impl Writer {
     /// next waited-for group's sync to cover, so it costs a write, not an
     /// fdatasync. Sound because the committed id is advisory (a lost one
     /// only makes a restart wait for the leader's next commit index) and
-    /// replay stops at the first torn or zero record: a committed id whose
-    /// earlier records did not all reach the disk is never read.
+    /// replay stops at the first group that does not read whole: a
+    /// committed id whose earlier groups did not all reach the disk is
+    /// never read.
     fn commit(&mut self, group: &[Msg], buf: &mut Vec<u8>) -> Result<(), String> {
         if let Some(p) = self.poisoned.get() {
             return Err(format!("the raft WAL is poisoned: {p}"));
         }
         buf.clear();
-        group.iter().for_each(|m| buf.extend_from_slice(&m.bytes));
+        let mut payload = std::mem::take(&mut self.payload);
+        let groups = put_groups(
+            buf,
+            &mut payload,
+            group.iter().map(|m| m.bytes.as_slice()),
+            (self.salt, self.next_seq, self.durable_below),
+        );
+        self.payload = payload;
         let vote_unsynced =
             self.mutation == WalMutation::VoteUnsynced && group.iter().all(|m| m.vote);
         let sync = group.iter().any(|m| m.synced) && !vote_unsynced;
@@ -481,8 +624,10 @@ impl Writer {
         match r {
             Ok(()) => {
                 self.end += buf.len() as u64;
+                self.next_seq += groups;
                 if sync {
                     self.fsyncs.fetch_add(1, Ordering::Relaxed);
+                    self.durable_below = self.next_seq;
                 }
                 Ok(())
             }
@@ -525,7 +670,6 @@ impl Writer {
     /// before its record is durable), and records still queued are written
     /// after this and replay idempotently, so nothing durable is lost.
     fn rewrite(&mut self) -> io::Result<()> {
-        let mut bytes = Vec::new();
         let shards: Vec<_> = self
             .shards
             .lock()
@@ -533,25 +677,11 @@ impl Writer {
             .iter()
             .map(|(k, l)| (*k, l.clone()))
             .collect();
-        for (shard, log) in shards {
-            let log = log.lock().unwrap();
-            for rec in log.records(shard) {
-                bytes.extend_from_slice(&encode_record(&rec));
-            }
-        }
-        let _ = self.storage.remove(WAL_TMP_NAME);
-        let tmp = self.storage.create(WAL_TMP_NAME)?;
-        tmp.write_all_at(&bytes, 0)?;
-        tmp.sync_data()?;
-        self.storage.rename(WAL_TMP_NAME, WAL_FILE_NAME)?;
-        self.storage.sync_dir()?;
-        tracing::info!(
-            from_bytes = self.end,
-            to_bytes = bytes.len(),
-            "raft WAL rewritten"
-        );
-        let len = bytes.len() as u64;
-        (self.file, self.end, self.allocated, self.rewritten_len) = (tmp, len, len, len);
+        let (file, salt, len, next_seq) =
+            write_fresh(self.storage.as_ref(), &shards, self.next_seq)?;
+        tracing::info!(from_bytes = self.end, to_bytes = len, "raft WAL rewritten");
+        (self.file, self.end, self.allocated, self.rewritten_len) = (file, len, len, len);
+        (self.salt, self.next_seq, self.durable_below) = (salt, next_seq, next_seq);
         Ok(())
     }
 }

@@ -50,6 +50,8 @@ pub enum WalMutation {
     VoteUnsynced,
     /// See `Mutation::WalAckBeforeSync`.
     AckBeforeSync,
+    /// See `Mutation::WalCutsDamage`.
+    CutsDamage,
 }
 
 /// Without the `mutations` feature no WAL mutation is ever on.
@@ -202,6 +204,11 @@ mod imp {
         /// The cluster's Raft WAL completes every group (openraft's append
         /// callback included) before its `sync_data`, and syncs after.
         WalAckBeforeSync,
+        /// The cluster's Raft WAL replay reads damage to a group that was
+        /// durable (a later group was written after its sync) as a torn
+        /// tail and cuts the file there, dropping acknowledged entries and
+        /// votes, as version 1's replay did.
+        WalCutsDamage,
         /// A cluster node refuses an idempotent producer's append early
         /// from its applied state's higher token, like a plain append, so
         /// a retry of the producer's applied append after a fence is 409
@@ -269,6 +276,7 @@ mod imp {
         match ACTIVE.with(|a| a.get()) {
             Mutation::WalVoteUnsynced => super::WalMutation::VoteUnsynced,
             Mutation::WalAckBeforeSync => super::WalMutation::AckBeforeSync,
+            Mutation::WalCutsDamage => super::WalMutation::CutsDamage,
             _ => super::WalMutation::None,
         }
     }

@@ -10,4 +10,5 @@ mod restart_vote;
 mod session;
 mod snapshot;
 mod suite;
+mod upgrade_wal_v1;
 mod wal_crash;

@@ -88,10 +88,22 @@ impl TestCluster {
         timing: Timing,
         engine: fencelog_engine::Config,
     ) -> TestCluster {
+        Self::start_in(TempDir::new().unwrap(), n, shards, timing, engine).await
+    }
+
+    /// Starts nodes 1..=n on the data directories `dir/node-{id}` already
+    /// holds (empty ones are created).
+    pub async fn start_in(
+        dir: TempDir,
+        n: u64,
+        shards: u32,
+        timing: Timing,
+        engine: fencelog_engine::Config,
+    ) -> TestCluster {
         let members = (1..=n).map(|i| (i, format!("node-{i}"))).collect();
         let c = TestCluster {
             router: Router::new(),
-            dir: TempDir::new().unwrap(),
+            dir,
             members,
             shards,
             timing,

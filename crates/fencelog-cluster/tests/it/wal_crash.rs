@@ -6,10 +6,14 @@
 //! require exactly what was acknowledged — or that plus the one call in
 //! flight. A vote used before it is durable, or an append answered before
 //! its fsync, fails this; the deliberate bugs prove it (see `mutations`).
+//! And corruption: every bit of the script's WAL flipped in turn, a flip
+//! in a group that was durable must refuse the open (never a silent cut
+//! of acknowledged entries and votes); one in the unsynced tail is cut.
 
 use fencelog_cluster::log_store::LogStore;
 use fencelog_cluster::types::TypeConfig;
-use fencelog_cluster::wal::Wal;
+use fencelog_cluster::wal::{Wal, WalOpenError, WAL_FILE_NAME};
+use fencelog_cluster::wal_codec::{FILE_HEADER_BYTES, GROUP_HEADER_BYTES};
 use fencelog_engine::sim::{Fault, FaultKind, Resolution, SimStorage};
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
 use openraft::testing::{blank_ent, log_id};
@@ -354,6 +358,96 @@ pub fn wal_faults() -> Result<u64, String> {
     Ok(total)
 }
 
+/// One group of a WAL file: its bytes, number and `durable_below`.
+struct Span {
+    start: usize,
+    end: usize,
+    seq: u64,
+    durable_below: u64,
+}
+
+/// The groups of a whole version-2 file (read with the layout of
+/// `wal_codec.rs`, not its code).
+fn spans(b: &[u8]) -> Vec<Span> {
+    let word = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap()) as usize;
+    let long = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
+    let mut out = Vec::new();
+    let mut at = FILE_HEADER_BYTES;
+    while at + GROUP_HEADER_BYTES <= b.len() && &b[at..at + 4] == b"FLWG" {
+        let end = at + GROUP_HEADER_BYTES + word(at + 4);
+        out.push(Span {
+            start: at,
+            end,
+            seq: long(at + 8),
+            durable_below: long(at + 16),
+        });
+        at = end;
+    }
+    out
+}
+
+fn disk_holding(bytes: &[u8]) -> SimStorage {
+    let disk = SimStorage::new();
+    disk.set_contents(WAL_FILE_NAME, bytes);
+    disk
+}
+
+/// Every byte of the script's WAL (header and groups) with one bit
+/// flipped: a flip in the header, or in a group some later group was
+/// written after the sync of, refuses the open as damage at that group; a
+/// flip in the tail no sync had covered yet cuts the file there, exactly
+/// as if the tail had been torn. The number of bytes checked.
+pub fn wal_corruption() -> Result<u64, String> {
+    let rt = runtime();
+    let dry = SimStorage::new();
+    run(&rt, &dry)?.expect("the dry run opens");
+    dry.restart();
+    let bytes = dry.contents(WAL_FILE_NAME).expect("the WAL exists");
+    let groups = spans(&bytes);
+    let last = groups.last().ok_or("the script wrote no group")?;
+    let (end, tail_from) = (last.end, last.durable_below);
+    if groups.iter().filter(|g| g.seq < tail_from).count() < 10 {
+        return Err(format!("only {tail_from} durable groups to damage"));
+    }
+    for at in 0..end {
+        let mut b = bytes[..end].to_vec();
+        b[at] ^= 0x10;
+        let hit = groups.iter().find(|g| g.start <= at && at < g.end);
+        let what = format!(
+            "bit 4 of byte {at} flipped ({} of {end})",
+            hit.map_or("header".into(), |g| format!("group {}", g.seq))
+        );
+        match hit.filter(|g| g.seq >= tail_from) {
+            Some(torn) => {
+                let got = recovered(&rt, &disk_holding(&b)).map_err(|e| format!("{what}: {e}"))?;
+                let want = recovered(&rt, &disk_holding(&bytes[..torn.start]))?;
+                if got != want {
+                    return Err(format!(
+                        "{what}: recovered {got:?}, not the file cut there: {want:?}"
+                    ));
+                }
+            }
+            None => match Wal::open(Arc::new(disk_holding(&b))) {
+                Err(WalOpenError::Damaged(d)) if d.offset == hit.map_or(0, |g| g.start) as u64 => {}
+                Err(e) => return Err(format!("{what}: {e}")),
+                Ok(wal) => {
+                    wal.close();
+                    return Err(format!(
+                        "{what}: a durable group was damaged and the WAL opened anyway"
+                    ));
+                }
+            },
+        }
+    }
+    Ok(end as u64)
+}
+
+#[test]
+fn every_flipped_bit_of_a_durable_wal_group_refuses_the_open() {
+    let bytes = wal_corruption().unwrap();
+    assert!(bytes > 1_000, "the script's WAL held {bytes} bytes");
+}
+
 /// A committed id costs no fdatasync of its own; the next group someone
 /// waits for covers it, so a power cut after that group keeps it.
 #[test]
@@ -427,5 +521,14 @@ mod mutations {
     #[test]
     fn an_append_acknowledged_before_its_fsync_is_caught() {
         caught(Mutation::WalAckBeforeSync);
+    }
+
+    #[test]
+    fn damage_read_as_a_torn_tail_is_caught() {
+        let _off = Off;
+        set_mutation(Mutation::WalCutsDamage);
+        let r = super::wal_corruption();
+        assert!(r.is_err(), "WalCutsDamage was not caught");
+        eprintln!("WalCutsDamage caught: {}", r.unwrap_err());
     }
 }
