@@ -661,7 +661,7 @@ impl Node {
             let _ = s.raft.shutdown().await;
         }
         for s in &self.shards {
-            s.sm.engine().shutdown().await;
+            s.sm.shutdown().await;
         }
         self.wal.close();
     }

@@ -51,6 +51,9 @@ pub struct ShardSm {
     built: Arc<std::sync::atomic::AtomicU64>,
     /// A reclamation pass is queued (at most one per shard).
     reclaiming: Arc<std::sync::atomic::AtomicBool>,
+    /// [`ShardSm::shutdown`] ran: no snapshot is installed after it (that
+    /// would open an engine nobody stops, holding the shard's lock).
+    closed: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// The engine configuration of a shard, from the node's: no background
@@ -100,7 +103,19 @@ impl ShardSm {
             current: Arc::new(Mutex::new(None)),
             built: Arc::new(0.into()),
             reclaiming: Arc::new(false.into()),
+            closed: Arc::new(false.into()),
         })
+    }
+
+    /// Stops the shard's engine once no apply, snapshot capture or install
+    /// is running (each holds the gate): a node that stops in the middle
+    /// of a snapshot install stops the engine the install opened, not the
+    /// one it had already stopped. Nothing is installed after this.
+    pub async fn shutdown(&self) {
+        let _gate = self.gate.lock().await;
+        self.closed
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.engine().shutdown().await;
     }
 
     /// The engine slot readers use.
@@ -289,6 +304,9 @@ impl RaftStateMachine<TypeConfig> for ShardSm {
         snapshot: Box<ShardSnapshot>,
     ) -> Result<(), StorageError> {
         let _gate = self.gate.lock().await;
+        if self.closed.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(sm_err("the shard is shutting down"));
+        }
         let old = self.engine();
         old.shutdown().await;
         let engine_dir = {

@@ -74,6 +74,10 @@ struct State {
     waiters: Vec<Waiter>,
     /// Answered once the thread has stopped.
     stopped: Vec<oneshot::Sender<()>>,
+    /// The thread has stopped: nobody is left to answer a request or a
+    /// stop, so they are answered at once (a second `Engine::shutdown`,
+    /// or a pass asked for after the first, must not wait forever).
+    exited: bool,
 }
 
 /// How the engine wakes the reclaimer.
@@ -98,6 +102,10 @@ impl Signal {
     /// Asks for a pass; `reply` gets its report.
     pub(crate) fn request(&self, reply: Waiter) {
         let mut s = locks::lock(&self.state);
+        if s.exited {
+            let _ = reply.send(Err(WriteError::ShuttingDown));
+            return;
+        }
         s.wanted = true;
         s.waiters.push(reply);
         self.cv.notify_all();
@@ -108,7 +116,13 @@ impl Signal {
     pub(crate) fn stop(&self, done: Option<oneshot::Sender<()>>) {
         let mut s = locks::lock(&self.state);
         s.stop = true;
-        s.stopped.extend(done);
+        match (s.exited, done) {
+            (true, Some(done)) => {
+                let _ = done.send(());
+            }
+            (false, done) => s.stopped.extend(done),
+            (true, None) => {}
+        }
         self.cv.notify_all();
     }
 
@@ -163,6 +177,7 @@ impl Signal {
 
     fn stopped(&self) {
         let mut s = locks::lock(&self.state);
+        s.exited = true;
         for w in s.waiters.drain(..) {
             let _ = w.send(Err(WriteError::ShuttingDown));
         }

@@ -291,3 +291,25 @@ async fn readers_of_an_active_frame_share_its_bytes() {
     let c = e.read("s", 0, 1, 1 << 20).unwrap();
     assert_eq!(c.records[0].body.len(), 4096);
 }
+
+/// A second shutdown (a cluster node stopping while a snapshot install
+/// had already stopped the shard's old engine) and a reclamation pass
+/// asked for after the first both return instead of waiting forever for
+/// a reclaimer that has stopped.
+#[tokio::test]
+async fn shutdown_twice_and_reclaim_after_shutdown_return() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Engine::open(dir.path()).unwrap();
+    e.append("s", 1, vec![Bytes::from_static(b"x")], None)
+        .await
+        .unwrap();
+    let bounded = Duration::from_secs(30);
+    tokio::time::timeout(bounded, e.shutdown()).await.unwrap();
+    tokio::time::timeout(bounded, e.shutdown())
+        .await
+        .expect("a second shutdown returns");
+    let r = tokio::time::timeout(bounded, e.reclaim())
+        .await
+        .expect("a pass asked for after shutdown is answered");
+    assert_eq!(r.err(), Some(WriteError::ShuttingDown));
+}
