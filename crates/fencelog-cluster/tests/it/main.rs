@@ -12,3 +12,4 @@ mod snapshot;
 mod suite;
 mod upgrade_wal_v1;
 mod wal_crash;
+mod wal_damage;
