@@ -154,10 +154,27 @@ impl ShardLog {
         }
         let committed = self.committed;
         out.push(WalRecord::Committed { shard, committed });
-        let entries: Vec<Entry> = self.entries.values().cloned().collect();
-        for chunk in entries.chunks(REWRITE_ENTRIES_PER_RECORD) {
-            let entries = chunk.to_vec();
-            out.push(WalRecord::Entries { shard, entries });
+        // At most REWRITE_ENTRIES_PER_RECORD entries and half the record
+        // bound per record: 256 large entries would be over the bound.
+        let mut chunk: Vec<Entry> = Vec::new();
+        let mut chunk_bytes = 0usize;
+        for e in self.entries.values() {
+            let bytes = postcard::experimental::serialized_size(e).unwrap_or(RECORD_BYTES_MAX);
+            let full = chunk.len() == REWRITE_ENTRIES_PER_RECORD
+                || chunk_bytes + bytes > RECORD_BYTES_MAX / 2;
+            if !chunk.is_empty() && full {
+                let entries = std::mem::take(&mut chunk);
+                out.push(WalRecord::Entries { shard, entries });
+                chunk_bytes = 0;
+            }
+            chunk.push(e.clone());
+            chunk_bytes += bytes;
+        }
+        if !chunk.is_empty() {
+            out.push(WalRecord::Entries {
+                shard,
+                entries: chunk,
+            });
         }
         out
     }
@@ -357,7 +374,7 @@ impl Wal {
             .into_iter()
             .map(|(k, v)| (k, Arc::new(Mutex::new(v))))
             .collect();
-        let (at, cut_bytes) = Self::position(storage.as_ref(), file, &replayed, &shards)?;
+        let (at, cut_bytes) = Self::position(storage.as_ref(), (file, &bytes), &replayed, &shards)?;
         let shards = shards.into_iter().collect();
         Ok(Self::start(
             storage,
@@ -369,12 +386,12 @@ impl Wal {
     }
 
     /// Where the writer starts after replay, and the bytes cut: a version-2
-    /// file cut after its valid groups (if its tail is not zeros) and
-    /// synced; an empty or version-1 file written afresh as version 2
+    /// file cut after its valid groups (if its tail is not zeros), its
+    /// groups no sync was known to cover written again, and synced; an empty or version-1 file written afresh as version 2
     /// (version 1's torn tail, if any, is left behind with the old file).
     fn position(
         storage: &dyn Storage,
-        file: Arc<dyn StorageFile>,
+        (file, bytes): (Arc<dyn StorageFile>, &[u8]),
         replayed: &wal_codec::Replayed,
         shards: &[(ShardId, Arc<Mutex<ShardLog>>)],
     ) -> io::Result<(At, u64)> {
@@ -401,7 +418,14 @@ impl Wal {
         }
         // Also when nothing was cut: a killed node's last groups may be in
         // the page cache alone, and every group written from now on says
-        // all before it is durable.
+        // all before it is durable. Those no sync was known to cover are
+        // written again first (identical bytes): if the last process's
+        // sync failed, Linux may have marked their pages clean unwritten,
+        // and a sync alone would not reach them.
+        let unsynced = &bytes[replayed.unsynced_from..replayed.valid];
+        if !unsynced.is_empty() {
+            file.write_all_at(unsynced, replayed.unsynced_from as u64)?;
+        }
         file.sync_data()?;
         let allocated = if replayed.zero_tail { len } else { valid };
         let at = At {
@@ -683,5 +707,50 @@ impl Writer {
         (self.file, self.end, self.allocated, self.rewritten_len) = (file, len, len, len);
         (self.salt, self.next_seq, self.durable_below) = (salt, next_seq, next_seq);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{Batch, ClusterOp};
+    use openraft::{EntryPayload, LeaderId};
+
+    fn big_entry(index: u64, bytes: usize) -> Entry {
+        let op = ClusterOp::Append {
+            stream: "s".into(),
+            token: 1,
+            match_seq: None,
+            records: vec![vec![7u8; bytes]],
+            headers: vec![],
+            producer: None,
+            not_after_ms: None,
+        };
+        Entry {
+            log_id: LogId::new(LeaderId::new(1, 1), index),
+            payload: EntryPayload::Normal(Batch {
+                leader_ts_ms: 1,
+                ops: vec![op],
+            }),
+        }
+    }
+
+    /// The rewrite's records stay under the record bound however large
+    /// the entries (256 entries of a few MiB each would not), and keep
+    /// every entry in order.
+    #[test]
+    fn rewrite_records_are_bounded_by_bytes_as_well_as_entries() {
+        let mut log = ShardLog::default();
+        log.append((1..=4).map(|i| big_entry(i, 15 << 20)).collect());
+        let recs = log.records(3);
+        let mut indices = Vec::new();
+        for rec in &recs {
+            assert!(encode_record(rec).len() <= RECORD_BYTES_MAX + 4);
+            if let WalRecord::Entries { entries, .. } = rec {
+                assert!(entries.len() <= 2, "{} entries of 15 MiB", entries.len());
+                indices.extend(entries.iter().map(|e| e.log_id.index));
+            }
+        }
+        assert_eq!(indices, (1..=4).collect::<Vec<u64>>());
     }
 }

@@ -27,9 +27,11 @@
 //!
 //! The salt is random per file, so a record body that happens to hold a
 //! group's bytes cannot pass for a group when replay looks past a bad one.
-//! Damage to the last group is the one case replay cannot tell from a
-//! torn tail: it is cut like one (the media assumption of
-//! docs/design.md, as for the engine's last segment).
+//! Damage to a group numbered at or above the last group's
+//! `durable_below` (the last group, and any written since the last sync
+//! that group's writer knew of) is the case replay cannot tell from a
+//! torn tail: it is cut like one (the media assumption of docs/design.md,
+//! as for the engine's last group).
 //!
 //! Version 1 (before the header): records `u32 len | u32 crc32(payload) |
 //! payload` from offset 0, cut at the first bad one. It is still read,
@@ -104,6 +106,12 @@ pub struct Replayed {
     pub salt: u64,
     /// See `salt`.
     pub next_seq: u64,
+    /// Version 2: where the groups no sync was known to cover start (the
+    /// last whole group's `durable_below` on), up to `valid`. A process
+    /// whose sync failed may have left them in the page cache alone, where
+    /// no later sync reaches them; the opener writes them again before it
+    /// syncs.
+    pub unsynced_from: usize,
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -230,13 +238,19 @@ pub fn replay(b: &[u8], cut_damage: bool) -> Result<Replayed, Damage> {
     if b.starts_with(&FILE_MAGIC) {
         return replay_v2(b, cut_damage);
     }
-    if v1_record_at(b, 0).is_some() {
-        return Ok(replay_v1(b));
+    if looks_like_v2(b) {
+        return Err(damage(0, "a version-2 file whose magic is damaged"));
     }
-    Err(damage(
-        0,
-        "neither a version-2 header nor a version-1 record",
-    ))
+    // Version 1, perhaps with its very first record torn (a crash in the
+    // first batch ever): version 1 read that as empty, and so does this.
+    Ok(replay_v1(b))
+}
+
+/// A file that is version 2 but for its magic: its version field, or a
+/// group's magic where the first group starts.
+fn looks_like_v2(b: &[u8]) -> bool {
+    b.get(8..12) == Some(&WAL_VERSION.to_le_bytes()[..])
+        || b.get(FILE_HEADER_BYTES..FILE_HEADER_BYTES + 4) == Some(&GROUP_MAGIC[..])
 }
 
 fn replay_v2(b: &[u8], cut_damage: bool) -> Result<Replayed, Damage> {
@@ -262,9 +276,14 @@ fn replay_v2(b: &[u8], cut_damage: bool) -> Result<Replayed, Damage> {
         ..Replayed::default()
     };
     let mut at = FILE_HEADER_BYTES;
+    // Each whole group's (number, start), and the last one's durable_below.
+    let mut starts: Vec<(u64, usize)> = Vec::new();
+    let mut last_durable_below = 0;
     while at < b.len() {
         match group_at(b, at, salt) {
             Some(g) if g.seq == out.next_seq => {
+                starts.push((g.seq, at));
+                last_durable_below = g.durable_below;
                 out.records
                     .extend(records_of(&b[at + GROUP_HEADER_BYTES..g.end], at)?);
                 out.next_seq += 1;
@@ -281,6 +300,10 @@ fn replay_v2(b: &[u8], cut_damage: bool) -> Result<Replayed, Damage> {
             _ => break,
         }
     }
+    out.unsynced_from = starts
+        .iter()
+        .find(|(seq, _)| *seq >= last_durable_below)
+        .map_or(out.valid, |(_, start)| *start);
     out.zero_tail = b[at..].iter().all(|&x| x == 0);
     if !out.zero_tail && !cut_damage {
         if let Some((later, g)) = durable_after(b, at, salt, out.next_seq) {
@@ -299,9 +322,8 @@ fn replay_v2(b: &[u8], cut_damage: bool) -> Result<Replayed, Damage> {
 /// The first whole group after `bad` written once group `k` was synced.
 fn durable_after(b: &[u8], bad: usize, salt: u64, k: u64) -> Option<(usize, Group)> {
     (bad + 1..b.len().saturating_sub(GROUP_HEADER_BYTES - 1))
-        .filter(|&at| b[at..at + 4] == GROUP_MAGIC)
-        .filter_map(|at| group_at(b, at, salt).map(|g| (at, g)))
-        .find(|(_, g)| g.durable_below > k)
+        .filter(|&at| b[at..at + 4] == GROUP_MAGIC && u64_at(b, at + 16) > k)
+        .find_map(|at| group_at(b, at, salt).map(|g| (at, g)))
 }
 
 /// The version-1 record at `at`: (payload range, end).

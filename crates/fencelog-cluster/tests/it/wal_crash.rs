@@ -448,6 +448,55 @@ fn every_flipped_bit_of_a_durable_wal_group_refuses_the_open() {
     assert!(bytes > 1_000, "the script's WAL held {bytes} bytes");
 }
 
+/// A failed fdatasync, then a process restart that keeps the page cache,
+/// more acknowledged appends, then power loss, resolved every way: the
+/// reopened WAL holds every entry acknowledged after the restart and the
+/// one whose sync failed, which the restart read back from the cache.
+/// Linux may mark a failed sync's pages clean unwritten, so a sync alone
+/// at the restart would not reach them (the simulated disk's "limbo"):
+/// the open writes the groups no sync was known to cover again first.
+#[test]
+fn a_failed_sync_then_a_restart_then_power_loss_keeps_what_was_acknowledged() {
+    let rt = runtime();
+    let entries = |from: u64, to: u64| (from..=to).map(|i| blank_ent::<TypeConfig>(1, 1, i));
+    for res in [
+        Resolution::DropAll,
+        Resolution::KeepAll,
+        Resolution::Random(7),
+        Resolution::Random(8),
+    ] {
+        let sim = SimStorage::new();
+        let wal = Wal::open(Arc::new(sim.clone())).unwrap();
+        let mut store = LogStore::new(wal.clone(), 0);
+        rt.block_on(store.blocking_append(entries(1, 2))).unwrap();
+        // The next append's group is one write, then its sync.
+        sim.inject(Fault {
+            at_op: sim.op_count() + 1,
+            kind: FaultKind::Eio,
+            persistent: false,
+        });
+        assert!(rt.block_on(store.blocking_append(entries(3, 3))).is_err());
+        assert_eq!(sim.faults_fired(), 1, "{res:?}: the sync did not fail");
+        wal.close();
+        drop((store, wal));
+        sim.restart();
+        let wal = Wal::open(Arc::new(sim.clone())).unwrap();
+        let mut store = LogStore::new(wal.clone(), 0);
+        let held = rt
+            .block_on(store.try_get_log_entries(0..INDEX_MAX))
+            .unwrap();
+        assert_eq!(held.len(), 3, "{res:?}: the failed append is read back");
+        rt.block_on(store.blocking_append(entries(4, 5))).unwrap();
+        wal.close();
+        drop((store, wal));
+        let disk = sim.fork();
+        disk.crash(res);
+        let m = recovered(&rt, &disk).unwrap_or_else(|e| panic!("{res:?}: {e}"));
+        let got: Vec<u64> = m[&0].entries.keys().copied().collect();
+        assert_eq!(got, vec![1, 2, 3, 4, 5], "{res:?}");
+    }
+}
+
 /// A committed id costs no fdatasync of its own; the next group someone
 /// waits for covers it, so a power cut after that group keeps it.
 #[test]
