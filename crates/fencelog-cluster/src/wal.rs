@@ -292,7 +292,8 @@ fn put_groups<'a>(
     for rec in records {
         if !payload.is_empty() && payload.len() + rec.len() > GROUP_PAYLOAD_BYTES_MAX {
             wal_codec::put_group(out, salt, seq + n, durable_below, payload);
-            (n, _) = (n + 1, payload.clear());
+            payload.clear();
+            n += 1;
         }
         payload.extend_from_slice(rec);
     }
@@ -387,8 +388,9 @@ impl Wal {
 
     /// Where the writer starts after replay, and the bytes cut: a version-2
     /// file cut after its valid groups (if its tail is not zeros), its
-    /// groups no sync was known to cover written again, and synced; an empty or version-1 file written afresh as version 2
-    /// (version 1's torn tail, if any, is left behind with the old file).
+    /// groups no sync was known to cover written again, and synced; an
+    /// empty or version-1 file written afresh as version 2 (version 1's
+    /// torn tail, if any, is left behind with the old file).
     fn position(
         storage: &dyn Storage,
         (file, bytes): (Arc<dyn StorageFile>, &[u8]),

@@ -38,6 +38,7 @@
 //! and a node rewrites it as version 2 when it opens it.
 
 use crate::wal::WalRecord;
+use std::collections::VecDeque;
 
 /// The file header's magic.
 pub const FILE_MAGIC: [u8; 8] = *b"FLRAFTWL";
@@ -276,14 +277,20 @@ fn replay_v2(b: &[u8], cut_damage: bool) -> Result<Replayed, Damage> {
         ..Replayed::default()
     };
     let mut at = FILE_HEADER_BYTES;
-    // Each whole group's (number, start), and the last one's durable_below.
-    let mut starts: Vec<(u64, usize)> = Vec::new();
-    let mut last_durable_below = 0;
+    // The whole groups no sync was known to cover so far: (number, start),
+    // from the last one's durable_below on (it only grows, so the front
+    // can be dropped as it does).
+    let mut uncovered: VecDeque<(u64, usize)> = VecDeque::new();
     while at < b.len() {
         match group_at(b, at, salt) {
             Some(g) if g.seq == out.next_seq => {
-                starts.push((g.seq, at));
-                last_durable_below = g.durable_below;
+                uncovered.push_back((g.seq, at));
+                while uncovered
+                    .front()
+                    .is_some_and(|(seq, _)| *seq < g.durable_below)
+                {
+                    uncovered.pop_front();
+                }
                 out.records
                     .extend(records_of(&b[at + GROUP_HEADER_BYTES..g.end], at)?);
                 out.next_seq += 1;
@@ -300,10 +307,7 @@ fn replay_v2(b: &[u8], cut_damage: bool) -> Result<Replayed, Damage> {
             _ => break,
         }
     }
-    out.unsynced_from = starts
-        .iter()
-        .find(|(seq, _)| *seq >= last_durable_below)
-        .map_or(out.valid, |(_, start)| *start);
+    out.unsynced_from = uncovered.front().map_or(out.valid, |(_, start)| *start);
     out.zero_tail = b[at..].iter().all(|&x| x == 0);
     if !out.zero_tail && !cut_damage {
         if let Some((later, g)) = durable_after(b, at, salt, out.next_seq) {

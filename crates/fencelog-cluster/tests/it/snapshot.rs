@@ -4,7 +4,7 @@
 //! atomically), then the entries after it; a restart keeps what it
 //! installed.
 
-use crate::support::{append, eventually, producer_append, TestCluster};
+use crate::support::{append, copy_tree, eventually, producer_append, TestCluster};
 use fencelog_cluster::node::{Timing, WriteOutcome};
 use fencelog_cluster::shard_dir::ShardDir;
 use fencelog_cluster::types::{NodeId, OpResult};
@@ -75,20 +75,6 @@ async fn a_node_behind_the_purge_point_catches_up_by_snapshot() {
     c.boot(late).await;
     c.converged(0, &ids).await;
     assert_eq!(c.records(late, "s"), expected);
-}
-
-/// Copies the directory tree `from` to `to`.
-fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
 }
 
 /// A shard whose state is behind its Raft log's purge point cannot catch

@@ -244,3 +244,17 @@ pub fn fails_under<F: std::future::Future<Output = ()> + 'static>(
     .join();
     assert!(r.is_err(), "{m:?} was not caught");
 }
+
+/// Copies the directory tree `from` to `to`.
+pub fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}

@@ -4,7 +4,7 @@
 //! still fences, each WAL is rewritten as version 2 at its first open, and
 //! all of it holds across another restart.
 
-use crate::support::{append, fence, Rec, TestCluster};
+use crate::support::{append, copy_tree, fence, Rec, TestCluster};
 use fencelog_cluster::node::{Timing, WriteOutcome};
 use fencelog_cluster::types::OpResult;
 use fencelog_cluster::wal::WAL_FILE_NAME;
@@ -16,18 +16,6 @@ const STREAMS: [&str; 4] = ["orders", "fenced-only", "late", "bin.1:x-y"];
 
 fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/wal-v1")
-}
-
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        match e.file_type().unwrap().is_dir() {
-            true => copy_tree(&e.path(), &dest),
-            false => drop(std::fs::copy(e.path(), dest).unwrap()),
-        }
-    }
 }
 
 /// The records the version-1 cluster held: `stream seq token ts hex`.

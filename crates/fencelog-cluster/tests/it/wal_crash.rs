@@ -25,6 +25,13 @@ const SHARDS: u32 = 3;
 const ROUNDS: u64 = 12;
 /// Indexes read back per shard: the script writes far fewer.
 const INDEX_MAX: u64 = 1_000;
+/// Every way a power cut resolves what no sync covered, as the suites use.
+const RESOLUTIONS: [Resolution; 4] = [
+    Resolution::DropAll,
+    Resolution::KeepAll,
+    Resolution::Random(7),
+    Resolution::Random(8),
+];
 
 #[derive(Debug, Clone, Copy)]
 enum Step {
@@ -298,19 +305,13 @@ pub fn wal_crash_points() -> Result<u64, String> {
         ));
     }
     let total = dry.op_count();
-    let resolutions = [
-        Resolution::DropAll,
-        Resolution::KeepAll,
-        Resolution::Random(7),
-        Resolution::Random(8),
-    ];
     for at in 0..total {
         let sim = SimStorage::new();
         sim.crash_at(at);
         let Some(told) = run(&rt, &sim).map_err(|e| format!("power cut at call {at}: {e}"))? else {
             continue;
         };
-        for res in resolutions {
+        for res in RESOLUTIONS {
             let disk = sim.fork();
             disk.crash(res);
             judge(
@@ -459,12 +460,7 @@ fn every_flipped_bit_of_a_durable_wal_group_refuses_the_open() {
 fn a_failed_sync_then_a_restart_then_power_loss_keeps_what_was_acknowledged() {
     let rt = runtime();
     let entries = |from: u64, to: u64| (from..=to).map(|i| blank_ent::<TypeConfig>(1, 1, i));
-    for res in [
-        Resolution::DropAll,
-        Resolution::KeepAll,
-        Resolution::Random(7),
-        Resolution::Random(8),
-    ] {
+    for res in RESOLUTIONS {
         let sim = SimStorage::new();
         let wal = Wal::open(Arc::new(sim.clone())).unwrap();
         let mut store = LogStore::new(wal.clone(), 0);
@@ -551,10 +547,11 @@ mod mutations {
         }
     }
 
-    fn caught(m: Mutation) {
+    /// `suite` fails with the deliberate bug `m` on.
+    fn caught(m: Mutation, suite: fn() -> Result<u64, String>) {
         let _off = Off;
         set_mutation(m);
-        let r = super::wal_crash_points();
+        let r = suite();
         assert!(r.is_err(), "{m:?} was not caught");
         eprintln!(
             "{m:?} caught: {}",
@@ -564,20 +561,16 @@ mod mutations {
 
     #[test]
     fn a_vote_used_before_its_fsync_is_caught() {
-        caught(Mutation::WalVoteUnsynced);
+        caught(Mutation::WalVoteUnsynced, super::wal_crash_points);
     }
 
     #[test]
     fn an_append_acknowledged_before_its_fsync_is_caught() {
-        caught(Mutation::WalAckBeforeSync);
+        caught(Mutation::WalAckBeforeSync, super::wal_crash_points);
     }
 
     #[test]
     fn damage_read_as_a_torn_tail_is_caught() {
-        let _off = Off;
-        set_mutation(Mutation::WalCutsDamage);
-        let r = super::wal_corruption();
-        assert!(r.is_err(), "WalCutsDamage was not caught");
-        eprintln!("WalCutsDamage caught: {}", r.unwrap_err());
+        caught(Mutation::WalCutsDamage, super::wal_corruption);
     }
 }
