@@ -140,7 +140,7 @@ impl Transport for HttpTransport {
         timeout: Duration,
     ) -> RpcFuture {
         let streams = match &self.streams {
-            Some(s) if kind != RpcKind::Snapshot => s.clone(),
+            Some(s) if !kind.is_snapshot() => s.clone(),
             _ => return self.posts.call(target, addr, shard, kind, body, timeout),
         };
         let posts = self.posts.clone();

@@ -29,6 +29,7 @@ pub mod router;
 mod session;
 pub mod shard;
 pub mod shard_dir;
+pub mod snapshot_dir;
 pub mod state_machine;
 pub mod transfer;
 pub mod types;

@@ -4,7 +4,8 @@
 //! tests use, so both exercise the same encoding. A [`Transport`] moves
 //! bytes to a peer; [`crate::node::Node::handle_rpc`] answers them.
 
-use crate::types::{NodeId, ShardId, ShardSnapshot, Snapshot, SnapshotMeta, TypeConfig, Vote};
+use crate::snapshot_dir::{Chunk, Manifest, CHUNK_BYTES};
+use crate::types::{NodeId, ShardId, Snapshot, SnapshotMeta, TypeConfig, Vote};
 use openraft::error::{
     Fatal, NetworkError, RPCError, RaftError, RemoteError, ReplicationClosed, StreamingError,
     Unreachable,
@@ -30,7 +31,7 @@ pub enum RpcKind {
     Append,
     /// RequestVote.
     Vote,
-    /// A whole snapshot.
+    /// A snapshot's manifest, after its chunks: install it.
     Snapshot,
     /// A follower's write for the shard leader.
     Forward,
@@ -39,6 +40,8 @@ pub enum RpcKind {
     /// A membership, transfer or rebalancing command
     /// ([`crate::membership::MemberCmd`]).
     Member,
+    /// One chunk of a snapshot file ([`crate::snapshot_dir::Chunk`]).
+    SnapshotChunk,
 }
 
 impl RpcKind {
@@ -51,18 +54,26 @@ impl RpcKind {
             RpcKind::Forward => "forward",
             RpcKind::ReadIndex => "read_index",
             RpcKind::Member => "member",
+            RpcKind::SnapshotChunk => "snapshot_chunk",
         }
     }
 
     /// Every kind, in the order of their codes.
-    pub const ALL: [RpcKind; 6] = [
+    pub const ALL: [RpcKind; 7] = [
         RpcKind::Append,
         RpcKind::Vote,
         RpcKind::Snapshot,
         RpcKind::Forward,
         RpcKind::ReadIndex,
         RpcKind::Member,
+        RpcKind::SnapshotChunk,
     ];
+
+    /// A snapshot's: sent as its own HTTP request, never on the peer
+    /// stream, where a megabyte would hold up every shard's RPCs.
+    pub fn is_snapshot(self) -> bool {
+        matches!(self, RpcKind::Snapshot | RpcKind::SnapshotChunk)
+    }
 
     /// The kind a path segment names.
     pub fn parse(s: &str) -> Option<RpcKind> {
@@ -78,6 +89,7 @@ impl RpcKind {
             RpcKind::Forward => 4,
             RpcKind::ReadIndex => 5,
             RpcKind::Member => 6,
+            RpcKind::SnapshotChunk => 7,
         }
     }
 
@@ -151,11 +163,14 @@ pub struct NetFactory {
     pub transport: Arc<dyn Transport>,
     /// The shard (openraft 0.9 has no group id of its own).
     pub shard: ShardId,
+    /// This node (a snapshot's chunks name their sender).
+    pub from: NodeId,
 }
 
 /// A connection handle to one peer for one shard.
 pub struct Conn {
     transport: Arc<dyn Transport>,
+    from: NodeId,
     target: NodeId,
     addr: String,
     shard: ShardId,
@@ -167,6 +182,7 @@ impl RaftNetworkFactory<TypeConfig> for NetFactory {
     async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> Self::Network {
         Conn {
             transport: self.transport.clone(),
+            from: self.from,
             target,
             addr: node.addr.clone(),
             shard: self.shard,
@@ -222,25 +238,89 @@ impl RaftNetwork<TypeConfig> for Conn {
         r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e)))
     }
 
+    /// Streams the snapshot's files in chunks of at most [`CHUNK_BYTES`]
+    /// (one in memory at a time), then its manifest, which installs it.
     async fn full_snapshot(
         &mut self,
         vote: Vote,
         snapshot: Snapshot,
-        _cancel: impl Future<Output = ReplicationClosed> + OptionalSend + 'static,
+        cancel: impl Future<Output = ReplicationClosed> + OptionalSend + 'static,
         option: RPCOption,
     ) -> Result<SnapshotResponse<NodeId>, StreamingError<TypeConfig, Fatal<NodeId>>> {
-        let req = (vote, snapshot.meta, *snapshot.snapshot);
+        tokio::select! {
+            r = self.send_snapshot(vote, snapshot, option.hard_ttl()) => r,
+            closed = cancel => Err(StreamingError::Closed(closed)),
+        }
+    }
+}
+
+type SnapshotErr = StreamingError<TypeConfig, Fatal<NodeId>>;
+
+fn streaming(e: RPCError<NodeId, BasicNode, RaftError<NodeId>>) -> SnapshotErr {
+    match e {
+        RPCError::Unreachable(u) => StreamingError::Unreachable(u),
+        RPCError::Network(n) => StreamingError::Network(n),
+        other => StreamingError::Network(NetworkError::new(&err(other))),
+    }
+}
+
+fn net_err(e: impl std::fmt::Display) -> SnapshotErr {
+    StreamingError::Network(NetworkError::new(&err(e)))
+}
+
+impl Conn {
+    async fn send_snapshot(
+        &self,
+        vote: Vote,
+        snapshot: Snapshot,
+        ttl: std::time::Duration,
+    ) -> Result<SnapshotResponse<NodeId>, SnapshotErr> {
+        use tokio::io::AsyncReadExt;
+        let Snapshot { meta, snapshot } = snapshot;
+        let dir = snapshot
+            .dir
+            .as_ref()
+            .ok_or_else(|| net_err("an empty snapshot handle"))?;
+        for f in &snapshot.files {
+            let mut file = tokio::fs::File::open(dir.path().join(&f.name))
+                .await
+                .map_err(net_err)?;
+            let mut offset = 0;
+            // At least one chunk per file, so an empty file exists too.
+            loop {
+                let n = (f.len - offset).min(CHUNK_BYTES as u64) as usize;
+                let mut data = vec![0; n];
+                file.read_exact(&mut data).await.map_err(net_err)?;
+                let chunk = Chunk {
+                    from: self.from,
+                    snapshot_id: meta.snapshot_id.clone(),
+                    name: f.name.clone(),
+                    offset,
+                    crc32: crc32fast::hash(&data),
+                    data,
+                };
+                let r: Result<(), String> = self
+                    .call(RpcKind::SnapshotChunk, &chunk, ttl)
+                    .await
+                    .map_err(streaming)?;
+                r.map_err(net_err)?;
+                offset += n as u64;
+                if offset >= f.len {
+                    break;
+                }
+            }
+        }
+        let manifest = Manifest {
+            from: self.from,
+            files: snapshot.files.clone(),
+        };
         let r: Result<SnapshotResponse<NodeId>, Fatal<NodeId>> = self
-            .call(RpcKind::Snapshot, &req, option.hard_ttl())
+            .call(RpcKind::Snapshot, &(vote, meta, manifest), ttl)
             .await
-            .map_err(|e| match e {
-                RPCError::Unreachable(u) => StreamingError::Unreachable(u),
-                RPCError::Network(n) => StreamingError::Network(n),
-                other => StreamingError::Network(NetworkError::new(&err(other))),
-            })?;
+            .map_err(streaming)?;
         r.map_err(|e| StreamingError::RemoteError(RemoteError::new(self.target, e)))
     }
 }
 
 /// A snapshot as it crosses the wire.
-pub type SnapshotRpc = (Vote, SnapshotMeta, ShardSnapshot);
+pub type SnapshotRpc = (Vote, SnapshotMeta, Manifest);

@@ -7,6 +7,7 @@ use crate::log_store::LogStore;
 use crate::network::{decode, encode, NetFactory, RpcKind, SnapshotRpc, Transport, TransportError};
 use crate::proposer::{leadership, Proposed, Proposer};
 use crate::shard::shard_of;
+use crate::snapshot_dir::Chunk;
 use crate::state_machine::{shard_engine_config, ShardSm};
 use crate::types::{ClusterOp, NodeId, OpResult, Raft, ShardId, Snapshot, TypeConfig};
 use crate::wal::Wal;
@@ -233,6 +234,7 @@ impl Node {
             let net = NetFactory {
                 transport: transport.clone(),
                 shard: k,
+                from: options.id,
             };
             let raft = Raft::new(options.id, config.clone(), net, log, sm.clone())
                 .await
@@ -596,8 +598,20 @@ impl Node {
                 let req: VoteRequest<NodeId> = decode(body)?;
                 encode(&raft.vote(req).await)
             }
+            RpcKind::SnapshotChunk => {
+                let chunk: Chunk = decode(body)?;
+                let sm = self.shards[k as usize].sm.clone();
+                let written = tokio::task::spawn_blocking(move || sm.receive_chunk(&chunk))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                encode(&written.map_err(|e| e.to_string()))
+            }
             RpcKind::Snapshot => {
-                let (vote, meta, data): SnapshotRpc = decode(body)?;
+                let (vote, meta, manifest): SnapshotRpc = decode(body)?;
+                let data = self.shards[k as usize]
+                    .sm
+                    .received(&meta.snapshot_id, &manifest)
+                    .map_err(|e| e.to_string())?;
                 let snapshot = Snapshot {
                     meta,
                     snapshot: Box::new(data),

@@ -5,15 +5,17 @@
 //! `gen-{n+1}.staging/` (files synced), renamed to `gen-{n+1}/`, and only
 //! then does CURRENT move (temp, sync, rename, directory sync). A crash
 //! anywhere leaves CURRENT naming the old or the new complete directory;
-//! [`ShardDir::open`] removes whatever else it finds.
+//! [`ShardDir::open`] removes whatever else it finds, snapshot directories
+//! (`snap-*`, `recv-*`, [`crate::snapshot_dir`]) included: they are
+//! rebuilt on demand.
 
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use crate::snapshot_dir;
+
 const CURRENT: &str = "CURRENT";
-/// Bytes of one snapshot file at most (a shard segment is ≤ 1 GiB).
-pub const SNAPSHOT_FILE_BYTES_MAX: u64 = 1 << 30;
 
 /// A shard's directory.
 #[derive(Debug, Clone)]
@@ -62,7 +64,7 @@ impl ShardDir {
             root: root.to_path_buf(),
             generation,
         };
-        dir.remove_others()?;
+        dir.remove_others(true)?;
         fs::create_dir_all(dir.engine_dir())?;
         Ok(dir)
     }
@@ -72,40 +74,46 @@ impl ShardDir {
         self.root.join(gen_name(self.generation))
     }
 
-    fn remove_others(&self) -> io::Result<()> {
+    /// The directory of a snapshot this node builds (`n` unique while the
+    /// node runs).
+    pub fn snapshot_path(&self, n: u64) -> PathBuf {
+        self.root.join(format!("snap-{n:06}"))
+    }
+
+    /// The directory a snapshot received from another node goes to (`n`
+    /// unique while the node runs).
+    pub fn receive_path(&self, n: u64) -> PathBuf {
+        self.root.join(format!("recv-{n:06}"))
+    }
+
+    /// Removes every generation but the current one, and with `snapshots`
+    /// every snapshot directory (only at open: later, live handles own
+    /// theirs).
+    fn remove_others(&self, snapshots: bool) -> io::Result<()> {
         let keep = gen_name(self.generation);
         for entry in fs::read_dir(&self.root)? {
             let name = entry?.file_name().to_string_lossy().into_owned();
-            if name.starts_with("gen-") && name != keep {
+            let snapshot = name.starts_with("snap-") || name.starts_with("recv-");
+            if (name.starts_with("gen-") && name != keep) || (snapshots && snapshot) {
                 fs::remove_dir_all(self.root.join(&name))?;
             }
         }
         sync_dir(&self.root)
     }
 
-    /// Writes `files` as the next generation and makes it current. The
-    /// caller opens the engine in [`Self::engine_dir`] afterwards and then
-    /// calls [`Self::remove_previous`].
-    pub fn install(&mut self, files: &[(String, Vec<u8>)]) -> io::Result<()> {
+    /// Makes the snapshot in `src` the next generation and makes it
+    /// current: captured into a staging directory (links, and a copy of
+    /// the active segment, [`snapshot_dir::capture`]; every file synced),
+    /// so `src` stays a snapshot others may still be sent. The caller
+    /// opens the engine in [`Self::engine_dir`] afterwards and then calls
+    /// [`Self::remove_previous`].
+    pub fn install(&mut self, src: &Path) -> io::Result<()> {
         let next = self.generation + 1;
         let staging = self.root.join(format!("{}.staging", gen_name(next)));
         if staging.exists() {
             fs::remove_dir_all(&staging)?;
         }
-        fs::create_dir_all(&staging)?;
-        for (name, bytes) in files {
-            let bad = name.is_empty() || name.contains('/') || name.starts_with('.');
-            if bad || bytes.len() as u64 > SNAPSHOT_FILE_BYTES_MAX {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("snapshot file {name:?} refused"),
-                ));
-            }
-            let mut f = File::create(staging.join(name))?;
-            f.write_all(bytes)?;
-            f.sync_all()?;
-        }
-        sync_dir(&staging)?;
+        snapshot_dir::capture(src, &staging, true, snapshot_dir::Active::Copied)?;
         fs::rename(&staging, self.root.join(gen_name(next)))?;
         sync_dir(&self.root)?;
         write_durably(&self.root, CURRENT, next.to_string().as_bytes())?;
@@ -115,6 +123,6 @@ impl ShardDir {
 
     /// Removes every generation but the current one.
     pub fn remove_previous(&self) -> io::Result<()> {
-        self.remove_others()
+        self.remove_others(false)
     }
 }

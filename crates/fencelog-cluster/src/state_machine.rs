@@ -17,12 +17,15 @@
 //! (and a node whose applied position is below its purge point refuses
 //! to start, `node.rs`).
 //!
-//! Snapshots are physical: the engine directory's files, read while the
-//! apply gate is held (the engine runs without background reclamation, so
-//! nothing but apply changes its files), which makes them exactly the
-//! state at the snapshot's LogId.
+//! Snapshots are physical: the engine directory's files, captured into a
+//! snapshot directory (links, and a copy of the active segment,
+//! [`crate::snapshot_dir`]) while the apply gate is held (the engine runs
+//! without background reclamation, so nothing but apply changes its
+//! files), which makes them exactly the state at the snapshot's LogId. No
+//! snapshot's bytes are ever held in memory.
 
 use crate::shard_dir::ShardDir;
+use crate::snapshot_dir::{self, Active, Chunk, Manifest, Receiving, SnapDir};
 use crate::types::{
     BatchResult, ClusterOp, Entry, LogId, OpResult, ShardSnapshot, Snapshot, SnapshotMeta,
     StorageError, StoredMembership, TypeConfig,
@@ -48,7 +51,14 @@ pub struct ShardSm {
     /// Held by each apply and by snapshot capture and install.
     gate: Arc<tokio::sync::Mutex<()>>,
     current: Arc<Mutex<Option<(SnapshotMeta, ShardSnapshot)>>>,
+    /// Snapshot directories made so far (built or received), naming the
+    /// next one.
     built: Arc<std::sync::atomic::AtomicU64>,
+    /// The snapshot being received, if any.
+    receiving: Arc<Mutex<Option<Receiving>>>,
+    /// How captures treat the active segment (read from the mutation
+    /// switch at open: captures run on blocking threads).
+    capture_active: Active,
     /// A reclamation pass is queued (at most one per shard).
     reclaiming: Arc<std::sync::atomic::AtomicBool>,
     /// [`ShardSm::shutdown`] ran: no snapshot is installed after it (that
@@ -102,6 +112,11 @@ impl ShardSm {
             gate: Arc::new(tokio::sync::Mutex::new(())),
             current: Arc::new(Mutex::new(None)),
             built: Arc::new(0.into()),
+            receiving: Arc::new(Mutex::new(None)),
+            capture_active: match fencelog_engine::snapshot_links_active_segment() {
+                true => Active::Linked,
+                false => Active::Copied,
+            },
             reclaiming: Arc::new(false.into()),
             closed: Arc::new(false.into()),
         })
@@ -116,6 +131,11 @@ impl ShardSm {
         self.closed
             .store(true, std::sync::atomic::Ordering::Release);
         self.engine().shutdown().await;
+    }
+
+    /// The current engine's directory.
+    pub fn engine_dir(&self) -> std::path::PathBuf {
+        self.dir.lock().unwrap().engine_dir()
     }
 
     /// The engine slot readers use.
@@ -180,20 +200,57 @@ impl ShardSm {
         Ok(out)
     }
 
-    /// The engine directory's files, as they are now.
-    fn read_files(&self) -> io::Result<Vec<(String, Vec<u8>)>> {
-        let dir = self.dir.lock().unwrap().engine_dir();
-        let mut files = Vec::new();
-        for entry in std::fs::read_dir(&dir)? {
-            let entry = entry?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if name == fencelog_engine::LOCK_FILE_NAME || !entry.file_type()?.is_file() {
-                continue;
-            }
-            files.push((name, std::fs::read(entry.path())?));
+    fn next_dir_number(&self) -> u64 {
+        self.built
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1
+    }
+
+    /// Writes one chunk of a snapshot another node sends (blocking: the
+    /// caller runs it off the runtime). A chunk of another transfer than
+    /// the one under way starts a new one, and the unfinished one's
+    /// directory goes.
+    pub fn receive_chunk(&self, chunk: &Chunk) -> io::Result<()> {
+        let mut slot = self.receiving.lock().unwrap();
+        if !slot
+            .as_ref()
+            .is_some_and(|r| r.is(chunk.from, &chunk.snapshot_id))
+        {
+            *slot = None;
+            let path = self
+                .dir
+                .lock()
+                .unwrap()
+                .receive_path(self.next_dir_number());
+            *slot = Some(Receiving::start(chunk.from, &chunk.snapshot_id, path)?);
         }
-        files.sort();
-        Ok(files)
+        let r = slot.as_ref().expect("set above").write(chunk);
+        if r.is_err() {
+            // The sender starts the whole transfer again.
+            *slot = None;
+        }
+        r
+    }
+
+    /// The snapshot whose chunks arrived, checked against its manifest.
+    pub fn received(&self, snapshot_id: &str, manifest: &Manifest) -> io::Result<ShardSnapshot> {
+        let mut slot = self.receiving.lock().unwrap();
+        match slot.take() {
+            Some(r) if r.is(manifest.from, snapshot_id) => {
+                let (dir, files) = r.finish(manifest)?;
+                Ok(ShardSnapshot {
+                    dir: Some(dir),
+                    files,
+                })
+            }
+            other => {
+                *slot = other;
+                Err(io::Error::other(format!(
+                    "no chunks of snapshot {snapshot_id} from node {} arrived",
+                    manifest.from
+                )))
+            }
+        }
     }
 }
 
@@ -241,12 +298,20 @@ impl RaftSnapshotBuilder<TypeConfig> for ShardSm {
         // Durable before openraft may purge the log up to this snapshot.
         self.engine().flush().await.map_err(sm_err)?;
         let (last_log_id, last_membership) = self.applied_now();
-        let files = self.read_files().map_err(sm_err)?;
+        let n = self.next_dir_number();
+        let (src, dst) = {
+            let dir = self.dir.lock().unwrap();
+            (dir.engine_dir(), dir.snapshot_path(n))
+        };
+        // Owned before it is made, so a failed capture leaves nothing.
+        let owned = Arc::new(SnapDir::own(dst.clone()));
+        let how = self.capture_active;
+        let files =
+            tokio::task::spawn_blocking(move || snapshot_dir::capture(&src, &dst, false, how))
+                .await
+                .map_err(sm_err)?
+                .map_err(sm_err)?;
         drop(gate);
-        let n = self
-            .built
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            + 1;
         let snapshot_id = match last_log_id {
             Some(l) => format!(
                 "{}-{}-{}-{n}",
@@ -259,7 +324,10 @@ impl RaftSnapshotBuilder<TypeConfig> for ShardSm {
             last_membership,
             snapshot_id,
         };
-        let data = ShardSnapshot { files };
+        let data = ShardSnapshot {
+            dir: Some(owned),
+            files,
+        };
         *self.current.lock().unwrap() = Some((meta.clone(), data.clone()));
         Ok(Snapshot {
             meta,
@@ -307,13 +375,21 @@ impl RaftStateMachine<TypeConfig> for ShardSm {
         if self.closed.load(std::sync::atomic::Ordering::Acquire) {
             return Err(sm_err("the shard is shutting down"));
         }
+        let src = snapshot
+            .dir
+            .as_ref()
+            .ok_or_else(|| sm_err("an empty snapshot handle"))?
+            .path()
+            .to_path_buf();
         let old = self.engine();
         old.shutdown().await;
-        let engine_dir = {
-            let mut dir = self.dir.lock().unwrap();
-            dir.install(&snapshot.files).map_err(sm_err)?;
-            dir.engine_dir()
-        };
+        let mut dir = self.dir.lock().unwrap().clone();
+        let dir = tokio::task::spawn_blocking(move || dir.install(&src).map(|()| dir))
+            .await
+            .map_err(sm_err)?
+            .map_err(sm_err)?;
+        let engine_dir = dir.engine_dir();
+        *self.dir.lock().unwrap() = dir;
         let engine = Engine::open_with(&engine_dir, self.config.clone()).map_err(sm_err)?;
         let got = engine.applied().map(|a| log_id_of(&a));
         if got != meta.last_log_id {

@@ -555,12 +555,17 @@ fn batch_ack(a: &BatchAck) -> OpResult {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BatchResult(pub Vec<OpResult>);
 
-/// A physical snapshot of a shard engine (`C::SnapshotData`): the files of
-/// its directory, captured while no apply runs.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// A physical snapshot of a shard engine (`C::SnapshotData`): a directory
+/// holding the files of its engine directory, captured while no apply
+/// runs ([`crate::snapshot_dir`]). It holds no file bytes in memory;
+/// clones share the directory, removed when the last one goes.
+#[derive(Debug, Clone, Default)]
 pub struct ShardSnapshot {
-    /// (file name, bytes), in name order.
-    pub files: Vec<(String, Vec<u8>)>,
+    /// The directory (`None` only for the empty handle openraft asks
+    /// `begin_receiving_snapshot` for).
+    pub dir: Option<std::sync::Arc<crate::snapshot_dir::SnapDir>>,
+    /// Its files, in name order.
+    pub files: Vec<crate::snapshot_dir::SnapFile>,
 }
 
 openraft::declare_raft_types!(

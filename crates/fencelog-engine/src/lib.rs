@@ -69,7 +69,8 @@ pub use engine::{Engine, PendingAppend};
 pub use error::{Corruption, OpenError, ReadError, StorageFailure, WriteError};
 pub use metrics::Metrics;
 pub use mutation::{
-    node_mutation, session_mutation, wal_mutation, NodeMutation, SessionMutation, WalMutation,
+    node_mutation, session_mutation, snapshot_links_active_segment, wal_mutation, NodeMutation,
+    SessionMutation, WalMutation,
 };
 #[cfg(feature = "mutations")]
 pub use mutation::{set_mutation, Mutation};
@@ -81,6 +82,7 @@ pub use record::{
     HEADER_BYTES_PER_RECORD_MAX, HEADER_NAME_BYTES_MAX,
 };
 pub use recovery::{RecoveryReport, Truncation};
+pub use segment::parse_segment_name;
 pub use storage::{DirStorage, Storage, StorageFile, LOCK_FILE_NAME};
 pub use stream::StreamState;
 pub use writer::{

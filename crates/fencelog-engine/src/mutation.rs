@@ -60,6 +60,13 @@ pub fn wal_mutation() -> WalMutation {
     WalMutation::None
 }
 
+/// Without the `mutations` feature a snapshot capture copies the active
+/// segment.
+#[cfg(not(feature = "mutations"))]
+pub fn snapshot_links_active_segment() -> bool {
+    false
+}
+
 /// The deliberate bugs of a cluster node's write path (issue 14), read once
 /// when the node starts, on the starting thread, like [`WalMutation`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -249,6 +256,10 @@ mod imp {
         /// own behaviour), so a log tail it lost unsynced while a follower
         /// kept it can be rewritten under the same log ids.
         LeaderResumesOwnVote,
+        /// A cluster shard's snapshot capture hard-links the engine's
+        /// active segment instead of copying it, so applies after the
+        /// capture change the snapshot (issue 14).
+        SnapshotLinksActiveSegment,
     }
 
     thread_local! {
@@ -279,6 +290,12 @@ mod imp {
             Mutation::WalCutsDamage => super::WalMutation::CutsDamage,
             _ => super::WalMutation::None,
         }
+    }
+
+    /// Whether the snapshot capture's deliberate bug is switched on for the
+    /// calling thread.
+    pub fn snapshot_links_active_segment() -> bool {
+        active(Mutation::SnapshotLinksActiveSegment)
     }
 
     /// The cluster node's deliberate bug switched on for the calling thread.

@@ -9,6 +9,7 @@ mod reclaim;
 mod restart_vote;
 mod session;
 mod snapshot;
+mod snapshot_files;
 mod suite;
 mod upgrade_wal_v1;
 mod wal_crash;

@@ -38,7 +38,33 @@ async fn append_surely(c: &TestCluster, via: &[NodeId], seq: u64, body: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_behind_the_purge_point_catches_up_by_snapshot() {
-    let c = TestCluster::start_with(3, 1, SMALL_SNAPSHOTS).await;
+    catch_up_by_snapshot(fencelog_engine::Config::default(), 2).await;
+}
+
+/// 100 records of 40 KiB over 1 MiB segments: a snapshot of several
+/// segments and of more chunks than one (`snapshot_dir::CHUNK_BYTES`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_of_many_segments_and_chunks_catches_a_node_up() {
+    let engine = fencelog_engine::Config {
+        segment_bytes_max: 1 << 20,
+        ..fencelog_engine::Config::default()
+    };
+    let received = catch_up_by_snapshot(engine, 40 << 10).await;
+    let chunk = fencelog_cluster::snapshot_dir::CHUNK_BYTES as u64;
+    let segments = received.iter().filter(|(n, _)| n.ends_with(".seg")).count();
+    let bytes: u64 = received.iter().map(|(_, len)| len).sum();
+    assert!(segments >= 2 && bytes > chunk, "received {received:?}");
+}
+
+/// Stops one node, appends 100 records of `body_len` bytes through the
+/// others until both purged past it, and checks it catches up by a
+/// snapshot and keeps it across a restart. Answers the files of the
+/// snapshot it received (name, bytes).
+async fn catch_up_by_snapshot(
+    engine: fencelog_engine::Config,
+    body_len: usize,
+) -> Vec<(String, u64)> {
+    let c = TestCluster::start_with_engine(3, 1, SMALL_SNAPSHOTS, engine).await;
     let ids = c.ids();
     let leader = c.leader(0, &ids).await;
     let late = *ids.iter().find(|i| **i != leader).unwrap();
@@ -47,7 +73,13 @@ async fn a_node_behind_the_purge_point_catches_up_by_snapshot() {
     c.stop(late).await;
     let rest: Vec<_> = ids.iter().copied().filter(|i| *i != late).collect();
     for i in 0..100 {
-        append_surely(&c, &rest, i, &format!("r{i}")).await;
+        append_surely(
+            &c,
+            &rest,
+            i,
+            &format!("r{i:0>width$}", width = body_len - 1),
+        )
+        .await;
     }
     // Every running node purged past the late node's log, so whichever
     // leads when it comes back can only send it a snapshot.
@@ -70,11 +102,41 @@ async fn a_node_behind_the_purge_point_catches_up_by_snapshot() {
     let expected = c.records(rest[0], "s");
     assert_eq!(expected.len(), 101);
     assert_eq!(c.records(late, "s"), expected);
+    let received = received_snapshot(&c.data_dir(late).join("shards").join("shard-000"));
     drop(node);
     c.stop(late).await;
     c.boot(late).await;
     c.converged(0, &ids).await;
     assert_eq!(c.records(late, "s"), expected);
+    received
+}
+
+/// The files of the one received snapshot directory (`recv-*`) in a
+/// shard's directory: the installed snapshot, kept as the node's current.
+fn received_snapshot(shard: &std::path::Path) -> Vec<(String, u64)> {
+    let dirs: Vec<_> = std::fs::read_dir(shard)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("recv-")
+        })
+        .collect();
+    assert_eq!(dirs.len(), 1, "{dirs:?}");
+    let mut files: Vec<_> = std::fs::read_dir(&dirs[0])
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                e.metadata().unwrap().len(),
+            )
+        })
+        .collect();
+    files.sort();
+    files
 }
 
 /// A shard whose state is behind its Raft log's purge point cannot catch

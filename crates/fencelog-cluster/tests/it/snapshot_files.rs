@@ -1,0 +1,149 @@
+//! Snapshots on disk (`snapshot_dir.rs`): a snapshot is the state at its
+//! LogId however many entries are applied after it, holds links to the
+//! sealed segments and a copy of the active one, installs on another
+//! replica with exactly that state, and its directory goes when the last
+//! handle does. The deliberate bug `SnapshotLinksActiveSegment` (a link to
+//! the active segment) is caught here.
+
+use crate::support::{append, fails_under};
+use fencelog_cluster::state_machine::{shard_engine_config, ShardSm};
+use fencelog_cluster::types::{Batch, Entry};
+use fencelog_engine::{Config, Mutation};
+use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine};
+use openraft::testing::log_id;
+use openraft::EntryPayload;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use tempfile::TempDir;
+
+/// Small segments, so a few hundred appends fill several.
+fn small_segments() -> Config {
+    shard_engine_config(&Config {
+        segment_bytes_max: 16 << 10,
+        ..Config::default()
+    })
+}
+
+/// Entries `from..to` (log index = i + 1), each appending `body i` to `s`.
+fn appends(from: u64, to: u64) -> Vec<Entry> {
+    (from..to)
+        .map(|i| Entry {
+            log_id: log_id(1, 1, i + 1),
+            payload: EntryPayload::Normal(Batch {
+                leader_ts_ms: 1_000 + i,
+                ops: vec![append("s", 1, &format!("{i:0>500}"))],
+            }),
+        })
+        .collect()
+}
+
+fn bodies(sm: &ShardSm) -> Vec<Vec<u8>> {
+    let batch = sm.engine().read("s", 0, 100_000, 1 << 30).unwrap();
+    batch.records.iter().map(|r| r.body.to_vec()).collect()
+}
+
+fn inode(p: &Path) -> u64 {
+    std::fs::metadata(p).unwrap().ino()
+}
+
+async fn a_snapshot_is_its_log_ids_state_while_applies_go_on() {
+    let dir = TempDir::new().unwrap();
+    let mut leader = ShardSm::open(&dir.path().join("l"), small_segments()).unwrap();
+    leader.apply(appends(0, 200)).await.unwrap();
+    let at_capture = bodies(&leader);
+    let snap = leader
+        .get_snapshot_builder()
+        .await
+        .build_snapshot()
+        .await
+        .unwrap();
+    assert_eq!(snap.meta.last_log_id, Some(log_id(1, 1, 200)));
+
+    // Links for sealed segments, a copy of the active one.
+    let data = &snap.snapshot;
+    let snap_dir = data.dir.as_ref().unwrap().path().to_path_buf();
+    let engine_dir = leader.engine_dir();
+    let segments: Vec<_> = data
+        .files
+        .iter()
+        .filter(|f| f.name.ends_with(".seg"))
+        .map(|f| f.name.clone())
+        .collect();
+    assert!(segments.len() >= 3, "{segments:?}");
+    let (active, sealed) = segments.split_last().unwrap();
+    for name in sealed {
+        assert_eq!(
+            inode(&snap_dir.join(name)),
+            inode(&engine_dir.join(name)),
+            "{name}"
+        );
+    }
+
+    // The leader goes on, first within its active segment (one small
+    // group per apply), then into new ones; the snapshot does not move.
+    for i in 200..210 {
+        leader.apply(appends(i, i + 1)).await.unwrap();
+    }
+    leader.apply(appends(210, 300)).await.unwrap();
+    assert_eq!(bodies(&leader).len(), 300);
+    let follower_dir = dir.path().join("f");
+    let mut follower = ShardSm::open(&follower_dir, small_segments()).unwrap();
+    let mut received = follower.begin_receiving_snapshot().await.unwrap();
+    *received = (*snap.snapshot).clone();
+    follower
+        .install_snapshot(&snap.meta, received)
+        .await
+        .unwrap();
+    assert_eq!(
+        follower.applied_state().await.unwrap().0,
+        Some(log_id(1, 1, 200))
+    );
+    assert_eq!(bodies(&follower), at_capture);
+    assert_eq!(at_capture.len(), 200);
+    // The follower's engine writes its own copy of the active segment.
+    follower.apply(appends(200, 210)).await.unwrap();
+    let installed = follower.engine_dir();
+    assert_ne!(
+        inode(&installed.join(active)),
+        inode(&snap_dir.join(active))
+    );
+    assert_eq!(bodies(&follower).len(), 210);
+
+    // A newer snapshot replaces the first, whose directory then goes once
+    // the follower (whose current snapshot it is) is gone too.
+    drop(snap);
+    follower.shutdown().await;
+    drop(follower);
+    let newer = leader
+        .get_snapshot_builder()
+        .await
+        .build_snapshot()
+        .await
+        .unwrap();
+    assert!(!snap_dir.exists(), "{} is still there", snap_dir.display());
+    let newer_dir = newer.snapshot.dir.as_ref().unwrap().path().to_path_buf();
+    assert!(newer_dir.exists());
+    // A restart removes every snapshot directory (rebuilt on demand).
+    drop(newer);
+    leader.shutdown().await;
+    drop(leader);
+    ShardSm::open(&dir.path().join("l"), small_segments()).unwrap();
+    assert!(
+        !newer_dir.exists(),
+        "{} survived a reopen",
+        newer_dir.display()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_holds_its_state_links_sealed_segments_and_goes_with_its_last_handle() {
+    a_snapshot_is_its_log_ids_state_while_applies_go_on().await;
+}
+
+#[test]
+fn a_snapshot_that_links_the_active_segment_is_caught() {
+    fails_under(
+        Mutation::SnapshotLinksActiveSegment,
+        a_snapshot_is_its_log_ids_state_while_applies_go_on,
+    );
+}
