@@ -283,19 +283,37 @@ impl ShardSm {
             let gate = sm.gate.lock().await;
             sm.reclaiming.store(false, Ordering::Release);
             let engine = sm.engine();
-            if let Err(e) = engine.reclaim().await {
+            match engine.reclaim().await {
+                Ok(report) if !report.deleted.is_empty() => sm.recapture().await,
+                Ok(_) => {}
                 // The engine answers its own failure to the next apply.
-                tracing::warn!(error = %e, "a shard's reclamation pass failed");
+                Err(e) => tracing::warn!(error = %e, "a shard's reclamation pass failed"),
             }
             drop(gate);
         });
     }
-}
 
-impl RaftSnapshotBuilder<TypeConfig> for ShardSm {
-    async fn build_snapshot(&mut self) -> Result<Snapshot, StorageError> {
-        let gate = self.gate.lock().await;
-        // Durable before openraft may purge the log up to this snapshot.
+    /// Replaces the current snapshot, if any, by one of the state now, so
+    /// the segments the pass just deleted do not keep their disk space
+    /// through the old snapshot's links until the next scheduled one (on
+    /// an idle shard, for ever). A newer snapshot serves every purpose of
+    /// the old: openraft purged its log only up to the old one. The caller
+    /// holds the gate.
+    async fn recapture(&self) {
+        if self.current.lock().unwrap().is_none() {
+            return;
+        }
+        match self.capture().await {
+            Ok((meta, data)) => *self.current.lock().unwrap() = Some((meta, data)),
+            // The old snapshot stays current: correct, only larger on disk.
+            Err(e) => tracing::warn!(error = %e, "a shard's snapshot was not captured again"),
+        }
+    }
+
+    /// Captures the engine's state as a snapshot; the caller holds the
+    /// gate. Flushed first: durable before openraft may purge the log up
+    /// to it.
+    async fn capture(&self) -> Result<(SnapshotMeta, ShardSnapshot), StorageError> {
         self.engine().flush().await.map_err(sm_err)?;
         let (last_log_id, last_membership) = self.applied_now();
         let n = self.next_dir_number();
@@ -311,7 +329,6 @@ impl RaftSnapshotBuilder<TypeConfig> for ShardSm {
                 .await
                 .map_err(sm_err)?
                 .map_err(sm_err)?;
-        drop(gate);
         let snapshot_id = match last_log_id {
             Some(l) => format!(
                 "{}-{}-{}-{n}",
@@ -328,6 +345,15 @@ impl RaftSnapshotBuilder<TypeConfig> for ShardSm {
             dir: Some(owned),
             files,
         };
+        Ok((meta, data))
+    }
+}
+
+impl RaftSnapshotBuilder<TypeConfig> for ShardSm {
+    async fn build_snapshot(&mut self) -> Result<Snapshot, StorageError> {
+        let gate = self.gate.lock().await;
+        let (meta, data) = self.capture().await?;
+        drop(gate);
         *self.current.lock().unwrap() = Some((meta.clone(), data.clone()));
         Ok(Snapshot {
             meta,
@@ -391,6 +417,13 @@ impl RaftStateMachine<TypeConfig> for ShardSm {
         let engine_dir = dir.engine_dir();
         *self.dir.lock().unwrap() = dir;
         let engine = Engine::open_with(&engine_dir, self.config.clone()).map_err(sm_err)?;
+        if let Some(name) = &engine.recovery_report().removed_segment {
+            // It would make a linked (shared) segment active again.
+            return Err(sm_err(format!(
+                "snapshot {} opened with segment {name} removed",
+                meta.snapshot_id
+            )));
+        }
         let got = engine.applied().map(|a| log_id_of(&a));
         if got != meta.last_log_id {
             return Err(sm_err(format!(

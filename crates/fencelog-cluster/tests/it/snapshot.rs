@@ -41,19 +41,22 @@ async fn a_node_behind_the_purge_point_catches_up_by_snapshot() {
     catch_up_by_snapshot(fencelog_engine::Config::default(), 2).await;
 }
 
-/// 100 records of 40 KiB over 1 MiB segments: a snapshot of several
-/// segments and of more chunks than one (`snapshot_dir::CHUNK_BYTES`).
+/// 100 records of 40 KiB over 3 MiB segments: a snapshot of files longer
+/// than a chunk (`snapshot_dir::CHUNK_BYTES`), each sent in several.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_snapshot_of_many_segments_and_chunks_catches_a_node_up() {
     let engine = fencelog_engine::Config {
-        segment_bytes_max: 1 << 20,
+        segment_bytes_max: 3 << 20,
         ..fencelog_engine::Config::default()
     };
     let received = catch_up_by_snapshot(engine, 40 << 10).await;
     let chunk = fencelog_cluster::snapshot_dir::CHUNK_BYTES as u64;
-    let segments = received.iter().filter(|(n, _)| n.ends_with(".seg")).count();
-    let bytes: u64 = received.iter().map(|(_, len)| len).sum();
-    assert!(segments >= 2 && bytes > chunk, "received {received:?}");
+    assert!(
+        received
+            .iter()
+            .any(|(n, len)| n.ends_with(".seg") && *len > chunk),
+        "received {received:?}"
+    );
 }
 
 /// Stops one node, appends 100 records of `body_len` bytes through the

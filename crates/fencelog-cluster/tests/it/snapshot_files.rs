@@ -2,11 +2,13 @@
 //! LogId however many entries are applied after it, holds links to the
 //! sealed segments and a copy of the active one, installs on another
 //! replica with exactly that state, and its directory goes when the last
-//! handle does. The deliberate bug `SnapshotLinksActiveSegment` (a link to
+//! handle does, or when a reclamation pass deleted segments it links (a
+//! snapshot of the state after the pass replaces it). The deliberate bug `SnapshotLinksActiveSegment` (a link to
 //! the active segment) is caught here.
 
-use crate::support::{append, fails_under};
+use crate::support::{append, eventually, fails_under};
 use fencelog_cluster::state_machine::{shard_engine_config, ShardSm};
+use fencelog_cluster::types::ClusterOp;
 use fencelog_cluster::types::{Batch, Entry};
 use fencelog_engine::{Config, Mutation};
 use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine};
@@ -146,4 +148,54 @@ fn a_snapshot_that_links_the_active_segment_is_caught() {
         Mutation::SnapshotLinksActiveSegment,
         a_snapshot_is_its_log_ids_state_while_applies_go_on,
     );
+}
+
+/// A delete's reclamation pass deletes the stream's segments; the current
+/// snapshot, which links them, is replaced by one of the state after the
+/// pass, so their disk space goes now and not at the next scheduled
+/// snapshot (on an idle shard, never).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pass_that_deletes_segments_replaces_the_snapshot_linking_them() {
+    let dir = TempDir::new().unwrap();
+    let mut sm = ShardSm::open(&dir.path().join("l"), small_segments()).unwrap();
+    sm.apply(appends(0, 200)).await.unwrap();
+    let first = sm
+        .get_snapshot_builder()
+        .await
+        .build_snapshot()
+        .await
+        .unwrap();
+    let first_dir = first.snapshot.dir.as_ref().unwrap().path().to_path_buf();
+    let linked: Vec<String> = first
+        .snapshot
+        .files
+        .iter()
+        .map(|f| f.name.clone())
+        .collect();
+    drop(first);
+    let delete = Entry {
+        log_id: log_id(1, 1, 201),
+        payload: EntryPayload::Normal(Batch {
+            leader_ts_ms: 2_000,
+            ops: vec![ClusterOp::Delete {
+                stream: "s".into(),
+                token: 1,
+            }],
+        }),
+    };
+    sm.apply(vec![delete]).await.unwrap();
+    eventually("the linking snapshot to go", || async {
+        (!first_dir.exists()).then_some(())
+    })
+    .await;
+    let now = sm.get_current_snapshot().await.unwrap().unwrap();
+    assert_eq!(now.meta.last_log_id, Some(log_id(1, 1, 201)));
+    let still: Vec<_> = now
+        .snapshot
+        .files
+        .iter()
+        .filter(|f| f.name.ends_with(".seg") && linked.contains(&f.name))
+        .collect();
+    assert!(linked.iter().filter(|n| n.ends_with(".seg")).count() >= 3);
+    assert!(still.len() <= 1, "the new snapshot still links {still:?}");
 }
