@@ -27,12 +27,13 @@
 use crate::shard_dir::ShardDir;
 use crate::snapshot_dir::{self, Active, Chunk, Manifest, Receiving, SnapDir};
 use crate::types::{
-    BatchResult, ClusterOp, Entry, LogId, OpResult, ShardSnapshot, Snapshot, SnapshotMeta,
+    BatchResult, ClusterOp, Entry, LogId, NodeId, OpResult, ShardSnapshot, Snapshot, SnapshotMeta,
     StorageError, StoredMembership, TypeConfig,
 };
 use fencelog_engine::{AppliedState, Config, Durability, Engine, ReplicatedOp};
 use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder, StorageIOError};
+use std::collections::HashMap;
 use std::io;
 use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
@@ -54,8 +55,9 @@ pub struct ShardSm {
     /// Snapshot directories made so far (built or received), naming the
     /// next one.
     built: Arc<std::sync::atomic::AtomicU64>,
-    /// The snapshot being received, if any.
-    receiving: Arc<Mutex<Option<Receiving>>>,
+    /// The snapshots being received, one per sending node (so a deposed
+    /// leader's late chunk does not restart the new leader's transfer).
+    receiving: Arc<Mutex<HashMap<NodeId, Receiving>>>,
     /// How captures treat the active segment (read from the mutation
     /// switch at open: captures run on blocking threads).
     capture_active: Active,
@@ -91,6 +93,10 @@ pub fn shard_engine_config(base: &Config) -> Config {
     }
 }
 
+/// Snapshot transfers received at once at most (one per sending node; a
+/// cluster has a handful).
+const RECEIVING_MAX: usize = 16;
+
 fn sm_err(e: impl std::fmt::Display) -> StorageError {
     StorageIOError::write_state_machine(&io::Error::other(e.to_string())).into()
 }
@@ -112,7 +118,7 @@ impl ShardSm {
             gate: Arc::new(tokio::sync::Mutex::new(())),
             current: Arc::new(Mutex::new(None)),
             built: Arc::new(0.into()),
-            receiving: Arc::new(Mutex::new(None)),
+            receiving: Arc::new(Mutex::new(HashMap::new())),
             capture_active: match fencelog_engine::snapshot_links_active_segment() {
                 true => Active::Linked,
                 false => Active::Copied,
@@ -208,34 +214,40 @@ impl ShardSm {
 
     /// Writes one chunk of a snapshot another node sends (blocking: the
     /// caller runs it off the runtime). A chunk of another transfer than
-    /// the one under way starts a new one, and the unfinished one's
-    /// directory goes.
+    /// the one under way from the same node starts a new one, and the
+    /// unfinished one's directory goes.
     pub fn receive_chunk(&self, chunk: &Chunk) -> io::Result<()> {
-        let mut slot = self.receiving.lock().unwrap();
-        if !slot
-            .as_ref()
-            .is_some_and(|r| r.is(chunk.from, &chunk.snapshot_id))
-        {
-            *slot = None;
+        let mut slots = self.receiving.lock().unwrap();
+        let fresh = !slots
+            .get(&chunk.from)
+            .is_some_and(|r| r.is(chunk.from, &chunk.snapshot_id));
+        if fresh {
+            slots.remove(&chunk.from);
+            if slots.len() >= RECEIVING_MAX {
+                return Err(io::Error::other(format!(
+                    "snapshots from {RECEIVING_MAX} nodes are being received already"
+                )));
+            }
             let path = self
                 .dir
                 .lock()
                 .unwrap()
                 .receive_path(self.next_dir_number());
-            *slot = Some(Receiving::start(chunk.from, &chunk.snapshot_id, path)?);
+            let r = Receiving::start(chunk.from, &chunk.snapshot_id, path)?;
+            slots.insert(chunk.from, r);
         }
-        let r = slot.as_ref().expect("set above").write(chunk);
+        let r = slots[&chunk.from].write(chunk);
         if r.is_err() {
             // The sender starts the whole transfer again.
-            *slot = None;
+            slots.remove(&chunk.from);
         }
         r
     }
 
     /// The snapshot whose chunks arrived, checked against its manifest.
     pub fn received(&self, snapshot_id: &str, manifest: &Manifest) -> io::Result<ShardSnapshot> {
-        let mut slot = self.receiving.lock().unwrap();
-        match slot.take() {
+        let mut slots = self.receiving.lock().unwrap();
+        match slots.remove(&manifest.from) {
             Some(r) if r.is(manifest.from, snapshot_id) => {
                 let (dir, files) = r.finish(manifest)?;
                 Ok(ShardSnapshot {
@@ -244,7 +256,9 @@ impl ShardSm {
                 })
             }
             other => {
-                *slot = other;
+                if let Some(r) = other {
+                    slots.insert(manifest.from, r);
+                }
                 Err(io::Error::other(format!(
                     "no chunks of snapshot {snapshot_id} from node {} arrived",
                     manifest.from

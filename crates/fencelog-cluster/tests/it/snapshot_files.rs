@@ -7,6 +7,7 @@
 //! the active segment) is caught here.
 
 use crate::support::{append, eventually, fails_under};
+use fencelog_cluster::snapshot_dir::{Chunk, Manifest, SnapFile};
 use fencelog_cluster::state_machine::{shard_engine_config, ShardSm};
 use fencelog_cluster::types::ClusterOp;
 use fencelog_cluster::types::{Batch, Entry};
@@ -198,4 +199,45 @@ async fn a_pass_that_deletes_segments_replaces_the_snapshot_linking_them() {
         .collect();
     assert!(linked.iter().filter(|n| n.ends_with(".seg")).count() >= 3);
     assert!(still.len() <= 1, "the new snapshot still links {still:?}");
+}
+
+fn chunk(from: u64, id: &str, offset: u64, data: &[u8]) -> Chunk {
+    Chunk {
+        from,
+        snapshot_id: id.into(),
+        name: "MANIFEST".into(),
+        offset,
+        crc32: crc32fast::hash(data),
+        data: data.to_vec(),
+    }
+}
+
+/// Transfers from two nodes at once (a deposed leader still sending, the
+/// new one starting) each arrive whole: one does not restart the other.
+#[tokio::test]
+async fn transfers_from_two_nodes_interleave_without_restarting_each_other() {
+    let dir = TempDir::new().unwrap();
+    let sm = ShardSm::open(&dir.path().join("f"), small_segments()).unwrap();
+    sm.receive_chunk(&chunk(2, "a", 0, b"from ")).unwrap();
+    sm.receive_chunk(&chunk(3, "b", 0, b"from ")).unwrap();
+    sm.receive_chunk(&chunk(2, "a", 5, b"two")).unwrap();
+    sm.receive_chunk(&chunk(3, "b", 5, b"three")).unwrap();
+    for (from, id, body) in [(2, "a", &b"from two"[..]), (3, "b", b"from three")] {
+        let manifest = Manifest {
+            from,
+            files: vec![SnapFile {
+                name: "MANIFEST".into(),
+                len: body.len() as u64,
+            }],
+        };
+        let got = sm.received(id, &manifest).unwrap();
+        let path = got.dir.as_ref().unwrap().path().join("MANIFEST");
+        assert_eq!(std::fs::read(path).unwrap(), body);
+        // Handed over once.
+        let e = sm.received(id, &manifest).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("no chunks of snapshot {id} from node {from} arrived")
+        );
+    }
 }
