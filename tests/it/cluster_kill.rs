@@ -21,7 +21,10 @@
 //! election follows (a restarted node never resumes leading its term).
 //!
 //! `FENCELOG_CLUSTER_KILL_CYCLES` (default 30) and
-//! `FENCELOG_CLUSTER_KILL_SEED` size it.
+//! `FENCELOG_CLUSTER_KILL_SEED` size it;
+//! `FENCELOG_CLUSTER_KILL_SNAPSHOT_LOGS` (default 0: the server's own)
+//! makes the nodes snapshot every that many entries, so killed nodes
+//! catch up by snapshots and are killed while sending or installing them.
 
 use crate::cluster_history;
 use crate::cluster_support::ProcCluster;
@@ -164,8 +167,13 @@ async fn reader(urls: Vec<String>, seed: u64, h: Arc<History>, stop: Arc<AtomicB
 async fn killing_shard_leaders_loses_nothing_and_accepts_nothing_stale() {
     let cycles = env_or("FENCELOG_CLUSTER_KILL_CYCLES", 30);
     let seed = env_or("FENCELOG_CLUSTER_KILL_SEED", 0x14c1_u64);
-    eprintln!("cluster kill loop: {cycles} cycles, seed {seed:#x}");
-    let mut c = ProcCluster::start(3, 2, &["--commit-timeout-ms", "3000"]);
+    let snapshot_logs = env_or("FENCELOG_CLUSTER_KILL_SNAPSHOT_LOGS", 0).to_string();
+    let mut args = vec!["--commit-timeout-ms", "3000"];
+    if snapshot_logs != "0" {
+        args.extend(["--raft-snapshot-logs", snapshot_logs.as_str()]);
+    }
+    eprintln!("cluster kill loop: {cycles} cycles, seed {seed:#x}, {args:?}");
+    let mut c = ProcCluster::start(3, 2, &args);
     let ids = [1, 2, 3];
     let urls: Vec<String> = ids.iter().map(|i| c.url(*i)).collect();
     let h = Arc::new(History::default());
@@ -214,7 +222,7 @@ async fn killing_shard_leaders_loses_nothing_and_accepts_nothing_stale() {
             None
         };
         tokio::time::sleep(Duration::from_millis(rng.below(300))).await;
-        c.restart(leader, &["--commit-timeout-ms", "3000"]);
+        c.restart(leader, &args);
         for k in 0..2 {
             c.converged(k, &ids).await;
         }

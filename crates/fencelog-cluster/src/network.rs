@@ -199,7 +199,16 @@ impl Conn {
         req: &Req,
         timeout: std::time::Duration,
     ) -> Result<Resp, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
-        let body = encode(req);
+        self.call_bytes(kind, encode(req), timeout).await
+    }
+
+    /// [`Conn::call`] with a body already encoded.
+    async fn call_bytes<Resp: DeserializeOwned>(
+        &self,
+        kind: RpcKind,
+        body: Vec<u8>,
+        timeout: std::time::Duration,
+    ) -> Result<Resp, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
         let fut = self
             .transport
             .call(self.target, &self.addr, self.shard, kind, body, timeout);
@@ -300,7 +309,7 @@ impl Conn {
                     data,
                 };
                 let r: Result<(), String> = self
-                    .call(RpcKind::SnapshotChunk, &chunk, ttl)
+                    .call_bytes(RpcKind::SnapshotChunk, chunk.to_wire(), ttl)
                     .await
                     .map_err(streaming)?;
                 r.map_err(net_err)?;

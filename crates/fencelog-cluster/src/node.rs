@@ -599,7 +599,7 @@ impl Node {
                 encode(&raft.vote(req).await)
             }
             RpcKind::SnapshotChunk => {
-                let chunk: Chunk = decode(body)?;
+                let chunk = Chunk::from_wire(body)?;
                 let sm = self.shards[k as usize].sm.clone();
                 let written = tokio::task::spawn_blocking(move || sm.receive_chunk(&chunk))
                     .await

@@ -167,8 +167,10 @@ pub fn capture(src: &Path, dst: &Path, durable: bool, how: Active) -> io::Result
     Ok(files)
 }
 
-/// One chunk of a snapshot file on the wire.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One chunk of a snapshot file. On the wire ([`Chunk::to_wire`]) its
+/// fields but `data` go as postcard and `data` follows as it is: postcard
+/// would write a `Vec<u8>` byte by byte through serde.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Chunk {
     /// The sending node (two senders never share a receiving directory).
     pub from: NodeId,
@@ -183,6 +185,61 @@ pub struct Chunk {
     pub crc32: u32,
     /// At most [`CHUNK_BYTES`].
     pub data: Vec<u8>,
+}
+
+/// A chunk's fields but its bytes, as they go on the wire.
+#[derive(Serialize, Deserialize)]
+struct ChunkHeader {
+    from: NodeId,
+    snapshot_id: String,
+    name: String,
+    offset: u64,
+    crc32: u32,
+    len: u32,
+}
+
+impl Chunk {
+    /// The RPC body: the wire's version byte, the header, the bytes.
+    pub fn to_wire(&self) -> Vec<u8> {
+        let header = ChunkHeader {
+            from: self.from,
+            snapshot_id: self.snapshot_id.clone(),
+            name: self.name.clone(),
+            offset: self.offset,
+            crc32: self.crc32,
+            len: self.data.len() as u32,
+        };
+        let mut out = crate::network::encode(&header);
+        out.extend_from_slice(&self.data);
+        out
+    }
+
+    /// Reads [`Chunk::to_wire`]'s bytes; the length must be exact.
+    pub fn from_wire(b: &[u8]) -> Result<Chunk, String> {
+        let rest = match b.split_first() {
+            Some((&crate::network::WIRE_VERSION, rest)) => rest,
+            Some((v, _)) => {
+                return Err(format!(
+                    "wire version {v}, expected {}",
+                    crate::network::WIRE_VERSION
+                ))
+            }
+            None => return Err("an empty message".into()),
+        };
+        let (h, data): (ChunkHeader, &[u8]) =
+            postcard::take_from_bytes(rest).map_err(|e| e.to_string())?;
+        if data.len() != h.len as usize {
+            return Err(format!("a chunk of {} bytes says {}", data.len(), h.len));
+        }
+        Ok(Chunk {
+            from: h.from,
+            snapshot_id: h.snapshot_id,
+            name: h.name,
+            offset: h.offset,
+            crc32: h.crc32,
+            data: data.to_vec(),
+        })
+    }
 }
 
 /// The last message of a transfer: what the chunks made.

@@ -173,3 +173,19 @@ fn a_capture_links_what_never_changes_and_copies_the_active_segment() {
         b"active"
     );
 }
+
+#[test]
+fn a_chunk_crosses_the_wire_whole_and_a_cut_one_is_refused() {
+    let c = chunk("00000000000000000000.seg", 7, &[1, 2, 3, 0, 255]);
+    let wire = c.to_wire();
+    assert_eq!(Chunk::from_wire(&wire).unwrap(), c);
+    let e = Chunk::from_wire(&wire[..wire.len() - 1]).unwrap_err();
+    assert_eq!(e, "a chunk of 4 bytes says 5");
+    let mut other = wire.clone();
+    other[0] = 9;
+    assert_eq!(
+        Chunk::from_wire(&other).unwrap_err(),
+        "wire version 9, expected 1"
+    );
+    assert_eq!(Chunk::from_wire(&[]).unwrap_err(), "an empty message");
+}
