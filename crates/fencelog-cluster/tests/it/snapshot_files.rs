@@ -6,7 +6,7 @@
 //! snapshot of the state after the pass replaces it). The deliberate bug `SnapshotLinksActiveSegment` (a link to
 //! the active segment) is caught here.
 
-use crate::support::{append, eventually, fails_under};
+use crate::support::{append, eventually, fails_under_with};
 use fencelog_cluster::snapshot_dir::{Chunk, Manifest, SnapFile};
 use fencelog_cluster::state_machine::{shard_engine_config, ShardSm};
 use fencelog_cluster::types::ClusterOp;
@@ -145,9 +145,10 @@ async fn a_snapshot_holds_its_state_links_sealed_segments_and_goes_with_its_last
 
 #[test]
 fn a_snapshot_that_links_the_active_segment_is_caught() {
-    fails_under(
+    fails_under_with(
         Mutation::SnapshotLinksActiveSegment,
         a_snapshot_is_its_log_ids_state_while_applies_go_on,
+        "holds applied",
     );
 }
 

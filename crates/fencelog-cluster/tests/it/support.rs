@@ -226,13 +226,12 @@ impl TestCluster {
 }
 
 /// Runs `test` with the deliberate bug `m` on, on a thread and runtime of
-/// its own (the switch is per thread, and nodes read it when they start):
-/// the test must fail under it.
-pub fn fails_under<F: std::future::Future<Output = ()> + 'static>(
+/// its own (the switch is per thread, and nodes read it when they start).
+fn run_under<F: std::future::Future<Output = ()> + 'static>(
     m: fencelog_engine::Mutation,
     test: fn() -> F,
-) {
-    let r = std::thread::spawn(move || {
+) -> std::thread::Result<()> {
+    std::thread::spawn(move || {
         fencelog_engine::set_mutation(m);
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -241,8 +240,37 @@ pub fn fails_under<F: std::future::Future<Output = ()> + 'static>(
             .unwrap()
             .block_on(test());
     })
-    .join();
-    assert!(r.is_err(), "{m:?} was not caught");
+    .join()
+}
+
+/// Runs `test` with the deliberate bug `m` on ([`run_under`]): the test
+/// must fail under it.
+pub fn fails_under<F: std::future::Future<Output = ()> + 'static>(
+    m: fencelog_engine::Mutation,
+    test: fn() -> F,
+) {
+    assert!(run_under(m, test).is_err(), "{m:?} was not caught");
+}
+
+/// [`fails_under`], and the failure's message must hold `expected`: the
+/// bug is caught for the reason the test states, not by another panic.
+pub fn fails_under_with<F: std::future::Future<Output = ()> + 'static>(
+    m: fencelog_engine::Mutation,
+    test: fn() -> F,
+    expected: &'static str,
+) {
+    let Err(payload) = run_under(m, test) else {
+        panic!("{m:?} was not caught");
+    };
+    let message = payload
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default();
+    assert!(
+        message.contains(expected),
+        "{m:?} failed, but with {message:?}"
+    );
 }
 
 /// Copies the directory tree `from` to `to`.
