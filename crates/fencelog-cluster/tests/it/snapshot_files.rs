@@ -3,7 +3,9 @@
 //! sealed segments and a copy of the active one, installs on another
 //! replica with exactly that state, and its directory goes when the last
 //! handle does, or when a reclamation pass deleted segments it links (a
-//! snapshot of the state after the pass replaces it). The deliberate bug `SnapshotLinksActiveSegment` (a link to
+//! snapshot of the state after the pass replaces it); an install cut
+//! short at each step reopens old or new whole; transfers from two nodes
+//! interleave. The deliberate bug `SnapshotLinksActiveSegment` (a link to
 //! the active segment) is caught here.
 
 use crate::support::{append, eventually, fails_under_with};
@@ -240,5 +242,54 @@ async fn transfers_from_two_nodes_interleave_without_restarting_each_other() {
             e.to_string(),
             format!("no chunks of snapshot {id} from node {from} arrived")
         );
+    }
+}
+
+/// A snapshot install cut short at each of its steps (the staging
+/// directory written; renamed to the next generation; CURRENT moved)
+/// reopens as the old state or the snapshot's, whole, and the other
+/// generation is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_install_cut_short_at_each_step_reopens_old_or_new_whole() {
+    let dir = TempDir::new().unwrap();
+    let mut leader = ShardSm::open(&dir.path().join("l"), small_segments()).unwrap();
+    leader.apply(appends(0, 200)).await.unwrap();
+    let snap = leader
+        .get_snapshot_builder()
+        .await
+        .build_snapshot()
+        .await
+        .unwrap();
+    let src = snap.snapshot.dir.as_ref().unwrap().path().to_path_buf();
+    let root = dir.path().join("f");
+    let mut f = ShardSm::open(&root, small_segments()).unwrap();
+    f.apply(appends(0, 50)).await.unwrap();
+    f.shutdown().await;
+    drop(f);
+    let active = fencelog_cluster::snapshot_dir::Active::Copied;
+    let next = root.join("gen-000001");
+    for (step, current) in [("staging", "0"), ("renamed", "0"), ("switched", "1")] {
+        let staging = root.join("gen-000001.staging");
+        fencelog_cluster::snapshot_dir::capture(&src, &staging, true, active).unwrap();
+        if step != "staging" {
+            std::fs::rename(&staging, &next).unwrap();
+        }
+        std::fs::write(root.join("CURRENT"), current).unwrap();
+        let mut f = ShardSm::open(&root, small_segments()).unwrap();
+        let (applied, records) = match current {
+            "0" => (log_id(1, 1, 50), 50),
+            _ => (log_id(1, 1, 200), 200),
+        };
+        assert_eq!(f.applied_state().await.unwrap().0, Some(applied), "{step}");
+        assert_eq!(bodies(&f).len(), records, "{step}");
+        let gens: Vec<String> = std::fs::read_dir(&root)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("gen-"))
+            .collect();
+        let kept = format!("gen-00000{current}");
+        assert_eq!(gens, [kept], "{step}");
+        f.shutdown().await;
+        drop(f);
     }
 }
