@@ -12,13 +12,13 @@ use crate::support::{append, eventually, fails_under_with};
 use fencelog_cluster::snapshot_dir::{Chunk, Manifest, SnapFile};
 use fencelog_cluster::state_machine::{shard_engine_config, ShardSm};
 use fencelog_cluster::types::ClusterOp;
-use fencelog_cluster::types::{Batch, Entry};
+use fencelog_cluster::types::{Batch, Entry, Snapshot};
 use fencelog_engine::{Config, Mutation};
 use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine};
 use openraft::testing::log_id;
 use openraft::EntryPayload;
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use tempfile::TempDir;
 
 /// Small segments, so a few hundred appends fill several.
@@ -42,6 +42,21 @@ fn appends(from: u64, to: u64) -> Vec<Entry> {
         .collect()
 }
 
+/// A shard in `dir/l` with 200 appends (several segments) and a
+/// snapshot of them: the shard, the snapshot and its directory.
+async fn shard_with_snapshot(dir: &TempDir) -> (ShardSm, Snapshot, PathBuf) {
+    let mut sm = ShardSm::open(&dir.path().join("l"), small_segments()).unwrap();
+    sm.apply(appends(0, 200)).await.unwrap();
+    let snap = sm
+        .get_snapshot_builder()
+        .await
+        .build_snapshot()
+        .await
+        .unwrap();
+    let path = snap.snapshot.dir.as_ref().unwrap().path().to_path_buf();
+    (sm, snap, path)
+}
+
 fn bodies(sm: &ShardSm) -> Vec<Vec<u8>> {
     let batch = sm.engine().read("s", 0, 100_000, 1 << 30).unwrap();
     batch.records.iter().map(|r| r.body.to_vec()).collect()
@@ -53,20 +68,12 @@ fn inode(p: &Path) -> u64 {
 
 async fn a_snapshot_is_its_log_ids_state_while_applies_go_on() {
     let dir = TempDir::new().unwrap();
-    let mut leader = ShardSm::open(&dir.path().join("l"), small_segments()).unwrap();
-    leader.apply(appends(0, 200)).await.unwrap();
+    let (mut leader, snap, snap_dir) = shard_with_snapshot(&dir).await;
     let at_capture = bodies(&leader);
-    let snap = leader
-        .get_snapshot_builder()
-        .await
-        .build_snapshot()
-        .await
-        .unwrap();
     assert_eq!(snap.meta.last_log_id, Some(log_id(1, 1, 200)));
 
     // Links for sealed segments, a copy of the active one.
     let data = &snap.snapshot;
-    let snap_dir = data.dir.as_ref().unwrap().path().to_path_buf();
     let engine_dir = leader.engine_dir();
     let segments: Vec<_> = data
         .files
@@ -161,15 +168,7 @@ fn a_snapshot_that_links_the_active_segment_is_caught() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pass_that_deletes_segments_replaces_the_snapshot_linking_them() {
     let dir = TempDir::new().unwrap();
-    let mut sm = ShardSm::open(&dir.path().join("l"), small_segments()).unwrap();
-    sm.apply(appends(0, 200)).await.unwrap();
-    let first = sm
-        .get_snapshot_builder()
-        .await
-        .build_snapshot()
-        .await
-        .unwrap();
-    let first_dir = first.snapshot.dir.as_ref().unwrap().path().to_path_buf();
+    let (mut sm, first, first_dir) = shard_with_snapshot(&dir).await;
     let linked: Vec<String> = first
         .snapshot
         .files
@@ -252,15 +251,7 @@ async fn transfers_from_two_nodes_interleave_without_restarting_each_other() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_install_cut_short_at_each_step_reopens_old_or_new_whole() {
     let dir = TempDir::new().unwrap();
-    let mut leader = ShardSm::open(&dir.path().join("l"), small_segments()).unwrap();
-    leader.apply(appends(0, 200)).await.unwrap();
-    let snap = leader
-        .get_snapshot_builder()
-        .await
-        .build_snapshot()
-        .await
-        .unwrap();
-    let src = snap.snapshot.dir.as_ref().unwrap().path().to_path_buf();
+    let (_leader, _snap, src) = shard_with_snapshot(&dir).await;
     let root = dir.path().join("f");
     let mut f = ShardSm::open(&root, small_segments()).unwrap();
     f.apply(appends(0, 50)).await.unwrap();
