@@ -190,6 +190,9 @@ pub struct Args {
     /// A Raft snapshot of a shard every this many applied entries; a
     /// quarter of it (at most 1000) stays in the log behind each snapshot
     /// for lagging followers, older entries are purged [default: 20000].
+    /// A follower catching up by snapshot must install it before the
+    /// leader purges past it: raise this for shards of several GB under
+    /// heavy writes.
     #[arg(long, env = "FENCELOG_RAFT_SNAPSHOT_LOGS")]
     pub raft_snapshot_logs: Option<u64>,
 }
