@@ -3,7 +3,7 @@
 //! table in apply, never refused early from a higher token, through every
 //! node; and the deliberate bug that refuses it early is caught.
 
-use crate::support::{fails_under, fence, producer_append, TestCluster};
+use crate::support::{fails_under_with, fence, producer_append, TestCluster};
 use fencelog_cluster::node::WriteOutcome;
 use fencelog_cluster::types::OpResult;
 use fencelog_engine::Mutation;
@@ -64,8 +64,9 @@ async fn producer_retry_is_a_duplicate_everywhere() {
 /// their applied token answer the retry 409, and the test above fails.
 #[test]
 fn a_producer_refused_early_is_caught() {
-    fails_under(
+    fails_under_with(
         Mutation::ProducerRefusedEarly,
         producer_retry_is_a_duplicate_everywhere,
+        "left: Decided(Stale {",
     );
 }

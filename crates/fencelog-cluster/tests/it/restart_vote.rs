@@ -3,7 +3,7 @@
 //! even when it is back long before its followers' election timeouts, and
 //! writes go on with every replica alike.
 
-use crate::support::{append, fails_under, TestCluster};
+use crate::support::{append, fails_under_with, TestCluster};
 use fencelog_cluster::node::WriteOutcome;
 use fencelog_engine::Mutation;
 
@@ -54,8 +54,9 @@ async fn a_restarted_leader_never_resumes_its_term() {
 
 #[test]
 fn a_leader_resuming_its_own_vote_is_caught() {
-    fails_under(
+    fails_under_with(
         Mutation::LeaderResumesOwnVote,
         a_restarted_leader_is_elected_again_first,
+        "leads at term",
     );
 }

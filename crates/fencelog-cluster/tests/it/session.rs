@@ -4,7 +4,7 @@
 //! without an earlier one. The deliberate bug that ignores the gate is
 //! caught.
 
-use crate::support::{append, fails_under, TestCluster};
+use crate::support::{append, fails_under_with, TestCluster};
 use fencelog_cluster::proposer::{Proposed, SessionGate, SESSION_BROKEN};
 use fencelog_cluster::types::OpResult;
 use fencelog_engine::Mutation;
@@ -64,8 +64,9 @@ async fn nothing_after_an_unapplied_append() {
 
 #[test]
 fn a_session_gate_ignored_is_caught() {
-    fails_under(
+    fails_under_with(
         Mutation::SessionGateIgnored,
         nothing_after_an_unapplied_append,
+        "an earlier append of this session was not applied",
     );
 }

@@ -3,7 +3,7 @@
 //! of the cluster goes on. (Every byte of a WAL is flipped in turn in
 //! `wal_crash.rs`; this is the node-level answer.)
 
-use crate::support::{append, fails_under, TestCluster};
+use crate::support::{append, fails_under_with, TestCluster};
 use fencelog_cluster::node::WriteOutcome;
 use fencelog_cluster::wal::WAL_FILE_NAME;
 use fencelog_engine::Mutation;
@@ -58,5 +58,9 @@ async fn a_node_with_a_damaged_wal_refuses_to_start_and_the_others_go_on() {
 
 #[test]
 fn a_wal_replay_that_cuts_damage_is_caught() {
-    fails_under(Mutation::WalCutsDamage, damaged_wal_refused);
+    fails_under_with(
+        Mutation::WalCutsDamage,
+        damaged_wal_refused,
+        "started on a damaged WAL",
+    );
 }
