@@ -150,8 +150,13 @@ pub fn encode<T: Serialize>(t: &T) -> Vec<u8> {
 
 /// Decodes a message, checking the version byte.
 pub fn decode<T: DeserializeOwned>(b: &[u8]) -> Result<T, String> {
+    postcard::from_bytes(payload(b)?).map_err(|e| e.to_string())
+}
+
+/// A message's bytes after its version byte, which must be ours.
+pub fn payload(b: &[u8]) -> Result<&[u8], String> {
     match b.split_first() {
-        Some((&WIRE_VERSION, rest)) => postcard::from_bytes(rest).map_err(|e| e.to_string()),
+        Some((&WIRE_VERSION, rest)) => Ok(rest),
         Some((v, _)) => Err(format!("wire version {v}, expected {WIRE_VERSION}")),
         None => Err("an empty message".into()),
     }

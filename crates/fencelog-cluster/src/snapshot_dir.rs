@@ -216,16 +216,7 @@ impl Chunk {
 
     /// Reads [`Chunk::to_wire`]'s bytes; the length must be exact.
     pub fn from_wire(b: &[u8]) -> Result<Chunk, String> {
-        let rest = match b.split_first() {
-            Some((&crate::network::WIRE_VERSION, rest)) => rest,
-            Some((v, _)) => {
-                return Err(format!(
-                    "wire version {v}, expected {}",
-                    crate::network::WIRE_VERSION
-                ))
-            }
-            None => return Err("an empty message".into()),
-        };
+        let rest = crate::network::payload(b)?;
         let (h, data): (ChunkHeader, &[u8]) =
             postcard::take_from_bytes(rest).map_err(|e| e.to_string())?;
         if data.len() != h.len as usize {
@@ -251,8 +242,9 @@ pub struct Manifest {
     pub files: Vec<SnapFile>,
 }
 
-/// A snapshot being received: one per shard (a new transfer replaces an
-/// unfinished one, whose directory then goes).
+/// A snapshot being received: one per sending node and shard (a new
+/// transfer from the same node replaces an unfinished one, whose
+/// directory then goes).
 #[derive(Debug)]
 pub struct Receiving {
     from: NodeId,
