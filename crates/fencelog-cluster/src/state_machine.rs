@@ -367,8 +367,10 @@ impl RaftSnapshotBuilder<TypeConfig> for ShardSm {
     async fn build_snapshot(&mut self) -> Result<Snapshot, StorageError> {
         let gate = self.gate.lock().await;
         let (meta, data) = self.capture().await?;
-        drop(gate);
+        // Under the gate, so a recapture (which also holds it) is never
+        // replaced by this older snapshot.
         *self.current.lock().unwrap() = Some((meta.clone(), data.clone()));
+        drop(gate);
         Ok(Snapshot {
             meta,
             snapshot: Box::new(data),
