@@ -190,9 +190,9 @@ pub struct Args {
     /// A Raft snapshot of a shard every this many applied entries; a
     /// quarter of it (at most 1000) stays in the log behind each snapshot
     /// for lagging followers, older entries are purged [default: 20000].
-    /// A follower catching up by snapshot must install it before the
-    /// leader purges past it: raise this for shards of several GB under
-    /// heavy writes.
+    /// While a node sends a shard's snapshot, its next one waits, up to
+    /// four times this many entries, so the follower can go on from the
+    /// log once installed; a transfer slower than that is sent again.
     #[arg(long, env = "FENCELOG_RAFT_SNAPSHOT_LOGS")]
     pub raft_snapshot_logs: Option<u64>,
 }

@@ -209,6 +209,8 @@ impl ClusterSettings {
             snapshot_logs: self.raft_snapshot_logs,
             keep_logs: (self.raft_snapshot_logs / 4).min(Timing::DEFAULT.keep_logs),
             purge_batch: (self.raft_snapshot_logs / 8).clamp(1, Timing::DEFAULT.purge_batch),
+            // As the defaults: four intervals (see `snapshot_trigger`).
+            snapshot_hold_logs: self.raft_snapshot_logs.saturating_mul(4),
         };
         NodeOptions {
             id: self.node_id,

@@ -30,6 +30,7 @@ mod session;
 pub mod shard;
 pub mod shard_dir;
 pub mod snapshot_dir;
+pub mod snapshot_trigger;
 pub mod state_machine;
 pub mod transfer;
 pub mod types;

@@ -170,6 +170,8 @@ pub struct NetFactory {
     pub shard: ShardId,
     /// This node (a snapshot's chunks name their sender).
     pub from: NodeId,
+    /// The shard's snapshot transfers under way from this node.
+    pub sends: Arc<crate::snapshot_trigger::Sends>,
 }
 
 /// A connection handle to one peer for one shard.
@@ -179,6 +181,7 @@ pub struct Conn {
     target: NodeId,
     addr: String,
     shard: ShardId,
+    sends: Arc<crate::snapshot_trigger::Sends>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for NetFactory {
@@ -191,6 +194,7 @@ impl RaftNetworkFactory<TypeConfig> for NetFactory {
             target,
             addr: node.addr.clone(),
             shard: self.shard,
+            sends: self.sends.clone(),
         }
     }
 }
@@ -290,6 +294,9 @@ impl Conn {
         ttl: std::time::Duration,
     ) -> Result<SnapshotResponse<NodeId>, SnapshotErr> {
         use tokio::io::AsyncReadExt;
+        // Holds the shard's next snapshot back until this one is installed
+        // or has failed (see `snapshot_trigger`).
+        let _sending = self.sends.start();
         let Snapshot { meta, snapshot } = snapshot;
         let dir = snapshot
             .dir

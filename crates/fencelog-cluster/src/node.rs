@@ -85,6 +85,10 @@ pub struct Timing {
     pub keep_logs: u64,
     /// Purge the log only once this many entries can go at once.
     pub purge_batch: u64,
+    /// While this node sends a snapshot of a shard, its next snapshot
+    /// waits until this many entries are past the last one
+    /// ([`crate::snapshot_trigger`]).
+    pub snapshot_hold_logs: u64,
 }
 
 impl Timing {
@@ -96,6 +100,7 @@ impl Timing {
         snapshot_logs: 20_000,
         keep_logs: 1_000,
         purge_batch: 256,
+        snapshot_hold_logs: 80_000,
     };
     /// Tests: faster elections, still safe on two busy cores.
     pub const TEST: Timing = Timing {
@@ -105,7 +110,16 @@ impl Timing {
         snapshot_logs: 20_000,
         keep_logs: 1_000,
         purge_batch: 256,
+        snapshot_hold_logs: 80_000,
     };
+
+    /// When a shard snapshots ([`crate::snapshot_trigger`]).
+    pub fn snapshot_policy(&self) -> crate::snapshot_trigger::Policy {
+        crate::snapshot_trigger::Policy {
+            logs: self.snapshot_logs,
+            hold_logs: self.snapshot_hold_logs.max(self.snapshot_logs),
+        }
+    }
 
     fn raft_config(&self) -> io::Result<openraft::Config> {
         openraft::Config {
@@ -113,7 +127,9 @@ impl Timing {
             heartbeat_interval: self.heartbeat_ms,
             election_timeout_min: self.election_min_ms,
             election_timeout_max: self.election_max_ms,
-            snapshot_policy: SnapshotPolicy::LogsSinceLast(self.snapshot_logs),
+            // `crate::snapshot_trigger` builds them: it holds the next one
+            // back while the last is being sent.
+            snapshot_policy: SnapshotPolicy::Never,
             max_in_snapshot_log_to_keep: self.keep_logs,
             purge_batch_size: self.purge_batch,
             // A whole snapshot travels and is installed (engine stopped,
@@ -179,6 +195,8 @@ struct Shard {
     sm: ShardSm,
     proposer: Proposer,
     vote_clock: crate::vote_clock::VoteClock,
+    /// Builds the shard's snapshots; ends with the shard.
+    _snapshots: crate::snapshot_trigger::Trigger,
 }
 
 /// A running node.
@@ -231,10 +249,12 @@ impl Node {
                 shard_log.vote = crate::restart_vote::on_start(shard_log.vote, options.id);
             }
             let log = LogStore::new(wal.clone(), k);
+            let sends = Arc::new(crate::snapshot_trigger::Sends::default());
             let net = NetFactory {
                 transport: transport.clone(),
                 shard: k,
                 from: options.id,
+                sends: sends.clone(),
             };
             let raft = Raft::new(options.id, config.clone(), net, log, sm.clone())
                 .await
@@ -248,11 +268,18 @@ impl Node {
             }
             let proposer = Proposer::spawn(raft.clone(), options.id, options.commit_timeout);
             let vote_clock = crate::vote_clock::VoteClock::watch(&raft);
+            let snapshots = crate::snapshot_trigger::spawn(
+                raft.clone(),
+                sends,
+                options.timing.snapshot_policy(),
+                mutation == NodeMutation::SnapshotHoldIgnored,
+            );
             shards.push(Shard {
                 raft,
                 sm,
                 proposer,
                 vote_clock,
+                _snapshots: snapshots,
             });
         }
         Ok(Node {

@@ -3,7 +3,7 @@
 //! carry. Links can be cut in both directions (a partition, or a paused
 //! process as its peers see it).
 
-use crate::network::{RpcFuture, RpcKind, Transport, TransportError};
+use crate::network::{decode, RpcFuture, RpcKind, SnapshotRpc, Transport, TransportError};
 use crate::node::Node;
 use crate::types::{NodeId, ShardId};
 use std::collections::{BTreeMap, BTreeSet};
@@ -16,6 +16,11 @@ pub struct Router {
     nodes: RwLock<BTreeMap<NodeId, Arc<Node>>>,
     /// Cut links, as (lower id, higher id).
     cut: Mutex<BTreeSet<(NodeId, NodeId)>>,
+    /// Added before each snapshot chunk is delivered (a slow link).
+    chunk_delay: Mutex<Duration>,
+    /// Snapshot manifests (installs) delivered, by target: how many, and
+    /// the last one's index.
+    installs: Mutex<BTreeMap<NodeId, (u64, Option<u64>)>>,
 }
 
 fn link(a: NodeId, b: NodeId) -> (NodeId, NodeId) {
@@ -64,6 +69,23 @@ impl Router {
         self.cut.lock().unwrap().clear();
     }
 
+    /// Delays every snapshot chunk by `d` from now on (a snapshot transfer
+    /// slower than the writes).
+    pub fn slow_snapshot_chunks(&self, d: Duration) {
+        *self.chunk_delay.lock().unwrap() = d;
+    }
+
+    /// Snapshot manifests delivered to `id` so far (the installs it was
+    /// asked for), and the last one's index.
+    pub fn snapshots_sent_to(&self, id: NodeId) -> (u64, Option<u64>) {
+        self.installs
+            .lock()
+            .unwrap()
+            .get(&id)
+            .copied()
+            .unwrap_or_default()
+    }
+
     fn is_cut(&self, a: NodeId, b: NodeId) -> bool {
         self.cut.lock().unwrap().contains(&link(a, b))
     }
@@ -94,6 +116,20 @@ impl Transport for Port {
             let node = router
                 .node(target)
                 .ok_or_else(|| TransportError::Unreachable(format!("node {target} is down")))?;
+            match kind {
+                RpcKind::SnapshotChunk => {
+                    let delay = *router.chunk_delay.lock().unwrap();
+                    tokio::time::sleep(delay).await;
+                }
+                RpcKind::Snapshot => {
+                    let rpc: Option<SnapshotRpc> = decode(&body).ok();
+                    let index = rpc.and_then(|(_, meta, _)| meta.last_log_id.map(|l| l.index));
+                    let mut installs = router.installs.lock().unwrap();
+                    let seen = installs.entry(target).or_default();
+                    *seen = (seen.0 + 1, index);
+                }
+                _ => {}
+            }
             let answer = tokio::time::timeout(timeout, node.handle_rpc(shard, kind, &body)).await;
             if router.is_cut(from, target) {
                 return Err(TransportError::Lost(format!(

@@ -79,6 +79,8 @@ pub enum NodeMutation {
     SessionGateIgnored,
     /// See `Mutation::LeaderResumesOwnVote`.
     LeaderResumesOwnVote,
+    /// See `Mutation::SnapshotHoldIgnored`.
+    SnapshotHoldIgnored,
 }
 
 /// Without the `mutations` feature no node mutation is ever on.
@@ -260,6 +262,11 @@ mod imp {
         /// active segment instead of copying it, so applies after the
         /// capture change the snapshot (issue 14).
         SnapshotLinksActiveSegment,
+        /// A cluster shard's leader builds its next snapshot, and purges
+        /// its log behind it, while it is still sending the last one, so
+        /// a follower whose transfer is slower than the writes is sent one
+        /// snapshot after another and never catches up (issue 14).
+        SnapshotHoldIgnored,
     }
 
     thread_local! {
@@ -304,6 +311,7 @@ mod imp {
             Mutation::ProducerRefusedEarly => super::NodeMutation::ProducerRefusedEarly,
             Mutation::SessionGateIgnored => super::NodeMutation::SessionGateIgnored,
             Mutation::LeaderResumesOwnVote => super::NodeMutation::LeaderResumesOwnVote,
+            Mutation::SnapshotHoldIgnored => super::NodeMutation::SnapshotHoldIgnored,
             _ => super::NodeMutation::None,
         }
     }
