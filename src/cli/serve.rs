@@ -86,6 +86,8 @@ pub struct Args {
     /// The disk budget: appends that would take the data directory past it
     /// get 507 before the disk is full, while reads, fences, trims, seals
     /// and deletes keep working; appends resume once space comes back.
+    /// In a cluster it counts the node's shard engines (not the Raft WAL),
+    /// and a shard's leader checks it before proposing.
     /// 10GiB, bytes, or `unlimited` [default: unlimited].
     #[arg(long, env = "FENCELOG_DATA_BYTES_MAX")]
     pub data_bytes_max: Option<String>,

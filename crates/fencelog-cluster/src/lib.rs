@@ -7,6 +7,7 @@
 #![warn(missing_docs)]
 
 pub mod admin;
+pub mod disk_budget;
 pub mod http;
 pub mod http_auth;
 mod http_ops;

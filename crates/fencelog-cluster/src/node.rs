@@ -235,52 +235,27 @@ impl Node {
             .iter()
             .map(|(id, addr)| (*id, BasicNode::new(addr)))
             .collect();
+        let start = ShardStart {
+            options: &options,
+            config,
+            wal: &wal,
+            transport: &transport,
+            nodes: &nodes,
+            mutation,
+        };
         let mut shards = Vec::new();
         for k in 0..options.shards {
-            let root = options
-                .data_dir
-                .join("shards")
-                .join(format!("shard-{k:03}"));
-            let sm = ShardSm::open(&root, shard_engine_config(&options.engine))?;
-            check_applied_reaches_log(k, &sm, &wal)?;
-            if mutation != NodeMutation::LeaderResumesOwnVote {
-                let shard_log = wal.shard(k);
-                let mut shard_log = shard_log.lock().unwrap();
-                shard_log.vote = crate::restart_vote::on_start(shard_log.vote, options.id);
-            }
-            let log = LogStore::new(wal.clone(), k);
-            let sends = Arc::new(crate::snapshot_trigger::Sends::default());
-            let net = NetFactory {
-                transport: transport.clone(),
-                shard: k,
-                from: options.id,
-                sends: sends.clone(),
-            };
-            let raft = Raft::new(options.id, config.clone(), net, log, sm.clone())
-                .await
-                .map_err(|e| io::Error::other(e.to_string()))?;
-            let joining = nodes.is_empty();
-            if !joining && !raft.is_initialized().await.map_err(io::Error::other)? {
-                match raft.initialize(nodes.clone()).await {
-                    Err(e) if !is_not_allowed(&e) => return Err(io::Error::other(e.to_string())),
-                    _ => {}
+            match start.start(k).await {
+                Ok(shard) => shards.push(shard),
+                Err(e) => {
+                    // In a process that goes on (tests, a supervisor that
+                    // retries in process), the shards already started must
+                    // not keep their engines' locks and threads.
+                    stop_shards(&shards).await;
+                    wal.close();
+                    return Err(e);
                 }
             }
-            let proposer = Proposer::spawn(raft.clone(), options.id, options.commit_timeout);
-            let vote_clock = crate::vote_clock::VoteClock::watch(&raft);
-            let snapshots = crate::snapshot_trigger::spawn(
-                raft.clone(),
-                sends,
-                options.timing.snapshot_policy(),
-                mutation == NodeMutation::SnapshotHoldIgnored,
-            );
-            shards.push(Shard {
-                raft,
-                sm,
-                proposer,
-                vote_clock,
-                _snapshots: snapshots,
-            });
         }
         Ok(Node {
             id: options.id,
@@ -505,10 +480,15 @@ impl Node {
             return WriteOutcome::Decided(r);
         }
         let leader = match leadership(self.raft(k), self.id) {
-            Ok(()) => match self.shards[k as usize].proposer.propose(op.clone()).await {
-                Proposed::NotLeader(hint) => hint,
-                p => return outcome_of(p),
-            },
+            Ok(()) => {
+                if let Some(r) = self.over_budget(op) {
+                    return WriteOutcome::Decided(r);
+                }
+                match self.shards[k as usize].proposer.propose(op.clone()).await {
+                    Proposed::NotLeader(hint) => hint,
+                    p => return outcome_of(p),
+                }
+            }
             Err(hint) => hint,
         };
         match leader {
@@ -679,6 +659,11 @@ impl Node {
             proposer.close(&gate);
             return Err(Proposed::NotLeader(hint));
         }
+        // Decided, as a stale token is: the session goes on (a single
+        // node's session answers the budget the same way).
+        if let Some(r) = self.over_budget(&op) {
+            return Err(Proposed::Applied(r));
+        }
         proposer.enqueue(op, gate)
     }
 
@@ -690,21 +675,126 @@ impl Node {
             return Proposed::Applied(r);
         }
         match leadership(self.raft(k), self.id) {
-            Ok(()) => self.shards[k as usize].proposer.propose(op).await,
+            Ok(()) => match self.over_budget(&op) {
+                Some(r) => Proposed::Applied(r),
+                None => self.shards[k as usize].proposer.propose(op).await,
+            },
             Err(hint) => Proposed::NotLeader(hint),
         }
+    }
+
+    /// The refusal of an append past the node's disk budget, checked by
+    /// the leader before it proposes ([`crate::disk_budget`]).
+    fn over_budget(&self, op: &ClusterOp) -> Option<OpResult> {
+        if self.mutation == NodeMutation::ClusterBudgetIgnored {
+            return None;
+        }
+        crate::disk_budget::refusal(self.options.engine.data_bytes_max, || self.data_bytes(), op)
+    }
+
+    /// Bytes of this node's shard engines' files, as the disk budget
+    /// counts them ([`crate::disk_budget`]).
+    pub fn data_bytes(&self) -> u64 {
+        (0..self.shard_count())
+            .map(|k| self.engine(k).disk_bytes())
+            .sum()
     }
 
     /// Stops every group, then every engine, then the WAL.
     pub async fn shutdown(&self) {
         self.admin.stop();
-        for s in &self.shards {
-            let _ = s.raft.shutdown().await;
-        }
-        for s in &self.shards {
-            s.sm.shutdown().await;
-        }
+        stop_shards(&self.shards).await;
         self.wal.close();
+    }
+}
+
+/// Stops every group, then every engine.
+async fn stop_shards(shards: &[Shard]) {
+    for s in shards {
+        let _ = s.raft.shutdown().await;
+    }
+    for s in shards {
+        s.sm.shutdown().await;
+    }
+}
+
+/// What starting each shard of a node shares.
+struct ShardStart<'a> {
+    options: &'a NodeOptions,
+    config: Arc<openraft::Config>,
+    wal: &'a Arc<Wal>,
+    transport: &'a Arc<dyn Transport>,
+    nodes: &'a BTreeMap<NodeId, BasicNode>,
+    mutation: NodeMutation,
+}
+
+impl ShardStart<'_> {
+    /// Opens shard `k`'s engine and starts its group; a failure stops
+    /// what it had started.
+    async fn start(&self, k: ShardId) -> io::Result<Shard> {
+        let root = self
+            .options
+            .data_dir
+            .join("shards")
+            .join(format!("shard-{k:03}"));
+        let sm = ShardSm::open(&root, shard_engine_config(&self.options.engine))?;
+        if let Err(e) = check_applied_reaches_log(k, &sm, self.wal) {
+            sm.shutdown().await;
+            return Err(e);
+        }
+        if self.mutation != NodeMutation::LeaderResumesOwnVote {
+            let shard_log = self.wal.shard(k);
+            let mut shard_log = shard_log.lock().unwrap();
+            shard_log.vote = crate::restart_vote::on_start(shard_log.vote, self.options.id);
+        }
+        let log = LogStore::new(self.wal.clone(), k);
+        let sends = Arc::new(crate::snapshot_trigger::Sends::default());
+        let net = NetFactory {
+            transport: self.transport.clone(),
+            shard: k,
+            from: self.options.id,
+            sends: sends.clone(),
+        };
+        let raft = match Raft::new(self.options.id, self.config.clone(), net, log, sm.clone()).await
+        {
+            Ok(raft) => raft,
+            Err(e) => {
+                sm.shutdown().await;
+                return Err(io::Error::other(e.to_string()));
+            }
+        };
+        if let Err(e) = self.initialize(&raft).await {
+            let _ = raft.shutdown().await;
+            sm.shutdown().await;
+            return Err(e);
+        }
+        let proposer = Proposer::spawn(raft.clone(), self.options.id, self.options.commit_timeout);
+        let vote_clock = crate::vote_clock::VoteClock::watch(&raft);
+        let snapshots = crate::snapshot_trigger::spawn(
+            raft.clone(),
+            sends,
+            self.options.timing.snapshot_policy(),
+            self.mutation == NodeMutation::SnapshotHoldIgnored,
+        );
+        Ok(Shard {
+            raft,
+            sm,
+            proposer,
+            vote_clock,
+            _snapshots: snapshots,
+        })
+    }
+
+    /// Initializes the group with the initial members if it never was (a
+    /// joining node has none and waits to be added).
+    async fn initialize(&self, raft: &Raft) -> io::Result<()> {
+        if self.nodes.is_empty() || raft.is_initialized().await.map_err(io::Error::other)? {
+            return Ok(());
+        }
+        match raft.initialize(self.nodes.clone()).await {
+            Err(e) if !is_not_allowed(&e) => Err(io::Error::other(e.to_string())),
+            _ => Ok(()),
+        }
     }
 }
 

@@ -399,6 +399,15 @@ pub enum OpResult {
     Batch(Vec<OpResult>),
     /// A refused batch (nothing applied): every op's outcome.
     BatchRefused(Vec<OpResult>),
+    /// Refused by the leader before proposing: the append would take its
+    /// shard engines past the node's disk budget ([`crate::disk_budget`]).
+    /// Last, so the variants before it keep their numbers on the wire.
+    InsufficientStorage {
+        /// The budget.
+        limit: u64,
+        /// The leader's shard engines' bytes.
+        used: u64,
+    },
 }
 
 impl OpResult {
@@ -457,6 +466,10 @@ impl OpResult {
             },
             Err(WriteError::DeadlineExceeded { writer_ms }) => OpResult::DeadlineExceeded {
                 writer_ms: *writer_ms,
+            },
+            Err(WriteError::InsufficientStorage { limit, used }) => OpResult::InsufficientStorage {
+                limit: *limit,
+                used: *used,
             },
             Err(
                 WriteError::StorageFailed(_) | WriteError::Poisoned(_) | WriteError::ShuttingDown,
@@ -527,6 +540,10 @@ impl OpResult {
             OpResult::BatchRefused(items) => Err(WriteError::BatchRefused(
                 items.iter().map(OpResult::to_batch_ack).collect(),
             )),
+            OpResult::InsufficientStorage { limit, used } => Err(WriteError::InsufficientStorage {
+                limit: *limit,
+                used: *used,
+            }),
         }
     }
 

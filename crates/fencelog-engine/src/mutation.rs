@@ -81,6 +81,8 @@ pub enum NodeMutation {
     LeaderResumesOwnVote,
     /// See `Mutation::SnapshotHoldIgnored`.
     SnapshotHoldIgnored,
+    /// See `Mutation::ClusterBudgetIgnored`.
+    ClusterBudgetIgnored,
 }
 
 /// Without the `mutations` feature no node mutation is ever on.
@@ -267,6 +269,10 @@ mod imp {
         /// a follower whose transfer is slower than the writes is sent one
         /// snapshot after another and never catches up (issue 14).
         SnapshotHoldIgnored,
+        /// A cluster shard's leader proposes appends past the node's disk
+        /// budget (`--data-bytes-max`), which no replica then refuses,
+        /// since shard engines run without one (issue 14).
+        ClusterBudgetIgnored,
     }
 
     thread_local! {
@@ -312,6 +318,7 @@ mod imp {
             Mutation::SessionGateIgnored => super::NodeMutation::SessionGateIgnored,
             Mutation::LeaderResumesOwnVote => super::NodeMutation::LeaderResumesOwnVote,
             Mutation::SnapshotHoldIgnored => super::NodeMutation::SnapshotHoldIgnored,
+            Mutation::ClusterBudgetIgnored => super::NodeMutation::ClusterBudgetIgnored,
             _ => super::NodeMutation::None,
         }
     }

@@ -3,6 +3,7 @@
 mod support;
 
 mod cluster;
+mod disk_budget;
 mod peer_stream;
 mod producers;
 mod reclaim;

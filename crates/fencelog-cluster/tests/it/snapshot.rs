@@ -272,4 +272,12 @@ async fn a_node_whose_state_is_behind_its_purge_point_refuses_to_start() {
         .parse()
         .unwrap();
     assert!(said >= purged, "{err}: purged {purged}");
+    // The refused start stopped what it had opened: the shard engine's
+    // lock is free again, and so is the node (it starts once its state
+    // is put back).
+    let dir = ShardDir::open(&shards.join("shard-000")).unwrap();
+    match fencelog_engine::Engine::open(dir.engine_dir()) {
+        Ok(e) => e.shutdown().await,
+        Err(e) => panic!("the refused start left its shard engine open: {e}"),
+    }
 }

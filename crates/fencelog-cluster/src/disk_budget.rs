@@ -1,0 +1,129 @@
+//! The disk budget (`--data-bytes-max`) of a cluster node. A single node's
+//! writer refuses an append that would take its data directory past the
+//! budget, deterministically, in its plan. A replica cannot: replicas'
+//! disks differ, and a refusal in apply that one replica makes and another
+//! does not would make their states differ. So shard engines run without
+//! a budget, and the shard's leader checks its own before it proposes an
+//! append: a refusal there changes nothing anywhere (507
+//! `insufficient_storage`, definitely not applied, as on a single node).
+//!
+//! What counts is the node's shard engines' files, as the engine's own
+//! budget counts them (segments with their preallocated space, MANIFEST,
+//! checkpoint), summed over its shards. The Raft WAL and snapshot
+//! directories come on top: they are bounded by `--raft-snapshot-logs`,
+//! not by the data. The check is the leader's, at proposal: appends in
+//! flight (at most a proposer queue per shard) may take it past the
+//! budget by their size, and a follower whose disk holds more than the
+//! leader's is not asked. Fences, trims, seals, deletes and cursor
+//! commits are never refused by it: they are how space comes back.
+
+use crate::types::{ClusterOp, OpResult};
+
+/// Bytes of records an op would add: its stream name, record bodies and
+/// header names and values, summed over a batch's appends. Frame headers
+/// are not counted (a few dozen bytes per append).
+pub fn append_bytes(op: &ClusterOp) -> u64 {
+    match op {
+        ClusterOp::Append {
+            stream,
+            records,
+            headers,
+            ..
+        } => {
+            let bodies: usize = records.iter().map(Vec::len).sum();
+            let named: usize = headers
+                .iter()
+                .flatten()
+                .map(|(n, v)| n.len() + v.len())
+                .sum();
+            (stream.len() + bodies + named) as u64
+        }
+        ClusterOp::Batch { ops, .. } => ops
+            .iter()
+            .filter_map(|o| {
+                let records = o.records.as_ref()?;
+                Some((o.stream.len() + records.iter().map(Vec::len).sum::<usize>()) as u64)
+            })
+            .sum(),
+        _ => 0,
+    }
+}
+
+/// The leader's answer to `op` when it would take the node's data bytes
+/// past `limit`; `used` is asked for only when there is a limit and the
+/// op appends. Pure but for `used`, so it is unit-tested.
+pub fn refusal(limit: Option<u64>, used: impl FnOnce() -> u64, op: &ClusterOp) -> Option<OpResult> {
+    let limit = limit?;
+    let adds = append_bytes(op);
+    if adds == 0 {
+        return None;
+    }
+    let used = used();
+    (used.saturating_add(adds) > limit).then_some(OpResult::InsufficientStorage { limit, used })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::op_views::BatchOpView;
+
+    fn append(stream: &str, records: &[&str]) -> ClusterOp {
+        ClusterOp::Append {
+            stream: stream.into(),
+            token: 1,
+            match_seq: None,
+            records: records.iter().map(|r| r.as_bytes().to_vec()).collect(),
+            headers: vec![],
+            producer: None,
+            not_after_ms: None,
+        }
+    }
+
+    #[test]
+    fn an_append_counts_its_name_bodies_and_headers() {
+        assert_eq!(append_bytes(&append("s", &["abc", "de"])), 6);
+        let mut op = append("st", &["x"]);
+        if let ClusterOp::Append { headers, .. } = &mut op {
+            *headers = vec![vec![(b"k".to_vec(), b"vv".to_vec())]];
+        }
+        assert_eq!(append_bytes(&op), 6);
+        let batch = ClusterOp::Batch {
+            ops: vec![
+                BatchOpView {
+                    stream: "a".into(),
+                    token: 1,
+                    records: Some(vec![b"1234".to_vec()]),
+                    match_seq: None,
+                },
+                BatchOpView {
+                    stream: "bb".into(),
+                    token: 1,
+                    records: None,
+                    match_seq: None,
+                },
+            ],
+            not_after_ms: None,
+        };
+        assert_eq!(append_bytes(&batch), 5, "the fence adds nothing");
+    }
+
+    #[test]
+    fn refused_only_past_the_limit_and_only_appends() {
+        let op = append("s", &["abcd"]);
+        assert_eq!(refusal(None, || unreachable!(), &op), None);
+        assert_eq!(refusal(Some(100), || 95, &op), None, "exactly at the limit");
+        assert_eq!(
+            refusal(Some(100), || 96, &op),
+            Some(OpResult::InsufficientStorage {
+                limit: 100,
+                used: 96
+            })
+        );
+        let fence = ClusterOp::Fence {
+            stream: "s".into(),
+            token: 2,
+            not_after_ms: None,
+        };
+        assert_eq!(refusal(Some(100), || unreachable!(), &fence), None);
+    }
+}
