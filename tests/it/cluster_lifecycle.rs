@@ -187,6 +187,11 @@ async fn a_cluster_node_keeps_its_disk_budget() {
             "via {via}: {v}"
         );
     }
+    // All four refusals were the leader's (the follower forwards).
+    let url = format!("{}/metrics", c.url(leader));
+    let text = c.http.get(url).send().await.unwrap().text().await.unwrap();
+    let line = "fencelog_budget_rejections_total{shard=\"0\"} 4";
+    assert!(text.lines().any(|l| l == line), "{text}");
     assert_eq!(c.fence(follower, "fill", 6).await.0, 200);
     let trim = json!({"fencing_token": 6, "trim_seq": appended - 1});
     let (s, v, _) = c.post(leader, "/v1/streams/fill/trim", &trim).await;

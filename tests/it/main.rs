@@ -26,6 +26,7 @@ mod cluster_kill;
 mod cluster_lifecycle;
 mod cluster_load;
 mod cluster_membership;
+mod cluster_metrics;
 mod cluster_ops;
 mod cluster_partition;
 mod cluster_procs;

@@ -157,6 +157,10 @@ fn routes(s: &ClusterState) -> Router<ClusterState> {
         )
         .route("/_cluster/admin/status", get(status))
         .route(
+            "/metrics",
+            guarded(a, Method::GET, "/metrics", get(node_metrics)),
+        )
+        .route(
             records,
             guarded(a, Method::POST, records, r(post(append))).get(to_shard),
         )
@@ -627,6 +631,14 @@ fn known_path(path: &str) -> bool {
             }
         }
     })
+}
+
+/// `GET /metrics`: every shard engine's families labelled by shard, and
+/// the Raft groups' ([`crate::node_metrics`]).
+async fn node_metrics(State(s): State<ClusterState>) -> Response {
+    let text = crate::node_metrics::encode(&s.node, s.http_metrics.encode_without_eof());
+    let content_type = fencelog_server::ops::METRICS_CONTENT_TYPE;
+    ([(axum::http::header::CONTENT_TYPE, content_type)], text).into_response()
 }
 
 /// `GET /_cluster/admin/status`: this node's view of every shard.

@@ -17,6 +17,7 @@ pub mod log_store;
 pub mod membership;
 pub mod network;
 pub mod node;
+pub mod node_metrics;
 pub mod op_views;
 pub mod peer_frame;
 mod peer_serve;

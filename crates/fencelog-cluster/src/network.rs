@@ -4,7 +4,7 @@
 //! tests use, so both exercise the same encoding. A [`Transport`] moves
 //! bytes to a peer; [`crate::node::Node::handle_rpc`] answers them.
 
-use crate::snapshot_dir::{Chunk, Manifest, CHUNK_BYTES};
+use crate::snapshot_dir::{Chunk, Manifest, SnapFile, CHUNK_BYTES};
 use crate::types::{NodeId, ShardId, Snapshot, SnapshotMeta, TypeConfig, Vote};
 use openraft::error::{
     Fatal, NetworkError, RPCError, RaftError, RemoteError, ReplicationClosed, StreamingError,
@@ -16,7 +16,7 @@ use openraft::raft::{
 };
 use openraft::{BasicNode, OptionalSend, RaftNetwork, RaftNetworkFactory};
 use serde::de::DeserializeOwned;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -42,6 +42,9 @@ pub enum RpcKind {
     Member,
     /// One chunk of a snapshot file ([`crate::snapshot_dir::Chunk`]).
     SnapshotChunk,
+    /// Which files of a snapshot transfer arrived, and how much of each
+    /// ([`ResumeAsk`]): where a new attempt of it starts.
+    SnapshotResume,
 }
 
 impl RpcKind {
@@ -55,11 +58,12 @@ impl RpcKind {
             RpcKind::ReadIndex => "read_index",
             RpcKind::Member => "member",
             RpcKind::SnapshotChunk => "snapshot_chunk",
+            RpcKind::SnapshotResume => "snapshot_resume",
         }
     }
 
     /// Every kind, in the order of their codes.
-    pub const ALL: [RpcKind; 7] = [
+    pub const ALL: [RpcKind; 8] = [
         RpcKind::Append,
         RpcKind::Vote,
         RpcKind::Snapshot,
@@ -67,12 +71,18 @@ impl RpcKind {
         RpcKind::ReadIndex,
         RpcKind::Member,
         RpcKind::SnapshotChunk,
+        RpcKind::SnapshotResume,
     ];
 
     /// A snapshot's: sent as its own HTTP request, never on the peer
-    /// stream, where a megabyte would hold up every shard's RPCs.
+    /// stream, where a megabyte would hold up every shard's RPCs (and a
+    /// node of the version before resume answers the HTTP route it does
+    /// not know with 404, where the peer stream would close).
     pub fn is_snapshot(self) -> bool {
-        matches!(self, RpcKind::Snapshot | RpcKind::SnapshotChunk)
+        matches!(
+            self,
+            RpcKind::Snapshot | RpcKind::SnapshotChunk | RpcKind::SnapshotResume
+        )
     }
 
     /// The kind a path segment names.
@@ -90,6 +100,7 @@ impl RpcKind {
             RpcKind::ReadIndex => 5,
             RpcKind::Member => 6,
             RpcKind::SnapshotChunk => 7,
+            RpcKind::SnapshotResume => 8,
         }
     }
 
@@ -302,11 +313,24 @@ impl Conn {
             .dir
             .as_ref()
             .ok_or_else(|| net_err("an empty snapshot handle"))?;
+        let arrived = self.arrived(&meta.snapshot_id, ttl).await;
         for f in &snapshot.files {
+            // A file that arrived whole is not sent again; one cut short
+            // goes on from its end (every chunk before it was checked).
+            let mut offset = match arrived.get(&f.name) {
+                Some(len) if *len == f.len => continue,
+                Some(len) if *len < f.len => *len,
+                _ => 0,
+            };
             let mut file = tokio::fs::File::open(dir.path().join(&f.name))
                 .await
                 .map_err(net_err)?;
-            let mut offset = 0;
+            if offset > 0 {
+                use tokio::io::AsyncSeekExt;
+                file.seek(std::io::SeekFrom::Start(offset))
+                    .await
+                    .map_err(net_err)?;
+            }
             // At least one chunk per file, so an empty file exists too.
             loop {
                 let n = (f.len - offset).min(CHUNK_BYTES as u64) as usize;
@@ -345,3 +369,47 @@ impl Conn {
 
 /// A snapshot as it crosses the wire.
 pub type SnapshotRpc = (Vote, SnapshotMeta, Manifest);
+
+/// [`RpcKind::SnapshotResume`]'s question: what arrived of this sender's
+/// transfer of this snapshot. The answer is `Result<Vec<SnapFile>,
+/// String>`, empty when that transfer is not the one under way.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResumeAsk {
+    /// The sending node.
+    pub from: NodeId,
+    /// The snapshot (ids are unique to a capture: see `ShardSm`).
+    pub snapshot_id: String,
+}
+
+impl Conn {
+    /// The files of `snapshot_id` the target already holds, by name. Any
+    /// failure (a node of the version before resume answers 404) is
+    /// answered as nothing: the transfer starts from its first chunk, as
+    /// it did before.
+    async fn arrived(
+        &self,
+        snapshot_id: &str,
+        ttl: std::time::Duration,
+    ) -> std::collections::BTreeMap<String, u64> {
+        let ask = ResumeAsk {
+            from: self.from,
+            snapshot_id: snapshot_id.to_owned(),
+        };
+        let r: Result<Result<Vec<SnapFile>, String>, _> =
+            self.call(RpcKind::SnapshotResume, &ask, ttl).await;
+        match r {
+            Ok(Ok(files)) => files.into_iter().map(|f| (f.name, f.len)).collect(),
+            Ok(Err(m)) => {
+                tracing::warn!(target_node = self.target, "snapshot resume refused: {m}");
+                Default::default()
+            }
+            Err(e) => {
+                tracing::debug!(
+                    target_node = self.target,
+                    "snapshot resume not answered: {e}"
+                );
+                Default::default()
+            }
+        }
+    }
+}

@@ -197,6 +197,8 @@ struct Shard {
     vote_clock: crate::vote_clock::VoteClock,
     /// Builds the shard's snapshots; ends with the shard.
     _snapshots: crate::snapshot_trigger::Trigger,
+    /// The shard's snapshot transfers under way from this node.
+    sends: Arc<crate::snapshot_trigger::Sends>,
 }
 
 /// A running node.
@@ -296,6 +298,11 @@ impl Node {
     /// Shard `k`'s engine (its applied state).
     pub fn engine(&self, k: ShardId) -> Engine {
         self.shards[k as usize].sm.engine()
+    }
+
+    /// Snapshot transfers of shard `k` this node is making now.
+    pub fn snapshot_sends(&self, k: ShardId) -> usize {
+        self.shards[k as usize].sends.in_flight()
     }
 
     /// The node's WAL.
@@ -613,6 +620,16 @@ impl Node {
                     .map_err(|e| e.to_string())?;
                 encode(&written.map_err(|e| e.to_string()))
             }
+            RpcKind::SnapshotResume => {
+                let ask: crate::network::ResumeAsk = decode(body)?;
+                let sm = self.shards[k as usize].sm.clone();
+                let files = tokio::task::spawn_blocking(move || {
+                    sm.received_so_far(ask.from, &ask.snapshot_id)
+                })
+                .await
+                .map_err(|e| e.to_string())?;
+                encode(&files.map_err(|e| e.to_string()))
+            }
             RpcKind::Snapshot => {
                 let (vote, meta, manifest): SnapshotRpc = decode(body)?;
                 let data = self.shards[k as usize]
@@ -689,7 +706,17 @@ impl Node {
         if self.mutation == NodeMutation::ClusterBudgetIgnored {
             return None;
         }
-        crate::disk_budget::refusal(self.options.engine.data_bytes_max, || self.data_bytes(), op)
+        let refused = crate::disk_budget::refusal(
+            self.options.engine.data_bytes_max,
+            || self.data_bytes(),
+            op,
+        );
+        if refused.is_some() {
+            // Counted where the single node counts it, by shard.
+            let m = self.engine(self.shard_of(op.stream()));
+            m.metrics().budget_rejections.inc();
+        }
+        refused
     }
 
     /// Bytes of this node's shard engines' files, as the disk budget
@@ -772,7 +799,7 @@ impl ShardStart<'_> {
         let vote_clock = crate::vote_clock::VoteClock::watch(&raft);
         let snapshots = crate::snapshot_trigger::spawn(
             raft.clone(),
-            sends,
+            sends.clone(),
             self.options.timing.snapshot_policy(),
             self.mutation == NodeMutation::SnapshotHoldIgnored,
         );
@@ -782,6 +809,7 @@ impl ShardStart<'_> {
             proposer,
             vote_clock,
             _snapshots: snapshots,
+            sends,
         })
     }
 

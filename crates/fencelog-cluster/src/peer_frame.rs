@@ -243,7 +243,7 @@ mod tests {
             assert_eq!(RpcKind::from_code(k.code()), Some(k));
         }
         assert_eq!(RpcKind::from_code(0), None);
-        assert_eq!(RpcKind::from_code(8), None);
+        assert_eq!(RpcKind::from_code(9), None);
     }
 
     #[test]

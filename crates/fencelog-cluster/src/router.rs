@@ -21,6 +21,13 @@ pub struct Router {
     /// Snapshot manifests (installs) delivered, by target: how many, and
     /// the last one's index.
     installs: Mutex<BTreeMap<NodeId, (u64, Option<u64>)>>,
+    /// Snapshot chunks delivered, by target.
+    chunks: Mutex<BTreeMap<NodeId, u64>>,
+    /// The chunk, counted from when it was set, whose answer is lost
+    /// (it is delivered and written; its sender hears nothing).
+    lose_chunk_answer: Mutex<Option<u64>>,
+    /// Resume questions are not answered (a node that predates them).
+    resume_unknown: std::sync::atomic::AtomicBool,
 }
 
 fn link(a: NodeId, b: NodeId) -> (NodeId, NodeId) {
@@ -86,6 +93,40 @@ impl Router {
             .unwrap_or_default()
     }
 
+    /// Snapshot chunks delivered to `id` so far.
+    pub fn snapshot_chunks_to(&self, id: NodeId) -> u64 {
+        self.chunks.lock().unwrap().get(&id).copied().unwrap_or(0)
+    }
+
+    /// Loses the answer to the `nth` snapshot chunk from now (1 = the
+    /// next): a transfer cut short after the receiver wrote it.
+    pub fn lose_snapshot_chunk_answer(&self, nth: u64) {
+        *self.lose_chunk_answer.lock().unwrap() = Some(nth);
+    }
+
+    /// Answers resume questions as a node that predates them does (an
+    /// unknown RPC), or normally again.
+    pub fn answer_snapshot_resume(&self, answer: bool) {
+        self.resume_unknown
+            .store(!answer, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether this chunk's answer is the one to lose (counts it down).
+    fn loses_chunk_answer(&self) -> bool {
+        let mut n = self.lose_chunk_answer.lock().unwrap();
+        match *n {
+            Some(1) => {
+                *n = None;
+                true
+            }
+            Some(k) => {
+                *n = Some(k - 1);
+                false
+            }
+            None => false,
+        }
+    }
+
     fn is_cut(&self, a: NodeId, b: NodeId) -> bool {
         self.cut.lock().unwrap().contains(&link(a, b))
     }
@@ -116,10 +157,20 @@ impl Transport for Port {
             let node = router
                 .node(target)
                 .ok_or_else(|| TransportError::Unreachable(format!("node {target} is down")))?;
+            let mut lose_answer = false;
             match kind {
                 RpcKind::SnapshotChunk => {
                     let delay = *router.chunk_delay.lock().unwrap();
                     tokio::time::sleep(delay).await;
+                    *router.chunks.lock().unwrap().entry(target).or_default() += 1;
+                    lose_answer = router.loses_chunk_answer();
+                }
+                RpcKind::SnapshotResume
+                    if router
+                        .resume_unknown
+                        .load(std::sync::atomic::Ordering::SeqCst) =>
+                {
+                    return Err(TransportError::Lost("404: no such RPC".into()));
                 }
                 RpcKind::Snapshot => {
                     let rpc: Option<SnapshotRpc> = decode(&body).ok();
@@ -137,6 +188,9 @@ impl Transport for Port {
                 )));
             }
             match answer {
+                Ok(Ok(_)) if lose_answer => Err(TransportError::Lost(format!(
+                    "the answer from {target} was lost"
+                ))),
                 Ok(Ok(bytes)) => Ok(bytes),
                 Ok(Err(m)) => Err(TransportError::Lost(m)),
                 Err(_) => Err(TransportError::Lost(format!(

@@ -268,6 +268,11 @@ impl Receiving {
         })
     }
 
+    /// The files received so far and their lengths, in name order.
+    pub fn files(&self) -> io::Result<Vec<SnapFile>> {
+        list(self.dir.path())
+    }
+
     /// Writes `chunk` (checked) at the end of its file.
     pub fn write(&self, chunk: &Chunk) -> io::Result<()> {
         check_name(&chunk.name)?;

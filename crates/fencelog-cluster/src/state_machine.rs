@@ -25,7 +25,7 @@
 //! snapshot's bytes are ever held in memory.
 
 use crate::shard_dir::ShardDir;
-use crate::snapshot_dir::{self, Active, Chunk, Manifest, Receiving, SnapDir};
+use crate::snapshot_dir::{self, Active, Chunk, Manifest, Receiving, SnapDir, SnapFile};
 use crate::types::{
     BatchResult, ClusterOp, Entry, LogId, NodeId, OpResult, ShardSnapshot, Snapshot, SnapshotMeta,
     StorageError, StoredMembership, TypeConfig,
@@ -55,6 +55,10 @@ pub struct ShardSm {
     /// Snapshot directories made so far (built or received), naming the
     /// next one.
     built: Arc<std::sync::atomic::AtomicU64>,
+    /// Unique to this open of the shard, in every snapshot id: `built`
+    /// starts again at each start, and a receiver resumes a transfer by
+    /// its id, so an id must never name two different captures.
+    boot: Arc<str>,
     /// The snapshots being received, one per sending node (so a deposed
     /// leader's late chunk does not restart the new leader's transfer).
     receiving: Arc<Mutex<HashMap<NodeId, Receiving>>>,
@@ -93,6 +97,18 @@ pub fn shard_engine_config(base: &Config) -> Config {
     }
 }
 
+/// This open's part of snapshot ids: the clock in ns (another start of
+/// the node is at another instant) and the opens before it in this
+/// process (two shards, or a test's nodes, opened in one instant).
+fn boot_nonce() -> String {
+    static OPENS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let opens = OPENS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("{nanos:x}.{opens}")
+}
+
 /// Snapshot transfers received at once at most (one per sending node; a
 /// cluster has a handful).
 const RECEIVING_MAX: usize = 16;
@@ -118,6 +134,7 @@ impl ShardSm {
             gate: Arc::new(tokio::sync::Mutex::new(())),
             current: Arc::new(Mutex::new(None)),
             built: Arc::new(0.into()),
+            boot: boot_nonce().into(),
             receiving: Arc::new(Mutex::new(HashMap::new())),
             capture_active: match fencelog_engine::snapshot_links_active_segment() {
                 true => Active::Linked,
@@ -244,6 +261,18 @@ impl ShardSm {
         r
     }
 
+    /// The files of snapshot `snapshot_id` received from `from` so far,
+    /// with their lengths (none if that is not the transfer under way
+    /// from it): where a new attempt of the same transfer resumes.
+    /// Blocking, like [`ShardSm::receive_chunk`].
+    pub fn received_so_far(&self, from: NodeId, snapshot_id: &str) -> io::Result<Vec<SnapFile>> {
+        let slots = self.receiving.lock().unwrap();
+        match slots.get(&from) {
+            Some(r) if r.is(from, snapshot_id) => r.files(),
+            _ => Ok(Vec::new()),
+        }
+    }
+
     /// The snapshot whose chunks arrived, checked against its manifest.
     pub fn received(&self, snapshot_id: &str, manifest: &Manifest) -> io::Result<ShardSnapshot> {
         let mut slots = self.receiving.lock().unwrap();
@@ -343,12 +372,13 @@ impl ShardSm {
                 .await
                 .map_err(sm_err)?
                 .map_err(sm_err)?;
+        let boot = &self.boot;
         let snapshot_id = match last_log_id {
             Some(l) => format!(
-                "{}-{}-{}-{n}",
+                "{}-{}-{}-{n}-{boot}",
                 l.leader_id.term, l.leader_id.node_id, l.index
             ),
-            None => format!("none-{n}"),
+            None => format!("none-{n}-{boot}"),
         };
         let meta = SnapshotMeta {
             last_log_id,

@@ -90,6 +90,59 @@ async fn catch_up_by_snapshot(
     received
 }
 
+/// A transfer whose third chunk's answer is lost (the receiver wrote it;
+/// the sender heard nothing) is tried again by openraft: the sender asks
+/// what arrived and sends only the rest, so every chunk crosses once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transfer_cut_short_resumes_after_what_arrived() {
+    let (delivered, chunks) = cut_transfer_short(true).await;
+    assert_eq!(delivered, chunks, "chunks delivered against the snapshot's");
+}
+
+/// The same against a receiver that cannot say what arrived (a node of
+/// the version before resume): the transfer starts again from its first
+/// chunk, and still installs the same state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_that_cannot_say_what_arrived_is_sent_everything_again() {
+    let (delivered, chunks) = cut_transfer_short(false).await;
+    assert_eq!(
+        delivered,
+        chunks + 3,
+        "chunks delivered against the snapshot's"
+    );
+}
+
+/// Catches a stopped node up by a snapshot of several segments (40 KiB
+/// records over 3 MiB segments) whose third chunk's answer is lost, the
+/// receiver answering resume questions or not. Answers the chunks
+/// delivered to it and the chunks its snapshot takes.
+async fn cut_transfer_short(resume: bool) -> (u64, u64) {
+    let engine = fencelog_engine::Config {
+        segment_bytes_max: 3 << 20,
+        ..fencelog_engine::Config::default()
+    };
+    let c = TestCluster::start_with_engine(3, 1, SMALL_SNAPSHOTS, engine).await;
+    let ids = c.ids();
+    let (late, rest, _) = purge_past_a_stopped_node(&c, 40 << 10).await;
+    c.converged(0, &rest).await;
+    c.router.answer_snapshot_resume(resume);
+    c.router.lose_snapshot_chunk_answer(3);
+    let node = c.boot(late).await;
+    c.converged(0, &ids).await;
+    assert_eq!(c.records(late, "s"), c.records(rest[0], "s"));
+    assert_eq!(c.records(late, "s").len(), 101);
+    let received = received_snapshot(&c.data_dir(late).join("shards").join("shard-000"));
+    let chunk = fencelog_cluster::snapshot_dir::CHUNK_BYTES as u64;
+    let chunks: u64 = received
+        .iter()
+        .map(|(_, len)| len.div_ceil(chunk).max(1))
+        .sum();
+    assert!(chunks > 3, "{received:?}");
+    assert_eq!(c.router.snapshots_sent_to(late).0, 1, "one install");
+    drop(node);
+    (c.router.snapshot_chunks_to(late), chunks)
+}
+
 /// Stops a follower of shard 0, appends 100 records of `body_len` bytes
 /// through the others until both purged their log past it. Answers the
 /// stopped node, the running ones and the lowest index they purged.

@@ -42,17 +42,21 @@ fn appends(from: u64, to: u64) -> Vec<Entry> {
         .collect()
 }
 
+/// A snapshot of `sm` now.
+async fn snapshot_of(sm: &mut ShardSm) -> Snapshot {
+    sm.get_snapshot_builder()
+        .await
+        .build_snapshot()
+        .await
+        .unwrap()
+}
+
 /// A shard in `dir/l` with 200 appends (several segments) and a
 /// snapshot of them: the shard, the snapshot and its directory.
 async fn shard_with_snapshot(dir: &TempDir) -> (ShardSm, Snapshot, PathBuf) {
     let mut sm = ShardSm::open(&dir.path().join("l"), small_segments()).unwrap();
     sm.apply(appends(0, 200)).await.unwrap();
-    let snap = sm
-        .get_snapshot_builder()
-        .await
-        .build_snapshot()
-        .await
-        .unwrap();
+    let snap = snapshot_of(&mut sm).await;
     let path = snap.snapshot.dir.as_ref().unwrap().path().to_path_buf();
     (sm, snap, path)
 }
@@ -242,6 +246,60 @@ async fn transfers_from_two_nodes_interleave_without_restarting_each_other() {
             format!("no chunks of snapshot {id} from node {from} arrived")
         );
     }
+}
+
+/// What arrived of a transfer, the resume point: only for the same
+/// sender and snapshot, each file at the length its checked chunks made.
+#[tokio::test]
+async fn what_arrived_is_answered_for_the_same_sender_and_snapshot_only() {
+    let dir = TempDir::new().unwrap();
+    let sm = ShardSm::open(&dir.path().join("f"), small_segments()).unwrap();
+    assert_eq!(sm.received_so_far(2, "a").unwrap(), vec![]);
+    sm.receive_chunk(&chunk(2, "a", 0, b"from ")).unwrap();
+    sm.receive_chunk(&chunk(2, "a", 5, b"two")).unwrap();
+    let manifest = |len| SnapFile {
+        name: "MANIFEST".into(),
+        len,
+    };
+    assert_eq!(sm.received_so_far(2, "a").unwrap(), vec![manifest(8)]);
+    assert_eq!(
+        sm.received_so_far(2, "b").unwrap(),
+        vec![],
+        "another snapshot"
+    );
+    assert_eq!(
+        sm.received_so_far(3, "a").unwrap(),
+        vec![],
+        "another sender"
+    );
+    // A refused chunk drops the transfer: nothing to resume from.
+    let mut bad = chunk(2, "a", 8, b"!");
+    bad.crc32 ^= 1;
+    sm.receive_chunk(&bad).unwrap_err();
+    assert_eq!(sm.received_so_far(2, "a").unwrap(), vec![]);
+}
+
+/// Snapshot ids never repeat across opens of a shard, even at the same
+/// LogId: a receiver resumes a transfer by its id, so an id reused for
+/// another capture (another file layout after a restart) would mix them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn snapshot_ids_differ_across_opens_at_the_same_log_id() {
+    let dir = TempDir::new().unwrap();
+    let root = dir.path().join("l");
+    let mut ids = Vec::new();
+    for round in 0..2 {
+        let mut sm = ShardSm::open(&root, small_segments()).unwrap();
+        if round == 0 {
+            sm.apply(appends(0, 20)).await.unwrap();
+        }
+        let snap = snapshot_of(&mut sm).await;
+        assert_eq!(snap.meta.last_log_id, Some(log_id(1, 1, 20)));
+        ids.push(snap.meta.snapshot_id.clone());
+        drop(snap);
+        sm.shutdown().await;
+    }
+    assert_ne!(ids[0], ids[1]);
+    assert!(ids.iter().all(|id| id.starts_with("1-1-20-1-")), "{ids:?}");
 }
 
 /// A snapshot install cut short at each of its steps (the staging

@@ -1,0 +1,127 @@
+//! A cluster node's `GET /metrics` (docs/operations.md, "A cluster node's
+//! metrics"), against three real processes: every engine family comes
+//! once, each shard's samples labelled; every replica counts every
+//! append; exactly one node leads each shard; the Raft families are the
+//! documented ones.
+
+use crate::cluster_support::ProcCluster;
+use std::collections::{BTreeMap, BTreeSet};
+
+const SHARDS: u32 = 3;
+
+async fn metrics(c: &ProcCluster, id: usize) -> String {
+    let r = c
+        .http
+        .get(format!("{}/metrics", c.url(id)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let kind = r.headers()["content-type"].to_str().unwrap().to_string();
+    assert!(kind.starts_with("application/openmetrics-text"), "{kind}");
+    r.text().await.unwrap()
+}
+
+/// The value of every sample of `name` (with its labels), by label set.
+fn samples(text: &str, name: &str) -> BTreeMap<String, u64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (key, value) = l.rsplit_once(' ')?;
+            let (n, labels) = key.split_once('{').unwrap_or((key, ""));
+            (n == name).then(|| (labels.trim_end_matches('}').to_string(), value.parse().ok()))
+        })
+        .map(|(k, v)| {
+            let v = v.unwrap_or_else(|| panic!("{name}{{{k}}} is not a count"));
+            (k, v)
+        })
+        .collect()
+}
+
+/// The families of `text`, each of which must come once, counters with
+/// the `_total` of their samples.
+fn families(text: &str) -> BTreeSet<String> {
+    let mut seen = BTreeSet::new();
+    for l in text.lines().filter_map(|l| l.strip_prefix("# TYPE ")) {
+        let (name, kind) = l.split_once(' ').unwrap();
+        let name = match kind {
+            "counter" => format!("{name}_total"),
+            _ => name.to_string(),
+        };
+        assert!(seen.insert(name.clone()), "{name} comes twice");
+    }
+    seen
+}
+
+/// The metric names a table of docs/operations.md lists: `single` the
+/// single node's, or the cluster's own.
+fn documented(single: bool) -> BTreeSet<String> {
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/operations.md"),
+    )
+    .unwrap();
+    let (before, after) = doc.split_once("### A cluster node's metrics").unwrap();
+    let cluster = after.split("\n### ").next().unwrap();
+    let section = if single { before } else { cluster };
+    section
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `fencelog_"))
+        .map(|l| format!("fencelog_{}", l.split('`').next().unwrap()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_nodes_metrics_label_every_shard_and_show_its_raft_groups() {
+    let c = ProcCluster::start(3, SHARDS, &[]);
+    let ids = [1, 2, 3];
+    let mut appends = 0;
+    for (i, stream) in ["m-a", "m-b", "m-c", "m-d", "m-e", "m-f"]
+        .iter()
+        .enumerate()
+    {
+        for _ in 0..=i {
+            let (s, v) = c.append(ids[i % 3], stream, 1, "x").await;
+            assert_eq!(s, 200, "{v}");
+            appends += 1;
+        }
+    }
+    for k in 0..SHARDS {
+        c.converged(k, &ids).await;
+    }
+    let mut leaders: BTreeMap<String, u64> = BTreeMap::new();
+    let mut applied: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
+    for id in ids {
+        let text = metrics(&c, id).await;
+        assert_eq!(text.matches("# EOF").count(), 1, "{text}");
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        let served = families(&text);
+        let single = documented(true);
+        let raft = documented(false);
+        assert!(!raft.is_empty() && single.is_disjoint(&raft));
+        let expected: BTreeSet<String> = single.union(&raft).cloned().collect();
+        assert_eq!(served, expected, "node {id}");
+        // Every replica applies every append, each in its stream's shard.
+        let accepted = samples(&text, "fencelog_appends_accepted_total");
+        let shards: BTreeSet<String> = (0..SHARDS).map(|k| format!("shard=\"{k}\"")).collect();
+        assert_eq!(accepted.keys().cloned().collect::<BTreeSet<_>>(), shards);
+        assert_eq!(
+            accepted.values().sum::<u64>(),
+            appends,
+            "node {id}: {accepted:?}"
+        );
+        for (k, v) in samples(&text, "fencelog_raft_leader") {
+            *leaders.entry(k).or_default() += v;
+        }
+        for (k, v) in samples(&text, "fencelog_raft_applied_index") {
+            applied.entry(k).or_default().insert(v);
+        }
+        let fsyncs = samples(&text, "fencelog_raft_wal_fsyncs_total");
+        assert!(fsyncs[""] > 0, "node {id}: {fsyncs:?}");
+        assert_eq!(samples(&text, "fencelog_raft_wal_healthy")[""], 1);
+    }
+    let one: BTreeMap<String, u64> = (0..SHARDS).map(|k| (format!("shard=\"{k}\""), 1)).collect();
+    assert_eq!(leaders, one, "one leader per shard");
+    for (k, at) in applied {
+        assert_eq!(at.len(), 1, "{k}: applied {at:?} after convergence");
+    }
+}
