@@ -192,9 +192,9 @@ pub struct Args {
     /// A Raft snapshot of a shard every this many applied entries; a
     /// quarter of it (at most 1000) stays in the log behind each snapshot
     /// for lagging followers, older entries are purged [default: 20000].
-    /// While a node sends a shard's snapshot, its next one waits, up to
-    /// four times this many entries, so the follower can go on from the
-    /// log once installed; a transfer slower than that is sent again.
+    /// While a node sends a shard's snapshot, and until that follower has
+    /// replayed the log after it, its next one waits, up to four times
+    /// this many entries; a catch-up slower than that is sent again.
     #[arg(long, env = "FENCELOG_RAFT_SNAPSHOT_LOGS")]
     pub raft_snapshot_logs: Option<u64>,
 }

@@ -51,15 +51,26 @@ pub fn append_bytes(op: &ClusterOp) -> u64 {
 
 /// The leader's answer to `op` when it would take the node's data bytes
 /// past `limit`; `used` is asked for only when there is a limit and the
-/// op appends. Pure but for `used`, so it is unit-tested.
-pub fn refusal(limit: Option<u64>, used: impl FnOnce() -> u64, op: &ClusterOp) -> Option<OpResult> {
+/// op appends, and `writes` (would the fencing rule let this append
+/// write records now: [`fencelog_engine::Engine::append_would_write`])
+/// only when it is over: the single node checks the rule first, so a
+/// stale token, a sealed stream, a `match_seq` mismatch or a producer's
+/// retry is answered as such by apply, never 507. Pure but for the two,
+/// so it is unit-tested.
+pub fn refusal(
+    limit: Option<u64>,
+    used: impl FnOnce() -> u64,
+    writes: impl FnOnce() -> bool,
+    op: &ClusterOp,
+) -> Option<OpResult> {
     let limit = limit?;
     let adds = append_bytes(op);
     if adds == 0 {
         return None;
     }
     let used = used();
-    (used.saturating_add(adds) > limit).then_some(OpResult::InsufficientStorage { limit, used })
+    let over = used.saturating_add(adds) > limit;
+    (over && writes()).then_some(OpResult::InsufficientStorage { limit, used })
 }
 
 #[cfg(test)]
@@ -110,20 +121,30 @@ mod tests {
     #[test]
     fn refused_only_past_the_limit_and_only_appends() {
         let op = append("s", &["abcd"]);
-        assert_eq!(refusal(None, || unreachable!(), &op), None);
-        assert_eq!(refusal(Some(100), || 95, &op), None, "exactly at the limit");
+        let writes = || true;
+        assert_eq!(refusal(None, || unreachable!(), writes, &op), None);
         assert_eq!(
-            refusal(Some(100), || 96, &op),
+            refusal(Some(100), || 95, || unreachable!(), &op),
+            None,
+            "exactly at the limit"
+        );
+        assert_eq!(
+            refusal(Some(100), || 96, writes, &op),
             Some(OpResult::InsufficientStorage {
                 limit: 100,
                 used: 96
             })
+        );
+        assert_eq!(
+            refusal(Some(100), || 96, || false, &op),
+            None,
+            "the fencing rule answers it first"
         );
         let fence = ClusterOp::Fence {
             stream: "s".into(),
             token: 2,
             not_after_ms: None,
         };
-        assert_eq!(refusal(Some(100), || unreachable!(), &fence), None);
+        assert_eq!(refusal(Some(100), || unreachable!(), writes, &fence), None);
     }
 }

@@ -307,7 +307,7 @@ impl Conn {
         use tokio::io::AsyncReadExt;
         // Holds the shard's next snapshot back until this one is installed
         // or has failed (see `snapshot_trigger`).
-        let _sending = self.sends.start();
+        let mut sending = self.sends.start(self.target);
         let Snapshot { meta, snapshot } = snapshot;
         let dir = snapshot
             .dir
@@ -349,6 +349,7 @@ impl Conn {
                     .await
                     .map_err(streaming)?;
                 r.map_err(net_err)?;
+                sending.reached();
                 offset += n as u64;
                 if offset >= f.len {
                     break;
@@ -363,6 +364,8 @@ impl Conn {
             .call(RpcKind::Snapshot, &(vote, meta, manifest), ttl)
             .await
             .map_err(streaming)?;
+        // Answered (every file may have arrived in an earlier attempt).
+        sending.reached();
         r.map_err(|e| StreamingError::RemoteError(RemoteError::new(self.target, e)))
     }
 }

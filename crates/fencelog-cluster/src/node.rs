@@ -117,6 +117,7 @@ impl Timing {
     pub fn snapshot_policy(&self) -> crate::snapshot_trigger::Policy {
         crate::snapshot_trigger::Policy {
             logs: self.snapshot_logs,
+            keep_logs: self.keep_logs,
             hold_logs: self.snapshot_hold_logs.max(self.snapshot_logs),
         }
     }
@@ -706,17 +707,34 @@ impl Node {
         if self.mutation == NodeMutation::ClusterBudgetIgnored {
             return None;
         }
-        let refused = crate::disk_budget::refusal(
-            self.options.engine.data_bytes_max,
-            || self.data_bytes(),
-            op,
-        );
+        let limit = self.options.engine.data_bytes_max;
+        let refused =
+            crate::disk_budget::refusal(limit, || self.data_bytes(), || self.writes(op), op);
         if refused.is_some() {
             // Counted where the single node counts it, by shard.
             let m = self.engine(self.shard_of(op.stream()));
             m.metrics().budget_rejections.inc();
         }
         refused
+    }
+
+    /// Whether the fencing rule would let `op` write records under the
+    /// shard's applied state now (a batch: always, it is refused whole).
+    fn writes(&self, op: &ClusterOp) -> bool {
+        match op {
+            ClusterOp::Append {
+                stream,
+                token,
+                match_seq,
+                producer,
+                ..
+            } => {
+                let producer = producer.as_ref().map(|(id, seq)| (id.as_str(), *seq));
+                let engine = self.engine(self.shard_of(stream));
+                engine.append_would_write(stream, *token, *match_seq, producer)
+            }
+            _ => true,
+        }
     }
 
     /// Bytes of this node's shard engines' files, as the disk budget

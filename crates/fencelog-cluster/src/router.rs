@@ -28,6 +28,8 @@ pub struct Router {
     lose_chunk_answer: Mutex<Option<u64>>,
     /// Resume questions are not answered (a node that predates them).
     resume_unknown: std::sync::atomic::AtomicBool,
+    /// Added before each AppendEntries to a node (a slow follower).
+    append_delay: Mutex<BTreeMap<NodeId, Duration>>,
 }
 
 fn link(a: NodeId, b: NodeId) -> (NodeId, NodeId) {
@@ -91,6 +93,12 @@ impl Router {
             .get(&id)
             .copied()
             .unwrap_or_default()
+    }
+
+    /// Delays every AppendEntries to `id` by `d` from now on (a follower
+    /// that replays the log slowly).
+    pub fn slow_appends_to(&self, id: NodeId, d: Duration) {
+        self.append_delay.lock().unwrap().insert(id, d);
     }
 
     /// Snapshot chunks delivered to `id` so far.
@@ -164,6 +172,12 @@ impl Transport for Port {
                     tokio::time::sleep(delay).await;
                     *router.chunks.lock().unwrap().entry(target).or_default() += 1;
                     lose_answer = router.loses_chunk_answer();
+                }
+                RpcKind::Append => {
+                    let delay = router.append_delay.lock().unwrap().get(&target).copied();
+                    if let Some(d) = delay {
+                        tokio::time::sleep(d).await;
+                    }
                 }
                 RpcKind::SnapshotResume
                     if router

@@ -296,6 +296,13 @@ impl Receiving {
             )));
         }
         let path = self.dir.path().join(&chunk.name);
+        // A chunk sent again (an attempt whose answer was lost, arriving
+        // after the next attempt resumed past it) is a no-op: refusing it
+        // would drop the transfer, truncating at 0 would cut the file.
+        // Same id, same capture, so equal bytes are the same chunk.
+        if arrived_already(&path, chunk.offset, &chunk.data)? {
+            return Ok(());
+        }
         let mut f = match chunk.offset {
             0 => File::create(&path)?,
             at => {
@@ -334,6 +341,24 @@ impl Receiving {
         }
         Ok((self.dir, got))
     }
+}
+
+/// Whether `path` already holds `data` at `offset` (a chunk written
+/// before). An empty chunk never has: it only makes its file exist.
+fn arrived_already(path: &Path, offset: u64, data: &[u8]) -> io::Result<bool> {
+    use std::os::unix::fs::FileExt;
+    let f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    let end = offset + data.len() as u64;
+    if data.is_empty() || f.metadata()?.len() < end {
+        return Ok(false);
+    }
+    let mut held = vec![0; data.len()];
+    f.read_exact_at(&mut held, offset)?;
+    Ok(held == data)
 }
 
 #[cfg(test)]

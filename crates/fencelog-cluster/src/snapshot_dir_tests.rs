@@ -66,6 +66,30 @@ fn a_chunk_at_offset_zero_starts_its_file_again() {
     assert_eq!(std::fs::read(dir.path().join("MANIFEST")).unwrap(), b"new");
 }
 
+/// A chunk sent again after later ones arrived (an attempt's lost
+/// answer, then a resumed attempt) changes nothing: the transfer goes on.
+/// One with other bytes at that place is refused.
+#[test]
+fn a_chunk_that_arrived_already_is_a_no_op() {
+    let root = TempDir::new().unwrap();
+    let r = receiving(&root);
+    r.write(&chunk("MANIFEST", 0, b"abc")).unwrap();
+    r.write(&chunk("MANIFEST", 3, b"def")).unwrap();
+    r.write(&chunk("MANIFEST", 0, b"abc")).unwrap();
+    r.write(&chunk("MANIFEST", 3, b"def")).unwrap();
+    let e = r.write(&chunk("MANIFEST", 3, b"xyz")).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "snapshot chunk of MANIFEST at 3, but 6 bytes were received"
+    );
+    r.write(&chunk("MANIFEST", 6, b"g")).unwrap();
+    let (dir, _) = r.finish(&manifest(&[("MANIFEST", 7)])).unwrap();
+    assert_eq!(
+        std::fs::read(dir.path().join("MANIFEST")).unwrap(),
+        b"abcdefg"
+    );
+}
+
 #[test]
 fn a_damaged_gapped_oversized_or_misnamed_chunk_is_refused() {
     let root = TempDir::new().unwrap();

@@ -5,7 +5,7 @@
 //! appends are accepted again. Through the leader and through a follower
 //! (which forwards).
 
-use crate::support::{append, eventually, fence, TestCluster};
+use crate::support::{append, eventually, fence, producer_append, TestCluster};
 use fencelog_cluster::node::{Timing, WriteOutcome};
 use fencelog_cluster::types::{ClusterOp, OpResult};
 
@@ -47,7 +47,10 @@ async fn full_budget() {
     let mut appended = 0u64;
     let refused = loop {
         let via = [leader, follower][appended as usize % 2];
-        match c.write(via, append("fill", 5, &body)).await {
+        match c
+            .write(via, producer_append("fill", 5, appended, &body))
+            .await
+        {
             WriteOutcome::Decided(OpResult::Appended { first_seq, .. }) => {
                 assert_eq!(first_seq, appended);
                 appended += 1;
@@ -72,12 +75,41 @@ async fn full_budget() {
     // Through the follower too (it forwards; the leader refuses), and
     // nothing of either refusal was proposed.
     for via in [follower, leader] {
-        let r = c.write(via, append("fill", 5, &body)).await;
+        let r = c
+            .write(via, producer_append("fill", 5, appended, &body))
+            .await;
         assert!(
             matches!(r, WriteOutcome::Decided(OpResult::InsufficientStorage { limit, .. }) if limit == budget),
             "via {via}: {r:?}"
         );
     }
+    // The fencing rule answers first, as on a single node: a producer's
+    // retry of its last applied append is its original ack, a stale token
+    // and a `match_seq` mismatch their own refusals, never 507.
+    let last = appended - 1;
+    let r = c
+        .write(follower, producer_append("fill", 5, last, &body))
+        .await;
+    assert!(
+        matches!(r, WriteOutcome::Decided(OpResult::Appended { first_seq, duplicate: true, .. }) if first_seq == last),
+        "{r:?}"
+    );
+    let r = c
+        .write(leader, producer_append("fill", 4, appended, &body))
+        .await;
+    assert!(
+        matches!(r, WriteOutcome::Decided(OpResult::Stale { .. })),
+        "{r:?}"
+    );
+    let mut op = append("fill", 5, &body);
+    if let ClusterOp::Append { match_seq, .. } = &mut op {
+        *match_seq = Some(0);
+    }
+    let r = c.write(leader, op).await;
+    assert!(
+        matches!(r, WriteOutcome::Decided(OpResult::SeqMismatch { .. })),
+        "{r:?}"
+    );
     c.converged(0, &ids).await;
     for id in &ids {
         assert_eq!(c.records(*id, "fill").len() as u64, appended, "node {id}");
@@ -102,7 +134,10 @@ async fn full_budget() {
     // The trim's reclamation pass deletes the dead segments; then an
     // append fits again, at the next seq.
     let again = eventually("an append to fit after the trim", || async {
-        match c.write(leader, append("fill", 6, &body)).await {
+        match c
+            .write(leader, producer_append("fill", 6, appended, &body))
+            .await
+        {
             WriteOutcome::Decided(OpResult::Appended { first_seq, .. }) => Some(first_seq),
             WriteOutcome::Decided(OpResult::InsufficientStorage { .. }) => None,
             other => panic!("{other:?}"),

@@ -158,13 +158,38 @@ async fn purge_past_a_stopped_node(c: &TestCluster, body_len: usize) -> (NodeId,
         append_surely(c, &rest, i, &format!("r{i:0>width$}", width = body_len - 1)).await;
     }
     // Every running node purged past the late node's log, so whichever
-    // leads when it comes back can only send it a snapshot.
+    // leads when it comes back can only send it a snapshot; and each
+    // snapshots on schedule though the late node is down (openraft keeps
+    // trying to send it one: a follower that never answered holds
+    // nothing, `snapshot_trigger`).
     let purged = eventually("both running nodes to purge their log", || async {
         let purged = rest.iter().map(|id| {
             let m = c.node(*id).raft(0).metrics().borrow().clone();
             m.purged.map(|p| p.index).filter(|p| *p > 40)
         });
         purged.collect::<Option<Vec<u64>>>()?.into_iter().min()
+    })
+    .await;
+    // The leader has tried to send the late node a snapshot by now; more
+    // writes (another stream, so `s` keeps its records) must still be
+    // snapshotted on schedule.
+    for i in 0..c.timing.snapshot_logs + 10 {
+        let op = append("t", 1, &format!("t{i}"));
+        let via = rest[i as usize % rest.len()];
+        assert!(matches!(c.write(via, op).await, WriteOutcome::Decided(_)));
+    }
+    let logs = c.timing.snapshot_logs;
+    eventually("both running nodes to snapshot on schedule", || async {
+        rest.iter()
+            .all(|id| {
+                let m = c.node(*id).raft(0).metrics().borrow().clone();
+                let (snap, applied) = (
+                    m.snapshot.map_or(0, |s| s.index),
+                    m.last_applied.map_or(0, |a| a.index),
+                );
+                snap + logs > applied
+            })
+            .then_some(())
     })
     .await;
     (late, rest, purged)
@@ -190,8 +215,13 @@ fn a_leader_that_snapshots_while_it_sends_one_is_caught() {
 }
 
 async fn a_slow_transfer_is_followed_by_the_log() {
+    // A heartbeat (openraft 0.9's AppendEntries timeout too) well above
+    // the slow follower's delay below.
     let timing = Timing {
         snapshot_hold_logs: 1_000_000,
+        heartbeat_ms: 300,
+        election_min_ms: 1_500,
+        election_max_ms: 3_000,
         ..SMALL_SNAPSHOTS
     };
     let c = TestCluster::start_with(3, 1, timing).await;
@@ -200,6 +230,10 @@ async fn a_slow_transfer_is_followed_by_the_log() {
     // A small shard's snapshot is a few files, one chunk each: ~1 s.
     c.router
         .slow_snapshot_chunks(std::time::Duration::from_millis(250));
+    // And its replay of the log after the snapshot takes several rounds:
+    // long enough for the leader to build the next snapshot and purge.
+    c.router
+        .slow_appends_to(late, std::time::Duration::from_millis(100));
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let writer = {
         let (router, stop, via) = (c.router.clone(), stop.clone(), rest.clone());
@@ -212,25 +246,33 @@ async fn a_slow_transfer_is_followed_by_the_log() {
             }
         })
     };
-    let node = c.boot(late).await;
-    // Entries applied past the last snapshot sent to it: only the log can
-    // bring them.
-    let past = 3 * (SMALL_SNAPSHOTS.snapshot_logs + SMALL_SNAPSHOTS.keep_logs);
+    c.boot(late).await;
+    // Where the leader was when the snapshot arrived: the log from the
+    // snapshot to there (hundreds of entries, several AppendEntries
+    // batches) must reach the late node from the log.
+    let applied_of = |id: NodeId| c.node(id).raft(0).metrics().borrow().last_applied;
+    let behind = eventually("the snapshot to arrive", || async {
+        let (sent, _) = c.router.snapshots_sent_to(late);
+        let leader = rest.iter().filter_map(|id| applied_of(*id)).max()?;
+        (sent >= 1).then_some(leader.index)
+    })
+    .await;
     eventually("the late node to follow the log", || async {
         let (sent, index) = c.router.snapshots_sent_to(late);
         // One more than the first is the race the trigger admits: a build
         // that began before the transfer did.
         assert!(sent <= 2, "node {late} was sent {sent} snapshots in a row");
-        let applied = node.raft(0).metrics().borrow().last_applied?.index;
-        (index? >= purged && applied >= index? + past).then_some(())
+        let applied = applied_of(late)?.index;
+        (applied >= behind && index? >= purged && index? < behind).then_some(())
     })
     .await;
     stop.store(true, std::sync::atomic::Ordering::SeqCst);
     writer.await.unwrap();
     c.router.slow_snapshot_chunks(std::time::Duration::ZERO);
+    c.router.slow_appends_to(late, std::time::Duration::ZERO);
     c.converged(0, &ids).await;
     let expected = c.records(rest[0], "w");
-    assert!(expected.len() as u64 >= past, "{} writes", expected.len());
+    assert!(expected.len() as u64 >= 300, "{} writes", expected.len());
     assert_eq!(c.records(late, "w"), expected);
     assert_eq!(c.records(late, "s"), c.records(rest[0], "s"));
 }

@@ -35,6 +35,38 @@ impl Engine {
             .map_or(0, |s| s.highest_token())
     }
 
+    /// Whether an append of these arguments would write records if it
+    /// were planned now: the fencing rule (`fence.rs`) against the durable
+    /// state, its deadline aside. `false` when the rule refuses it or
+    /// answers it as its producer's duplicate. A cluster shard's leader
+    /// asks before it refuses an append for its disk budget, since the
+    /// single node's plan checks the budget after the rule: a stale token
+    /// or a producer's retry is answered as such, not 507.
+    pub fn append_would_write(
+        &self,
+        stream: &str,
+        token: u64,
+        match_seq_num: Option<u64>,
+        producer: Option<(&str, u64)>,
+    ) -> bool {
+        let none = crate::carried::Carried::default();
+        let streams = locks::read(&self.shared().streams);
+        let (fence, check) = match streams.get(stream) {
+            Some(s) => {
+                let inner = locks::lock(&s.inner);
+                let carried = inner.carried().unwrap_or(&none);
+                let check = producer.map(|(id, seq)| carried.producer_check(id, seq));
+                (s.fence_state(), check)
+            }
+            None => {
+                let check = producer.map(|(id, seq)| none.producer_check(id, seq));
+                (crate::fence::FenceState::default(), check)
+            }
+        };
+        let verdict = crate::fence::check_append(fence, token, match_seq_num, check, None);
+        verdict == Ok(crate::fence::Verdict::Apply)
+    }
+
     /// Streams whose names start with `prefix`, in name order, starting
     /// after `start_after` (for pagination), at most `limit` of them.
     /// Tombstones are not listed.

@@ -360,3 +360,46 @@ async fn the_token_floor_and_producers_survive_reclaiming_their_segment_and_rest
     assert_eq!(all(&e, "keep").len(), 3);
     e.shutdown().await;
 }
+
+/// One append's (token, match_seq, producer) and whether it writes.
+type Case = (u64, Option<u64>, Option<(&'static str, u64)>, bool);
+
+/// `Engine::append_would_write` (a cluster leader's question before its
+/// disk budget) is the fencing rule's answer against the durable state:
+/// each case agrees with what the append itself then does.
+#[tokio::test]
+async fn would_write_agrees_with_the_append_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Engine::open(dir.path()).unwrap();
+    assert!(e.append_would_write("fresh", 1, None, None), "a new stream");
+    assert!(!e.append_would_write("fresh", 0, None, None), "token 0");
+    put(&e, "s", 5, "p", 0, "a").await.unwrap();
+    // In order: each written case moves next_seq (1 after the first put).
+    let cases: [Case; 7] = [
+        (4, None, None, false),
+        (5, Some(0), None, false),
+        (5, Some(1), None, true),
+        (5, None, None, true),
+        (5, None, Some(("p", 0)), false),
+        (5, None, Some(("p", 1)), true),
+        (5, None, Some(("p", 3)), false),
+    ];
+    for (token, match_seq, producer, writes) in cases {
+        let case = format!("token {token}, match_seq {match_seq:?}, producer {producer:?}");
+        assert_eq!(
+            e.append_would_write("s", token, match_seq, producer),
+            writes,
+            "{case}"
+        );
+        // What the append does: only a written one moves next_seq.
+        let before = e.state("s").unwrap().next_seq;
+        let options = AppendOptions {
+            match_seq_num: match_seq,
+            producer: producer.map(|(id, seq)| ProducerSeq { id: id.into(), seq }),
+            ..Default::default()
+        };
+        let _ = e.append_with("s", token, recs(&["x"]), options).await;
+        assert_eq!(e.state("s").unwrap().next_seq > before, writes, "{case}");
+    }
+    e.shutdown().await;
+}
