@@ -211,6 +211,7 @@ impl ClusterSettings {
             purge_batch: (self.raft_snapshot_logs / 8).clamp(1, Timing::DEFAULT.purge_batch),
             // As the defaults: four intervals (see `snapshot_trigger`).
             snapshot_hold_logs: self.raft_snapshot_logs.saturating_mul(4),
+            snapshot_hold_bytes: Timing::DEFAULT.snapshot_hold_bytes,
         };
         NodeOptions {
             id: self.node_id,

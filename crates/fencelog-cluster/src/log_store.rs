@@ -115,7 +115,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        drop(self.log.lock().unwrap().entries.split_off(&log_id.index));
+        self.log.lock().unwrap().truncate(log_id.index);
         let rec = WalRecord::Truncate {
             shard: self.shard,
             since: log_id.index,

@@ -85,10 +85,13 @@ pub struct Timing {
     pub keep_logs: u64,
     /// Purge the log only once this many entries can go at once.
     pub purge_batch: u64,
-    /// While this node sends a snapshot of a shard, its next snapshot
-    /// waits until this many entries are past the last one
-    /// ([`crate::snapshot_trigger`]).
+    /// While a follower catches up by a snapshot this node sent, the
+    /// shard's next snapshot waits at most until this many entries are
+    /// past the last one ([`crate::snapshot_trigger`]) ...
     pub snapshot_hold_logs: u64,
+    /// ... or until the shard's in-memory Raft log holds this many bytes
+    /// of records.
+    pub snapshot_hold_bytes: u64,
 }
 
 impl Timing {
@@ -101,6 +104,7 @@ impl Timing {
         keep_logs: 1_000,
         purge_batch: 256,
         snapshot_hold_logs: 80_000,
+        snapshot_hold_bytes: 128 << 20,
     };
     /// Tests: faster elections, still safe on two busy cores.
     pub const TEST: Timing = Timing {
@@ -111,6 +115,7 @@ impl Timing {
         keep_logs: 1_000,
         purge_batch: 256,
         snapshot_hold_logs: 80_000,
+        snapshot_hold_bytes: 128 << 20,
     };
 
     /// When a shard snapshots ([`crate::snapshot_trigger`]).
@@ -119,6 +124,7 @@ impl Timing {
             logs: self.snapshot_logs,
             keep_logs: self.keep_logs,
             hold_logs: self.snapshot_hold_logs.max(self.snapshot_logs),
+            hold_bytes: self.snapshot_hold_bytes,
         }
     }
 
@@ -817,6 +823,7 @@ impl ShardStart<'_> {
         let vote_clock = crate::vote_clock::VoteClock::watch(&raft);
         let snapshots = crate::snapshot_trigger::spawn(
             raft.clone(),
+            self.wal.shard(k),
             sends.clone(),
             self.options.timing.snapshot_policy(),
             self.mutation == NodeMutation::SnapshotHoldIgnored,

@@ -17,13 +17,15 @@
 //! snapshot built the moment the transfer ended would purge the entries
 //! the follower is about to ask for, and send it another snapshot). It
 //! waits at most until `snapshot_hold_logs` entries are past the last
-//! snapshot (the bound on the log's memory and disk).
+//! snapshot, or the shard's in-memory log holds `snapshot_hold_bytes` of
+//! records (the bounds on the log's memory and disk).
 //!
 //! A snapshot whose build began just before a transfer of the previous
 //! one costs that follower one more transfer, not a livelock: the next
 //! one is of the newest snapshot, held.
 
 use crate::types::{NodeId, Raft};
+use crate::wal::ShardLog;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -111,6 +113,11 @@ pub struct Policy {
     /// Entries past the last snapshot at which the next one is built even
     /// while it is held.
     pub hold_logs: u64,
+    /// Record bytes in the shard's in-memory Raft log at which the next
+    /// snapshot is built even while it is held (the log's entries carry
+    /// the records: large records reach memory limits before entry
+    /// counts do).
+    pub hold_bytes: u64,
 }
 
 impl Policy {
@@ -136,9 +143,18 @@ impl Policy {
     /// (the log index each recent recipient holds, as this leader last
     /// heard; `None` nothing yet) is below what a snapshot at `applied`
     /// lets openraft purge (up to `applied - keep_logs`).
-    pub fn holds(&self, applied: u64, sending: usize, matched: &[Option<u64>]) -> bool {
+    /// `log_bytes` is what the shard's log holds in memory: at
+    /// `hold_bytes` nothing holds any more.
+    pub fn holds(
+        &self,
+        applied: u64,
+        sending: usize,
+        matched: &[Option<u64>],
+        log_bytes: u64,
+    ) -> bool {
         let purge_to = applied.saturating_sub(self.keep_logs);
-        sending > 0 || matched.iter().any(|m| m.is_none_or(|m| m < purge_to))
+        let waiting = sending > 0 || matched.iter().any(|m| m.is_none_or(|m| m < purge_to));
+        waiting && log_bytes < self.hold_bytes
     }
 }
 
@@ -147,9 +163,16 @@ pub struct Trigger {
     _stop: tokio::sync::oneshot::Sender<()>,
 }
 
-/// Starts the task for one shard's group. `ignore_sends` is the
-/// `SnapshotHoldIgnored` mutation (tests): every due snapshot is built.
-pub fn spawn(raft: Raft, sends: Arc<Sends>, policy: Policy, ignore_sends: bool) -> Trigger {
+/// Starts the task for one shard's group over its in-memory log.
+/// `ignore_sends` is the `SnapshotHoldIgnored` mutation (tests): every due
+/// snapshot is built.
+pub fn spawn(
+    raft: Raft,
+    log: Arc<Mutex<ShardLog>>,
+    sends: Arc<Sends>,
+    policy: Policy,
+    ignore_sends: bool,
+) -> Trigger {
     let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_millis(CHECK_MS));
@@ -181,8 +204,9 @@ pub fn spawn(raft: Raft, sends: Arc<Sends>, policy: Policy, ignore_sends: bool) 
                     matched,
                 )
             };
+            let log_bytes = log.lock().unwrap().bytes();
             let held = !ignore_sends
-                && applied.is_some_and(|a| policy.holds(a, sends.in_flight(), &matched));
+                && applied.is_some_and(|a| policy.holds(a, sends.in_flight(), &matched, log_bytes));
             // openraft ignores a trigger while it is building one.
             if policy.due(applied, snapshot, held) && raft.trigger().snapshot().await.is_err() {
                 return;
@@ -200,6 +224,7 @@ mod tests {
         logs: 10,
         keep_logs: 5,
         hold_logs: 40,
+        hold_bytes: 1000,
     };
 
     #[test]
@@ -224,15 +249,21 @@ mod tests {
 
     #[test]
     fn a_transfer_or_a_recipient_behind_the_purge_point_holds() {
-        assert!(P.holds(100, 1, &[]), "a transfer under way");
-        assert!(!P.holds(100, 0, &[]));
-        assert!(P.holds(100, 0, &[None]), "nothing heard from it yet");
+        assert!(P.holds(100, 1, &[], 0), "a transfer under way");
+        assert!(!P.holds(100, 0, &[], 0));
+        assert!(P.holds(100, 0, &[None], 0), "nothing heard from it yet");
         assert!(
-            P.holds(100, 0, &[Some(94)]),
+            P.holds(100, 0, &[Some(94)], 0),
             "a snapshot at 100 purges up to 95"
         );
-        assert!(!P.holds(100, 0, &[Some(95)]));
-        assert!(P.holds(100, 0, &[Some(99), Some(3)]));
+        assert!(!P.holds(100, 0, &[Some(95)], 0));
+        assert!(P.holds(100, 0, &[Some(99), Some(3)], 0));
+    }
+
+    #[test]
+    fn nothing_holds_once_the_log_holds_hold_bytes() {
+        assert!(P.holds(100, 1, &[None], 999));
+        assert!(!P.holds(100, 1, &[None], 1000));
     }
 
     #[test]

@@ -120,6 +120,27 @@ pub struct ShardLog {
     pub last_purged: Option<LogId>,
     /// The last committed id saved.
     pub committed: Option<LogId>,
+    /// What `entries` hold of record bytes, about ([`entry_bytes`]): the
+    /// memory the snapshot hold weighs (`snapshot_trigger`).
+    bytes: u64,
+}
+
+/// An entry's record bytes, about: its appends' names, bodies and header
+/// names and values, plus a fixed overhead per entry and op.
+pub fn entry_bytes(e: &Entry) -> u64 {
+    const ENTRY_OVERHEAD_BYTES: u64 = 64;
+    match &e.payload {
+        openraft::EntryPayload::Normal(batch) => batch
+            .ops
+            .iter()
+            .map(|op| crate::disk_budget::append_bytes(op) + ENTRY_OVERHEAD_BYTES)
+            .sum(),
+        _ => ENTRY_OVERHEAD_BYTES,
+    }
+}
+
+fn sum_bytes(entries: &BTreeMap<u64, Entry>) -> u64 {
+    entries.values().map(entry_bytes).sum()
 }
 
 impl ShardLog {
@@ -128,7 +149,7 @@ impl ShardLog {
         match rec {
             WalRecord::Entries { entries, .. } => self.append(entries),
             WalRecord::Vote { vote, .. } => self.vote = Some(vote),
-            WalRecord::Truncate { since, .. } => drop(self.entries.split_off(&since)),
+            WalRecord::Truncate { since, .. } => self.truncate(since),
             WalRecord::Purge { upto, .. } => self.purge(upto),
             WalRecord::Committed { committed, .. } => self.committed = committed,
         }
@@ -137,10 +158,22 @@ impl ShardLog {
     /// Appends entries, dropping any suffix at or after the first.
     pub fn append(&mut self, entries: Vec<Entry>) {
         let Some(first) = entries.first() else { return };
-        drop(self.entries.split_off(&first.log_id.index));
+        self.truncate(first.log_id.index);
         for e in entries {
+            self.bytes += entry_bytes(&e);
             self.entries.insert(e.log_id.index, e);
         }
+    }
+
+    /// Forgets entries with index ≥ `since`.
+    pub fn truncate(&mut self, since: u64) {
+        let gone = self.entries.split_off(&since);
+        self.bytes = self.bytes.saturating_sub(sum_bytes(&gone));
+    }
+
+    /// Record bytes the entries hold, about ([`entry_bytes`]).
+    pub fn bytes(&self) -> u64 {
+        self.bytes
     }
 
     /// Records that rebuild this log from nothing.
@@ -181,7 +214,9 @@ impl ShardLog {
 
     /// Forgets entries up to `upto`.
     pub fn purge(&mut self, upto: LogId) {
-        self.entries = self.entries.split_off(&(upto.index + 1));
+        let kept = self.entries.split_off(&(upto.index + 1));
+        let gone = std::mem::replace(&mut self.entries, kept);
+        self.bytes = self.bytes.saturating_sub(sum_bytes(&gone));
         self.last_purged = Some(upto);
     }
 }
@@ -735,6 +770,24 @@ mod tests {
                 ops: vec![op],
             }),
         }
+    }
+
+    /// The log's byte count follows appends, a suffix replaced, a
+    /// truncate and a purge, and is what its entries hold.
+    #[test]
+    fn the_byte_count_follows_every_change() {
+        let mut log = ShardLog::default();
+        let each = entry_bytes(&big_entry(1, 1000));
+        assert_eq!(each, 1000 + 1 + 64);
+        log.append((1..=5).map(|i| big_entry(i, 1000)).collect());
+        assert_eq!(log.bytes(), 5 * each);
+        log.append(vec![big_entry(4, 10)]);
+        assert_eq!(log.bytes(), 3 * each + entry_bytes(&big_entry(4, 10)));
+        log.truncate(3);
+        assert_eq!(log.bytes(), 2 * each);
+        log.purge(LogId::new(LeaderId::new(1, 1), 1));
+        assert_eq!(log.bytes(), each);
+        assert_eq!(log.bytes(), sum_bytes(&log.entries));
     }
 
     /// The rewrite's records stay under the record bound however large
