@@ -195,9 +195,10 @@ async fn purge_past_a_stopped_node(c: &TestCluster, body_len: usize) -> (NodeId,
     (late, rest, purged)
 }
 
-/// A follower whose snapshot transfer is slower than the writes (each
-/// chunk delayed): the leader holds its next snapshot, and the purge
-/// behind it, until the transfer is in, so the follower goes on from the
+/// A follower whose snapshot transfer and replay are slower than the
+/// writes (each chunk and each AppendEntries to it delayed): the leader
+/// holds its next snapshot, and the purge behind it, until the transfer
+/// is in and the follower has replayed the log, so it goes on from the
 /// log while the writes go on. Without the hold (mutation
 /// `SnapshotHoldIgnored`) it is sent one snapshot after another.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -130,12 +130,7 @@ async fn a_snapshot_is_its_log_ids_state_while_applies_go_on() {
     drop(snap);
     follower.shutdown().await;
     drop(follower);
-    let newer = leader
-        .get_snapshot_builder()
-        .await
-        .build_snapshot()
-        .await
-        .unwrap();
+    let newer = snapshot_of(&mut leader).await;
     assert!(!snap_dir.exists(), "{} is still there", snap_dir.display());
     let newer_dir = newer.snapshot.dir.as_ref().unwrap().path().to_path_buf();
     assert!(newer_dir.exists());
