@@ -212,6 +212,7 @@ impl ClusterSettings {
             // As the defaults: four intervals (see `snapshot_trigger`).
             snapshot_hold_logs: self.raft_snapshot_logs.saturating_mul(4),
             snapshot_hold_bytes: Timing::DEFAULT.snapshot_hold_bytes,
+            append_rpc_bytes_max: Timing::DEFAULT.append_rpc_bytes_max,
         };
         NodeOptions {
             id: self.node_id,

@@ -92,6 +92,9 @@ pub struct Timing {
     /// ... or until the shard's in-memory Raft log holds this many bytes
     /// of records.
     pub snapshot_hold_bytes: u64,
+    /// Most bytes of records in one AppendEntries
+    /// ([`crate::log_store::APPEND_RPC_BYTES_MAX`]).
+    pub append_rpc_bytes_max: u64,
 }
 
 impl Timing {
@@ -105,6 +108,7 @@ impl Timing {
         purge_batch: 256,
         snapshot_hold_logs: 80_000,
         snapshot_hold_bytes: 128 << 20,
+        append_rpc_bytes_max: crate::log_store::APPEND_RPC_BYTES_MAX,
     };
     /// Tests: faster elections, still safe on two busy cores.
     pub const TEST: Timing = Timing {
@@ -116,6 +120,7 @@ impl Timing {
         purge_batch: 256,
         snapshot_hold_logs: 80_000,
         snapshot_hold_bytes: 128 << 20,
+        append_rpc_bytes_max: crate::log_store::APPEND_RPC_BYTES_MAX,
     };
 
     /// When a shard snapshots ([`crate::snapshot_trigger`]).
@@ -798,7 +803,11 @@ impl ShardStart<'_> {
             let mut shard_log = shard_log.lock().unwrap();
             shard_log.vote = crate::restart_vote::on_start(shard_log.vote, self.options.id);
         }
-        let log = LogStore::new(self.wal.clone(), k);
+        let append_bytes_max = match self.mutation {
+            NodeMutation::AppendRpcUnbounded => u64::MAX,
+            _ => self.options.timing.append_rpc_bytes_max,
+        };
+        let log = LogStore::new(self.wal.clone(), k).with_append_bytes_max(append_bytes_max);
         let sends = Arc::new(crate::snapshot_trigger::Sends::default());
         let net = NetFactory {
             transport: self.transport.clone(),

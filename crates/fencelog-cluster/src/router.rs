@@ -30,6 +30,8 @@ pub struct Router {
     resume_unknown: std::sync::atomic::AtomicBool,
     /// Added before each AppendEntries to a node (a slow follower).
     append_delay: Mutex<BTreeMap<NodeId, Duration>>,
+    /// The largest AppendEntries body delivered, by target.
+    largest_append: Mutex<BTreeMap<NodeId, usize>>,
 }
 
 fn link(a: NodeId, b: NodeId) -> (NodeId, NodeId) {
@@ -99,6 +101,16 @@ impl Router {
     /// that replays the log slowly).
     pub fn slow_appends_to(&self, id: NodeId, d: Duration) {
         self.append_delay.lock().unwrap().insert(id, d);
+    }
+
+    /// The largest AppendEntries body, in bytes, delivered to `id` so far.
+    pub fn largest_append_to(&self, id: NodeId) -> usize {
+        self.largest_append
+            .lock()
+            .unwrap()
+            .get(&id)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Snapshot chunks delivered to `id` so far.
@@ -178,6 +190,9 @@ impl Transport for Port {
                     if let Some(d) = delay {
                         tokio::time::sleep(d).await;
                     }
+                    let mut largest = router.largest_append.lock().unwrap();
+                    let seen = largest.entry(target).or_default();
+                    *seen = (*seen).max(body.len());
                 }
                 RpcKind::SnapshotResume
                     if router

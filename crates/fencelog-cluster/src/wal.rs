@@ -748,12 +748,13 @@ impl Writer {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::types::{Batch, ClusterOp};
     use openraft::{EntryPayload, LeaderId};
 
-    fn big_entry(index: u64, bytes: usize) -> Entry {
+    /// An entry at `index` of one append of one record of `bytes` bytes.
+    pub(crate) fn big_entry(index: u64, bytes: usize) -> Entry {
         let op = ClusterOp::Append {
             stream: "s".into(),
             token: 1,

@@ -83,6 +83,8 @@ pub enum NodeMutation {
     SnapshotHoldIgnored,
     /// See `Mutation::ClusterBudgetIgnored`.
     ClusterBudgetIgnored,
+    /// See `Mutation::AppendRpcUnbounded`.
+    AppendRpcUnbounded,
 }
 
 /// Without the `mutations` feature no node mutation is ever on.
@@ -273,6 +275,10 @@ mod imp {
         /// budget (`--data-bytes-max`), which no replica then refuses,
         /// since shard engines run without one (issue 14).
         ClusterBudgetIgnored,
+        /// A cluster shard's leader sends a lagging follower as many
+        /// entries per AppendEntries as openraft asks (300), whatever their
+        /// bytes, instead of at most `Timing::append_rpc_bytes_max`.
+        AppendRpcUnbounded,
     }
 
     thread_local! {
@@ -319,6 +325,7 @@ mod imp {
             Mutation::LeaderResumesOwnVote => super::NodeMutation::LeaderResumesOwnVote,
             Mutation::SnapshotHoldIgnored => super::NodeMutation::SnapshotHoldIgnored,
             Mutation::ClusterBudgetIgnored => super::NodeMutation::ClusterBudgetIgnored,
+            Mutation::AppendRpcUnbounded => super::NodeMutation::AppendRpcUnbounded,
             _ => super::NodeMutation::None,
         }
     }

@@ -2,6 +2,7 @@
 
 mod support;
 
+mod append_rpc;
 mod cluster;
 mod disk_budget;
 mod peer_stream;

@@ -4,10 +4,10 @@
 //! atomically), then the entries after it; a restart keeps what it
 //! installed.
 
-use crate::support::{append, copy_tree, eventually, producer_append, TestCluster};
+use crate::support::{append, append_surely, copy_tree, eventually, TestCluster};
 use fencelog_cluster::node::{Timing, WriteOutcome};
 use fencelog_cluster::shard_dir::ShardDir;
-use fencelog_cluster::types::{NodeId, OpResult};
+use fencelog_cluster::types::NodeId;
 
 const SMALL_SNAPSHOTS: Timing = Timing {
     snapshot_logs: 30,
@@ -15,26 +15,6 @@ const SMALL_SNAPSHOTS: Timing = Timing {
     purge_batch: 1,
     ..Timing::TEST
 };
-
-/// Appends `body` to `s` as producer seq `seq` through any node of `via`
-/// until it is decided. With one node down, a starved heartbeat can cost
-/// the leader its term mid-loop (this was the flake: a write answered
-/// "unavailable" or "unknown" failed the test); a retry of an append that
-/// did land is answered as the producer's duplicate, so nothing is
-/// written twice.
-async fn append_surely(c: &TestCluster, via: &[NodeId], seq: u64, body: &str) {
-    eventually(&format!("append {seq} decided"), || async {
-        for id in via {
-            match c.write(*id, producer_append("s", 1, seq, body)).await {
-                WriteOutcome::Decided(OpResult::Appended { .. }) => return Some(()),
-                WriteOutcome::Decided(r) => panic!("append {seq}: {r:?}"),
-                WriteOutcome::Unavailable(_) | WriteOutcome::Unknown(_) => {}
-            }
-        }
-        None
-    })
-    .await
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_behind_the_purge_point_catches_up_by_snapshot() {
@@ -155,7 +135,14 @@ async fn purge_past_a_stopped_node(c: &TestCluster, body_len: usize) -> (NodeId,
     c.stop(late).await;
     let rest: Vec<_> = ids.iter().copied().filter(|i| *i != late).collect();
     for i in 0..100 {
-        append_surely(c, &rest, i, &format!("r{i:0>width$}", width = body_len - 1)).await;
+        append_surely(
+            c,
+            &rest,
+            "s",
+            i,
+            &format!("r{i:0>width$}", width = body_len - 1),
+        )
+        .await;
     }
     // Every running node purged past the late node's log, so whichever
     // leads when it comes back can only send it a snapshot; and each
@@ -337,7 +324,7 @@ async fn a_node_whose_state_is_behind_its_purge_point_refuses_to_start() {
     copy_tree(&shards, &saved);
     c.boot(victim).await;
     for i in 0..100 {
-        append_surely(&c, &ids, i, &format!("r{i}")).await;
+        append_surely(&c, &ids, "s", i, &format!("r{i}")).await;
     }
     let purged = eventually("the victim to purge its log", || async {
         let m = c.node(victim).raft(0).metrics().borrow().clone();

@@ -4,7 +4,7 @@
 
 use fencelog_cluster::node::{Node, NodeOptions, Timing, WriteOutcome};
 use fencelog_cluster::router::Router;
-use fencelog_cluster::types::{ClusterOp, NodeId, ShardId};
+use fencelog_cluster::types::{ClusterOp, NodeId, OpResult, ShardId};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
@@ -223,6 +223,26 @@ impl TestCluster {
         })
         .await
     }
+}
+
+/// Appends `body` to `stream` as producer seq `seq` through any node of `via`
+/// until it is decided. With one node down, a starved heartbeat can cost
+/// the leader its term mid-loop (this was the flake: a write answered
+/// "unavailable" or "unknown" failed the test); a retry of an append that
+/// did land is answered as the producer's duplicate, so nothing is
+/// written twice.
+pub async fn append_surely(c: &TestCluster, via: &[NodeId], stream: &str, seq: u64, body: &str) {
+    eventually(&format!("append {seq} decided"), || async {
+        for id in via {
+            match c.write(*id, producer_append(stream, 1, seq, body)).await {
+                WriteOutcome::Decided(OpResult::Appended { .. }) => return Some(()),
+                WriteOutcome::Decided(r) => panic!("append {seq}: {r:?}"),
+                WriteOutcome::Unavailable(_) | WriteOutcome::Unknown(_) => {}
+            }
+        }
+        None
+    })
+    .await
 }
 
 /// Runs `test` with the deliberate bug `m` on, on a thread and runtime of
