@@ -6,7 +6,7 @@
 //! history checker against every replica's final log.
 
 use crate::cluster_load::Load;
-use crate::cluster_support::{settled, ProcCluster, WAIT};
+use crate::cluster_support::{settled_even_if_unknown, ProcCluster, WAIT};
 use serde_json::{json, Value};
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -49,12 +49,13 @@ pub async fn admin(c: &ProcCluster, via: usize, op: &str, body: Value) -> (u16, 
     (s, v)
 }
 
-/// [`admin`], repeated while it answers 503 `unavailable`: every admin
+/// [`admin`], repeated while it answers 503 `unavailable`, its outcome
+/// known or not (`settled_even_if_unknown`): every admin
 /// step is idempotent (crate::membership's docs), so this is the retry a
 /// client makes after a node found no quorum in time.
 pub async fn admin_settled(c: &ProcCluster, via: usize, op: &str, body: Value) -> (u16, Value) {
     let url = format!("{}/_cluster/admin/{op}", c.url(via));
-    settled(|| c.http.post(&url).json(&body)).await
+    settled_even_if_unknown(|| c.http.post(&url).json(&body)).await
 }
 
 const SNAPSHOTS: [&str; 4] = ["--raft-snapshot-logs", "40", "--commit-timeout-ms", "3000"];

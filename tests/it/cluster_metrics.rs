@@ -4,7 +4,7 @@
 //! append; exactly one node leads each shard; the Raft families are the
 //! documented ones.
 
-use crate::cluster_support::{settled, ProcCluster};
+use crate::cluster_support::{settled_even_if_unknown, ProcCluster};
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -81,8 +81,9 @@ async fn a_cluster_nodes_metrics_label_every_shard_and_show_its_raft_groups() {
             let url = format!("{}/v1/streams/{stream}/records", c.url(ids[i % 3]));
             let body = json!({"fencing_token": 1, "records": [{"body": "x"}]});
             // A 503 `unavailable` (no quorum in time on a loaded host) is
-            // asked again; what landed is counted from the streams below.
-            let (s, v) = settled(|| c.http.post(&url).json(&body)).await;
+            // asked again, even one whose outcome is unknown: what landed
+            // is counted from the streams below.
+            let (s, v) = settled_even_if_unknown(|| c.http.post(&url).json(&body)).await;
             assert_eq!(s, 200, "{v}");
         }
     }
@@ -142,6 +143,24 @@ fn check_node(text: &str, id: usize, appends: u64) {
     assert_eq!(accepted.keys().cloned().collect::<BTreeSet<_>>(), shards);
     let sum: u64 = accepted.values().sum();
     assert_eq!(sum, appends, "node {id}: {accepted:?}");
+    // Every alert rule's metrics are here, the cluster's own included
+    // (docs/prometheus/fencelog-alerts.yml).
+    let exposed = crate::ops_dashboard::exposed(text);
+    let mut raft_alerts = 0;
+    for q in crate::ops_dashboard::alert_queries() {
+        for name in crate::ops_dashboard::metric_names(&q) {
+            raft_alerts += usize::from(name.starts_with(crate::ops_dashboard::RAFT_FAMILIES));
+            assert!(
+                crate::ops_dashboard::PROMETHEUS_OWN.contains(&name.as_str())
+                    || exposed.contains(&name),
+                "node {id}: alert query {q} names {name}, not served"
+            );
+        }
+    }
+    assert!(
+        raft_alerts >= 4,
+        "{raft_alerts} alert queries on the Raft families"
+    );
     let fsyncs = samples(text, "fencelog_raft_wal_fsyncs_total");
     assert!(fsyncs[""] > 0, "node {id}: {fsyncs:?}");
     assert_eq!(samples(text, "fencelog_raft_wal_healthy")[""], 1);

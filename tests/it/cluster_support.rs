@@ -14,18 +14,35 @@ pub const WAIT: Duration = Duration::from_secs(60);
 const UNAVAILABLE_RETRY: Duration = Duration::from_millis(100);
 
 /// Sends the request `make` builds, again while it is answered 503
-/// `unavailable` (bounded by [`WAIT`]), and returns the last answer.
-/// `unavailable` means nothing was proposed or read: the node found no
-/// quorum in time (on a loaded 2-core machine a heartbeat round can miss
-/// its deadline), and repeating is what a documented client does. An
-/// `outcome_unknown` 503 is never repeated.
+/// `unavailable` with nothing proposed (bounded by [`WAIT`]), and returns
+/// the last answer. The node found no quorum in time (on a loaded 2-core
+/// machine a heartbeat round can miss its deadline), and repeating is what
+/// a documented client does. A 503 whose body says `"outcome_unknown":
+/// true` is returned, never repeated: the first request may yet apply.
 pub async fn settled(make: impl Fn() -> reqwest::RequestBuilder) -> (u16, Value) {
+    repeat_unavailable(make, false).await
+}
+
+/// [`settled`], also repeating a 503 whose outcome is unknown: only for a
+/// request that may apply twice with no effect on what the test checks
+/// (an idempotent admin step, or appends counted afterwards from the
+/// streams themselves).
+pub async fn settled_even_if_unknown(make: impl Fn() -> reqwest::RequestBuilder) -> (u16, Value) {
+    repeat_unavailable(make, true).await
+}
+
+async fn repeat_unavailable(
+    make: impl Fn() -> reqwest::RequestBuilder,
+    unknown_too: bool,
+) -> (u16, Value) {
     let deadline = Instant::now() + WAIT;
     loop {
         let r = make().send().await.unwrap();
         let status = r.status().as_u16();
         let v: Value = r.json().await.unwrap_or(Value::Null);
-        if status != 503 || v["error"] != "unavailable" || Instant::now() >= deadline {
+        let unknown = v["outcome_unknown"] == true;
+        let again = status == 503 && v["error"] == "unavailable" && (unknown_too || !unknown);
+        if !again || Instant::now() >= deadline {
             return (status, v);
         }
         tokio::time::sleep(UNAVAILABLE_RETRY).await;
