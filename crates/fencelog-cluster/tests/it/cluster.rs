@@ -2,7 +2,7 @@
 //! replica, the leader's answer is its apply result, restarts never apply
 //! twice nor skip, and an isolated old leader cannot commit a stale write.
 
-use crate::support::{append, eventually, fence, TestCluster};
+use crate::support::{append, copy_tree, eventually, fence, TestCluster};
 use fencelog_cluster::node::WriteOutcome;
 use fencelog_cluster::shard::shard_of;
 use fencelog_cluster::types::OpResult;
@@ -86,19 +86,6 @@ async fn fencing_is_decided_in_apply_and_every_replica_agrees() {
     }
 }
 
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dest = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &dest);
-        } else {
-            std::fs::copy(e.path(), dest).unwrap();
-        }
-    }
-}
-
 /// A node restarted with its WAL ahead of its shard engine (the engine's
 /// last applies lost, as in a crash between log append and apply) re-applies
 /// exactly the missing entries: the same records as every other replica,
@@ -116,7 +103,7 @@ async fn restart_never_applies_twice_nor_skips() {
     c.stop(lagger).await;
     let shards = c.data_dir(lagger).join("shards");
     let saved = c.dir.path().join("saved-shards");
-    copy_dir(&shards, &saved);
+    copy_tree(&shards, &saved);
     c.boot(lagger).await;
     for i in 10..25 {
         let via = ids[i % 3];
@@ -128,7 +115,7 @@ async fn restart_never_applies_twice_nor_skips() {
     let applied = c.converged(0, &ids).await;
     c.stop(lagger).await;
     std::fs::remove_dir_all(&shards).unwrap();
-    copy_dir(&saved, &shards);
+    copy_tree(&saved, &shards);
     let before = {
         let e = fencelog_engine::Engine::open(shards.join("shard-000/gen-000000")).unwrap();
         let at = e.applied().map(|a| a.index).unwrap();
@@ -149,6 +136,103 @@ async fn restart_never_applies_twice_nor_skips() {
         assert!(recs.iter().enumerate().all(|(n, r)| r.0 == n as u64));
         assert_eq!(recs, c.records(leader, "s"));
     }
+}
+
+/// A node whose shard engine is ahead of its Raft WAL starts and goes on
+/// from its state. A follower applies the committed entries it has
+/// accepted before its own WAL syncs them, and the engine may make them
+/// durable first (a roll or checkpoint syncs it), so a power cut can
+/// leave the state holding entries the log lost (those entries were
+/// committed by the others: this node had not acknowledged them). Built
+/// here from a copy of the follower's live WAL taken before 15 more
+/// appends, restored under its engine: openraft purges the log up to what
+/// was applied, the WAL keeps that purge, and every replica ends with
+/// each record once, before and after another restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_state_is_ahead_of_its_wal_goes_on_from_its_state() {
+    let c = TestCluster::start(3, 1).await;
+    let ids = c.ids();
+    let leader = c.leader(0, &ids).await;
+    let ahead = *ids.iter().find(|i| **i != leader).unwrap();
+    let put = |i: usize| append("s", 1, &format!("r{i}"));
+    for i in 0..10 {
+        assert_eq!(appended_at(&c.write(leader, put(i)).await), i as u64);
+    }
+    c.converged(0, &ids).await;
+    let vote = c.node(ahead).raft(0).metrics().borrow().vote;
+    let raft_dir = c.data_dir(ahead).join("raft");
+    let saved = c.dir.path().join("saved-raft");
+    copy_tree(&raft_dir, &saved);
+    for i in 10..25 {
+        assert_eq!(appended_at(&c.write(leader, put(i)).await), i as u64);
+    }
+    let applied = c.converged(0, &ids).await;
+    // The saved WAL must differ from the node's only by entries: a vote
+    // changed since (an election) would make the restored one a state no
+    // crash leaves.
+    assert_eq!(c.node(ahead).raft(0).metrics().borrow().vote, vote);
+    c.stop(ahead).await;
+    std::fs::remove_dir_all(&raft_dir).unwrap();
+    copy_tree(&saved, &raft_dir);
+    let (wal_last, purged) = wal_tail(&raft_dir);
+    let shard_dir = c.data_dir(ahead).join("shards").join("shard-000");
+    let engine_dir = fencelog_cluster::shard_dir::ShardDir::open(&shard_dir)
+        .unwrap()
+        .engine_dir();
+    let state = {
+        let e = fencelog_engine::Engine::open(engine_dir).unwrap();
+        let at = e.applied().map(|a| a.index).unwrap();
+        e.shutdown().await;
+        at
+    };
+    assert!(
+        wal_last + 15 <= state && state == applied,
+        "WAL ends at {wal_last}, state at {state}, the shard at {applied}"
+    );
+    assert!(purged.is_none_or(|p| p < wal_last), "purged to {purged:?}");
+    c.boot(ahead).await;
+    let expected: Vec<Vec<u8>> = (0..30).map(|i| format!("r{i}").into_bytes()).collect();
+    for i in 25..30 {
+        let via = [ahead, leader][i % 2];
+        assert_eq!(appended_at(&c.write(via, put(i)).await), i as u64);
+    }
+    for restart in [false, true] {
+        if restart {
+            c.stop(ahead).await;
+            c.boot(ahead).await;
+        }
+        c.converged(0, &ids).await;
+        for i in &ids {
+            let recs = c.records(*i, "s");
+            let bodies: Vec<Vec<u8>> = recs.iter().map(|r| r.3.clone()).collect();
+            assert_eq!(bodies, expected, "node {i}, restarted {restart}");
+            assert!(recs.iter().enumerate().all(|(n, r)| r.0 == n as u64));
+        }
+    }
+    // The hole was purged, durably: the WAL starts after the state's
+    // point, not at the index the copy ended.
+    c.stop(ahead).await;
+    let (_, purged) = wal_tail(&raft_dir);
+    assert!(
+        purged.is_some_and(|p| p >= state),
+        "purged to {purged:?}, state was at {state}"
+    );
+}
+
+/// The last entry index and the purge point of shard 0 in the WAL in
+/// `dir` (opened offline, then closed).
+fn wal_tail(dir: &std::path::Path) -> (u64, Option<u64>) {
+    let storage = fencelog_engine::DirStorage::new(dir).unwrap();
+    let wal = fencelog_cluster::wal::Wal::open(std::sync::Arc::new(storage)).unwrap();
+    let log = wal.shard(0);
+    let out = {
+        let log = log.lock().unwrap();
+        let last = log.entries.keys().next_back().copied();
+        let purged = log.last_purged.map(|p| p.index);
+        (last.or(purged).unwrap_or(0), purged)
+    };
+    wal.close();
+    out
 }
 
 /// A leader whose followers answer its heartbeats late for a moment (cut
