@@ -183,9 +183,10 @@ pub(crate) async fn every_route_every_scope(http: &reqwest::Client, base: &str) 
         let url = format!("{base}/v1/streams/{s}/records");
         let body = json!({"fencing_token": 5, "records": [{"body": "kept"}]});
         // Setup, not the subject: a cluster that has just started may
-        // answer 503 `unavailable` (nothing proposed) until its shards
-        // have leaders, and a client repeats that.
-        let (status, v) = crate::cluster_support::settled(|| {
+        // answer 503 `unavailable` until its shards have leaders, and a
+        // client repeats that; one whose outcome is unknown too, since
+        // the states compared below are read after this.
+        let (status, v) = crate::cluster_support::settled_even_if_unknown(|| {
             http.post(&url).bearer_auth("setup-secret").json(&body)
         })
         .await;

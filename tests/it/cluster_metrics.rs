@@ -39,6 +39,19 @@ fn samples(text: &str, name: &str) -> BTreeMap<String, u64> {
         .collect()
 }
 
+/// The value of every sample of the seconds gauge `name`, by label set.
+fn seconds(text: &str, name: &str) -> BTreeMap<String, f64> {
+    let prefix = format!("{name}{{");
+    text.lines()
+        .filter_map(|l| l.strip_prefix(&prefix))
+        .map(|l| {
+            let (labels, value) = l.split_once("} ").unwrap();
+            let v = value.parse().unwrap_or_else(|_| panic!("{name}: {l}"));
+            (labels.to_string(), v)
+        })
+        .collect()
+}
+
 /// The families of `text`, each of which must come once, counters with
 /// the `_total` of their samples.
 fn families(text: &str) -> BTreeSet<String> {
@@ -105,6 +118,9 @@ async fn a_cluster_nodes_metrics_label_every_shard_and_show_its_raft_groups() {
     loop {
         let mut leaders: BTreeMap<String, u64> = BTreeMap::new();
         let mut applied: BTreeMap<String, BTreeSet<u64>> = BTreeMap::new();
+        // Each shard's leader, and only it, says a majority answered it
+        // within the last few heartbeats.
+        let mut acked: BTreeMap<String, u64> = BTreeMap::new();
         for id in ids {
             let text = metrics(&c, id).await;
             check_node(&text, id, appends);
@@ -114,14 +130,18 @@ async fn a_cluster_nodes_metrics_label_every_shard_and_show_its_raft_groups() {
             for (k, v) in samples(&text, "fencelog_raft_applied_index") {
                 applied.entry(k).or_default().insert(v);
             }
+            for (k, age) in seconds(&text, "fencelog_raft_quorum_ack_age_seconds") {
+                *acked.entry(k).or_default() += u64::from(age < 5.0);
+            }
         }
         let alike = applied.values().all(|at| at.len() == 1);
-        if leaders == one && alike {
+        if leaders == one && alike && acked == one {
             return;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "leaders {leaders:?} (one per shard), applied {applied:?} (alike)"
+            "leaders {leaders:?} (one per shard), applied {applied:?} (alike), \
+             acknowledged leaders {acked:?} (one per shard)"
         );
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
@@ -144,8 +164,11 @@ fn check_node(text: &str, id: usize, appends: u64) {
     let sum: u64 = accepted.values().sum();
     assert_eq!(sum, appends, "node {id}: {accepted:?}");
     // Every alert rule's metrics are here, the cluster's own included
-    // (docs/prometheus/fencelog-alerts.yml).
-    let exposed = crate::ops_dashboard::exposed(text);
+    // (docs/prometheus/fencelog-alerts.yml): as samples, or as a family
+    // with none on this node (the quorum-ack age of a node leading no
+    // shard).
+    let mut exposed = crate::ops_dashboard::exposed(text);
+    exposed.extend(served.iter().cloned());
     let mut raft_alerts = 0;
     for q in crate::ops_dashboard::alert_queries() {
         for name in crate::ops_dashboard::metric_names(&q) {

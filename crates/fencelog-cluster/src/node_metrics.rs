@@ -95,6 +95,36 @@ fn gauge(out: &mut String, name: &str, help: &str, values: &[(ShardId, u64)]) {
     }
 }
 
+/// How long ago a majority last acknowledged this node as leader, for the
+/// shards it leads. openraft 0.9 keeps a leader cut off from its
+/// followers leading (it steps down only on a higher vote), so
+/// `fencelog_raft_leader` alone cannot tell a shard with no working
+/// leader; this age can. openraft refreshes it at every turn of the
+/// group's loop, ticks included, so it is current when scraped.
+fn quorum_ack_ages(
+    out: &mut String,
+    metrics: &[(
+        ShardId,
+        openraft::RaftMetrics<crate::types::NodeId, openraft::BasicNode>,
+    )],
+    me: crate::types::NodeId,
+) {
+    let name = "fencelog_raft_quorum_ack_age_seconds";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Seconds since a majority last acknowledged this node as the shard's leader (shards it leads)."
+    );
+    let _ = writeln!(out, "# TYPE {name} gauge");
+    for (k, m) in metrics {
+        let Some(ms) = m.millis_since_quorum_ack else {
+            continue;
+        };
+        if m.current_leader == Some(me) {
+            let _ = writeln!(out, "{name}{{shard=\"{k}\"}} {:.3}", ms as f64 / 1000.0);
+        }
+    }
+}
+
 /// The Raft groups' and the WAL's families (OpenMetrics text, no
 /// `# EOF`).
 pub fn raft_families(node: &Node) -> String {
@@ -116,6 +146,7 @@ pub fn raft_families(node: &Node) -> String {
         "1 while this node leads the shard's Raft group",
         &of(&|m| u64::from(m.current_leader == Some(me))),
     );
+    quorum_ack_ages(&mut out, &metrics, me);
     gauge(
         &mut out,
         "fencelog_raft_term",

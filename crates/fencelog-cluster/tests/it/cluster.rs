@@ -235,6 +235,45 @@ fn wal_tail(dir: &std::path::Path) -> (u64, Option<u64>) {
     out
 }
 
+/// A leader cut off from its followers still takes itself for the leader
+/// (openraft 0.9 steps down only on a higher vote), while the age of its
+/// last majority acknowledgement climbs: `fencelog_raft_leader` stays 1,
+/// `fencelog_raft_quorum_ack_age_seconds` (what the
+/// `FencelogShardLeaderless` alert reads) passes the seconds it was cut
+/// off. Healed, the shard has a leader acknowledged within a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_off_leaders_quorum_ack_age_climbs() {
+    let c = TestCluster::start(3, 1).await;
+    let ids = c.ids();
+    let leader = c.leader(0, &ids).await;
+    let sample = |id, name: &str| {
+        let text = fencelog_cluster::node_metrics::raft_families(&c.node(id));
+        let prefix = format!("{name}{{shard=\"0\"}} ");
+        let line = text.lines().find_map(|l| l.strip_prefix(&prefix));
+        line.map(|v| v.parse::<f64>().unwrap())
+    };
+    let age = "fencelog_raft_quorum_ack_age_seconds";
+    eventually("a fresh acknowledgement", || async {
+        sample(leader, age).filter(|a| *a < 1.0)
+    })
+    .await;
+    c.router.isolate(leader, ids.clone());
+    let cut = std::time::Instant::now();
+    let seen = eventually("the cut-off leader's age to pass 2 s", || async {
+        sample(leader, age).filter(|a| *a > 2.0)
+    })
+    .await;
+    assert!(seen <= cut.elapsed().as_secs_f64() + 1.0, "age {seen}");
+    assert_eq!(sample(leader, "fencelog_raft_leader"), Some(1.0));
+    c.router.heal();
+    eventually("a leader acknowledged again", || async {
+        ids.iter()
+            .filter_map(|i| sample(*i, age))
+            .find(|a| *a < 1.0)
+    })
+    .await;
+}
+
 /// A leader whose followers answer its heartbeats late for a moment (cut
 /// for 300 ms, well inside the election timeout, as a follower busy with
 /// large reads on two cores is) still answers a linearizable read once
