@@ -95,6 +95,19 @@ fn gauge(out: &mut String, name: &str, help: &str, values: &[(ShardId, u64)]) {
     }
 }
 
+/// Whether `m` says this node leads its group now. Not `current_leader`
+/// alone: a group that stopped (a poisoned WAL stops every group of the
+/// node) keeps its last metrics, its leader and a fresh-looking quorum
+/// age among them, with only its state set to `Shutdown`.
+fn leads(
+    m: &openraft::RaftMetrics<crate::types::NodeId, openraft::BasicNode>,
+    me: crate::types::NodeId,
+) -> bool {
+    m.current_leader == Some(me)
+        && m.state == openraft::ServerState::Leader
+        && m.running_state.is_ok()
+}
+
 /// How long ago a majority last acknowledged this node as leader, for the
 /// shards it leads. openraft 0.9 keeps a leader cut off from its
 /// followers leading (it steps down only on a higher vote), so
@@ -119,7 +132,7 @@ fn quorum_ack_ages(
         let Some(ms) = m.millis_since_quorum_ack else {
             continue;
         };
-        if m.current_leader == Some(me) {
+        if leads(m, me) {
             let _ = writeln!(out, "{name}{{shard=\"{k}\"}} {:.3}", ms as f64 / 1000.0);
         }
     }
@@ -144,7 +157,7 @@ pub fn raft_families(node: &Node) -> String {
         &mut out,
         "fencelog_raft_leader",
         "1 while this node leads the shard's Raft group",
-        &of(&|m| u64::from(m.current_leader == Some(me))),
+        &of(&|m| u64::from(leads(m, me))),
     );
     quorum_ack_ages(&mut out, &metrics, me);
     gauge(
@@ -240,6 +253,35 @@ fencelog_fsync_seconds_sum 0.5\n\
 fencelog_fsync_seconds_bucket{le=\"0.001\"} 2\n\
 fencelog_fsync_seconds_bucket{le=\"+Inf\"} 3\n\
 # EOF\n";
+
+    /// A stopped group keeps its last metrics, leader and quorum age
+    /// included: only a running leader counts as leading.
+    #[test]
+    fn only_a_running_leader_leads() {
+        let mut m = openraft::RaftMetrics::new_initial(2);
+        m.current_leader = Some(2);
+        m.state = openraft::ServerState::Leader;
+        m.millis_since_quorum_ack = Some(40);
+        assert!(leads(&m, 2));
+        assert!(!leads(&m, 3));
+        let mut out = String::new();
+        quorum_ack_ages(&mut out, &[(4, m.clone())], 2);
+        assert!(
+            out.ends_with("fencelog_raft_quorum_ack_age_seconds{shard=\"4\"} 0.040\n"),
+            "{out}"
+        );
+        m.state = openraft::ServerState::Shutdown;
+        assert!(!leads(&m, 2));
+        let mut out = String::new();
+        quorum_ack_ages(&mut out, &[(4, m.clone())], 2);
+        assert!(!out.contains("shard="), "{out}");
+        m.state = openraft::ServerState::Leader;
+        m.running_state = Err(openraft::error::Fatal::Stopped);
+        assert!(!leads(&m, 2));
+        m.running_state = Ok(());
+        m.state = openraft::ServerState::Follower;
+        assert!(!leads(&m, 2));
+    }
 
     #[test]
     fn a_sample_gets_the_shard_as_its_first_label() {
