@@ -27,7 +27,8 @@ pub struct Common {
 #[derive(Debug, Subcommand)]
 pub enum ClusterCommand {
     /// Every shard as the node sees it: leader, term, voters, learners,
-    /// applied index, preferred leader; and the shards each node leads.
+    /// applied index, preferred leader, and on the shards it leads when a
+    /// majority last answered it; and the shards each node leads.
     Status {
         #[command(flatten)]
         common: Common,
@@ -151,10 +152,17 @@ pub fn status_text(v: &Value) -> String {
         "UNHEALTHY"
     };
     let mut out = format!("node {} ({health})\n", v["node_id"]);
-    out.push_str("shard  state      leader  preferred  term  voters    learners  applied\n");
+    out.push_str(
+        "shard  state      leader  preferred  term  voters    learners  applied    quorum ack\n",
+    );
     for s in v["shards"].as_array().into_iter().flatten() {
+        // A leader's last majority answer: seconds ago means it is cut off.
+        let acked = match s["quorum_ack_ms"].as_u64() {
+            Some(ms) => format!("{ms} ms ago"),
+            None => "-".to_string(),
+        };
         out.push_str(&format!(
-            "{:<6} {:<10} {:<7} {:<10} {:<5} {:<9} {:<9} {}\n",
+            "{:<6} {:<10} {:<7} {:<10} {:<5} {:<9} {:<9} {:<10} {acked}\n",
             or_dash(&s["shard"]),
             or_dash(&s["state"]),
             or_dash(&s["leader"]),

@@ -41,7 +41,7 @@ fn shard_line(s: &Value) -> String {
         }
     };
     format!(
-        "{:<6} {:<10} {:<7} {:<10} {:<5} {:<9} {:<9} {}",
+        "{:<6} {:<10} {:<7} {:<10} {:<5} {:<9} {:<9} {:<10} -",
         s["shard"].to_string(),
         s["state"].as_str().unwrap(),
         s["leader"].to_string(),
@@ -49,7 +49,7 @@ fn shard_line(s: &Value) -> String {
         s["term"].to_string(),
         ids(&s["voters"]),
         ids(&s["learners"]),
-        s["applied_index"],
+        s["applied_index"].to_string(),
     )
 }
 
@@ -76,7 +76,8 @@ async fn cluster_commands_print_exactly_what_they_did() {
     let v = c.status(2).await.unwrap();
     let mut expected = vec![
         "node 2 (healthy)".to_string(),
-        "shard  state      leader  preferred  term  voters    learners  applied".to_string(),
+        "shard  state      leader  preferred  term  voters    learners  applied    quorum ack"
+            .to_string(),
     ];
     expected.extend(v["shards"].as_array().unwrap().iter().map(shard_line));
     expected.push("leaders: node 1: 0; node 2: -; node 3: 1".to_string());
@@ -85,6 +86,25 @@ async fn cluster_commands_print_exactly_what_they_did() {
         out.contains("\n0      Follower   1       1          "),
         "{out}"
     );
+    // Node 2 leads nothing (the `-` above); node 1 leads shard 0, and a
+    // majority answered it a few heartbeats ago at most.
+    let (code, out, _) = cluster(&c.url(1), &["status"]);
+    let line = out.lines().find(|l| l.starts_with("0 ")).unwrap();
+    let ms: u64 = line
+        .strip_suffix(" ms ago")
+        .unwrap()
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(code == 0 && ms < 5_000, "{out}");
+    let v1 = c.status(1).await.unwrap();
+    assert!(
+        v1["shards"][0]["quorum_ack_ms"].as_u64().unwrap() < 5_000,
+        "{v1}"
+    );
+    assert_eq!(v1["shards"][1]["quorum_ack_ms"], Value::Null, "{v1}");
     let (code, out, _) = cluster(&url, &["status", "--json"]);
     let json: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(

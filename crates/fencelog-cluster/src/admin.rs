@@ -57,6 +57,11 @@ pub fn status(node: &Node) -> Value {
                 "applied_index": m.last_applied.map(|l| l.index),
                 "snapshot_index": m.snapshot.map(|l| l.index),
                 "purged_index": m.purged.map(|l| l.index),
+                // On the shard's leader: since a majority last answered it
+                // (a leader cut off from its followers still leads here).
+                "quorum_ack_ms": crate::node_metrics::leads(&m, node.id())
+                    .then_some(m.millis_since_quorum_ack)
+                    .flatten(),
             })
         })
         .collect();

@@ -99,7 +99,7 @@ fn gauge(out: &mut String, name: &str, help: &str, values: &[(ShardId, u64)]) {
 /// alone: a group that stopped (a poisoned WAL stops every group of the
 /// node) keeps its last metrics, its leader and a fresh-looking quorum
 /// age among them, with only its state set to `Shutdown`.
-fn leads(
+pub(crate) fn leads(
     m: &openraft::RaftMetrics<crate::types::NodeId, openraft::BasicNode>,
     me: crate::types::NodeId,
 ) -> bool {
