@@ -23,8 +23,9 @@ async fn metrics(c: &ProcCluster, id: usize) -> String {
     r.text().await.unwrap()
 }
 
-/// The value of every sample of `name` (with its labels), by label set.
-fn samples(text: &str, name: &str) -> BTreeMap<String, u64> {
+/// The value of every sample of `name` (with its labels), by label set:
+/// a count (`u64`) or seconds (`f64`).
+fn samples<T: std::str::FromStr>(text: &str, name: &str) -> BTreeMap<String, T> {
     text.lines()
         .filter(|l| !l.starts_with('#'))
         .filter_map(|l| {
@@ -33,21 +34,8 @@ fn samples(text: &str, name: &str) -> BTreeMap<String, u64> {
             (n == name).then(|| (labels.trim_end_matches('}').to_string(), value.parse().ok()))
         })
         .map(|(k, v)| {
-            let v = v.unwrap_or_else(|| panic!("{name}{{{k}}} is not a count"));
+            let v = v.unwrap_or_else(|| panic!("{name}{{{k}}} does not read"));
             (k, v)
-        })
-        .collect()
-}
-
-/// The value of every sample of the seconds gauge `name`, by label set.
-fn seconds(text: &str, name: &str) -> BTreeMap<String, f64> {
-    let prefix = format!("{name}{{");
-    text.lines()
-        .filter_map(|l| l.strip_prefix(&prefix))
-        .map(|l| {
-            let (labels, value) = l.split_once("} ").unwrap();
-            let v = value.parse().unwrap_or_else(|_| panic!("{name}: {l}"));
-            (labels.to_string(), v)
         })
         .collect()
 }
@@ -124,13 +112,13 @@ async fn a_cluster_nodes_metrics_label_every_shard_and_show_its_raft_groups() {
         for id in ids {
             let text = metrics(&c, id).await;
             check_node(&text, id, appends);
-            for (k, v) in samples(&text, "fencelog_raft_leader") {
+            for (k, v) in samples::<u64>(&text, "fencelog_raft_leader") {
                 *leaders.entry(k).or_default() += v;
             }
-            for (k, v) in samples(&text, "fencelog_raft_applied_index") {
+            for (k, v) in samples::<u64>(&text, "fencelog_raft_applied_index") {
                 applied.entry(k).or_default().insert(v);
             }
-            for (k, age) in seconds(&text, "fencelog_raft_quorum_ack_age_seconds") {
+            for (k, age) in samples::<f64>(&text, "fencelog_raft_quorum_ack_age_seconds") {
                 *acked.entry(k).or_default() += u64::from(age < 5.0);
             }
         }
@@ -158,7 +146,7 @@ fn check_node(text: &str, id: usize, appends: u64) {
     assert!(!raft.is_empty() && single.is_disjoint(&raft));
     let expected: BTreeSet<String> = single.union(&raft).cloned().collect();
     assert_eq!(served, expected, "node {id}");
-    let accepted = samples(text, "fencelog_appends_accepted_total");
+    let accepted = samples::<u64>(text, "fencelog_appends_accepted_total");
     let shards: BTreeSet<String> = (0..SHARDS).map(|k| format!("shard=\"{k}\"")).collect();
     assert_eq!(accepted.keys().cloned().collect::<BTreeSet<_>>(), shards);
     let sum: u64 = accepted.values().sum();
@@ -185,7 +173,7 @@ fn check_node(text: &str, id: usize, appends: u64) {
         raft_alerts >= 4,
         "{raft_alerts} alert queries on the Raft families"
     );
-    let fsyncs = samples(text, "fencelog_raft_wal_fsyncs_total");
+    let fsyncs = samples::<u64>(text, "fencelog_raft_wal_fsyncs_total");
     assert!(fsyncs[""] > 0, "node {id}: {fsyncs:?}");
-    assert_eq!(samples(text, "fencelog_raft_wal_healthy")[""], 1);
+    assert_eq!(samples::<u64>(text, "fencelog_raft_wal_healthy")[""], 1);
 }

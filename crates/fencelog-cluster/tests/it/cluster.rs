@@ -116,12 +116,7 @@ async fn restart_never_applies_twice_nor_skips() {
     c.stop(lagger).await;
     std::fs::remove_dir_all(&shards).unwrap();
     copy_tree(&saved, &shards);
-    let before = {
-        let e = fencelog_engine::Engine::open(shards.join("shard-000/gen-000000")).unwrap();
-        let at = e.applied().map(|a| a.index).unwrap();
-        e.shutdown().await;
-        at
-    };
+    let before = applied_on_disk(&shards.join("shard-000")).await;
     assert!(
         before + 15 <= applied,
         "the restored engine is behind: {before} vs {applied}"
@@ -175,16 +170,7 @@ async fn a_node_whose_state_is_ahead_of_its_wal_goes_on_from_its_state() {
     std::fs::remove_dir_all(&raft_dir).unwrap();
     copy_tree(&saved, &raft_dir);
     let (wal_last, purged) = wal_tail(&raft_dir);
-    let shard_dir = c.data_dir(ahead).join("shards").join("shard-000");
-    let engine_dir = fencelog_cluster::shard_dir::ShardDir::open(&shard_dir)
-        .unwrap()
-        .engine_dir();
-    let state = {
-        let e = fencelog_engine::Engine::open(engine_dir).unwrap();
-        let at = e.applied().map(|a| a.index).unwrap();
-        e.shutdown().await;
-        at
-    };
+    let state = applied_on_disk(&c.data_dir(ahead).join("shards/shard-000")).await;
     assert!(
         wal_last + 15 <= state && state == applied,
         "WAL ends at {wal_last}, state at {state}, the shard at {applied}"
@@ -217,6 +203,16 @@ async fn a_node_whose_state_is_ahead_of_its_wal_goes_on_from_its_state() {
         purged.is_some_and(|p| p >= state),
         "purged to {purged:?}, state was at {state}"
     );
+}
+
+/// The last index a stopped node's shard engine in `shard_dir` applied
+/// (opened offline, then shut down).
+async fn applied_on_disk(shard_dir: &std::path::Path) -> u64 {
+    let dir = fencelog_cluster::shard_dir::ShardDir::open(shard_dir).unwrap();
+    let e = fencelog_engine::Engine::open(dir.engine_dir()).unwrap();
+    let at = e.applied().map(|a| a.index).unwrap();
+    e.shutdown().await;
+    at
 }
 
 /// The last entry index and the purge point of shard 0 in the WAL in
