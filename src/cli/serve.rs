@@ -596,7 +596,7 @@ fn print_settings(settings: &Settings) -> ExitCode {
 pub(super) struct Prepared {
     pub(super) config: Config,
     pub(super) state_limits: HttpLimits,
-    budget: MemoryBudget,
+    pub(super) budget: MemoryBudget,
     pub(super) server_config: ServerConfig,
     pub(super) auth: Auth,
 }

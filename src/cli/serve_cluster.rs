@@ -1,14 +1,18 @@
 //! `fencelog serve --node-id N --cluster 1=HOST:PORT,...`: one node of a
-//! replicated cluster (issue 14). Same HTTP API and limits as a single
-//! node, plus the Raft RPCs under `/_cluster/` on the same port.
+//! replicated cluster. The same HTTP API, limits, tokens and memory budget
+//! as a single node, over the cluster's backend, plus the Raft RPCs and
+//! the admin routes under `/_cluster/` on the same port.
 
 use super::serve::{report_dropped_log_lines, stop_signal, Args, FileSettings, Prepared, Settings};
 use super::server_log::ServerLog;
+use fencelog_cluster::backend::ClusterBackend;
 use fencelog_cluster::http_auth::ClusterAuth;
 use fencelog_cluster::http_transport::{HttpTransport, PeerRpc, PeerTls};
 use fencelog_cluster::node::{Node, NodeOptions, Timing};
 use fencelog_cluster::shard::{SHARDS_DEFAULT, SHARDS_MAX};
 use fencelog_server::auth::Auth;
+use fencelog_server::server::serve_with;
+use fencelog_server::AppState;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::ExitCode;
@@ -345,7 +349,10 @@ async fn serve(
             return ExitCode::FAILURE;
         }
     };
-    let (limits, server_config) = (p.state_limits, p.server_config);
+    let state = AppState::with_backend(Arc::new(ClusterBackend::new(node.clone())))
+        .with_limits(p.state_limits)
+        .with_auth(p.auth)
+        .with_budget(p.budget);
     let addr = listener
         .local_addr()
         .map(|a| a.to_string())
@@ -358,10 +365,8 @@ async fn serve(
     log.set_lossy(true);
     println!("listening on {addr}");
     let _ = std::io::stdout().flush();
-    let app_node = node.clone();
-    let build = move |shutdown| fencelog_cluster::http::serving(app_node, access, limits, shutdown);
-    let served = fencelog_server::serve_router(listener, build, server_config, stop).await;
-    node.shutdown().await;
+    let routes = move |shutdown| fencelog_cluster::routes::routes(node, access, shutdown);
+    let served = serve_with(listener, state, routes, p.server_config, stop).await;
     match served {
         Ok(()) => {
             tracing::info!("stopped; every shard engine and the Raft WAL are shut down");

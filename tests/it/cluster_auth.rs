@@ -10,7 +10,8 @@
 use crate::auth_scopes::{every_route_every_scope, forbidden, secret_for, send, write_config};
 use crate::cluster_support::{others, ProcCluster};
 use fencelog_cluster::network::{decode, encode, RpcKind};
-use fencelog_cluster::types::ClusterOp;
+use fencelog_cluster::op_codec::WireOp;
+use fencelog_engine::WriteOp;
 use fencelog_server::auth::Scope;
 use serde_json::{json, Value};
 use std::path::Path;
@@ -42,11 +43,11 @@ fn auth_args(dir: &Path) -> Vec<String> {
 
 /// A peer RPC as a client might forge it: a forwarded fence of `in-s`.
 async fn forward(c: &ProcCluster, id: usize, shard: u32, secret: Option<&str>) -> (u16, Value) {
-    let op = ClusterOp::Fence {
+    let op = WireOp(WriteOp::Fence {
         stream: "in-s".into(),
         token: 1000,
         not_after_ms: None,
-    };
+    });
     let url = format!("{}/_cluster/raft/{shard}/forward", c.url(id));
     let mut req = c.http.post(url).body(encode(&op));
     if let Some(s) = secret {
@@ -180,11 +181,11 @@ async fn the_peer_stream_takes_the_same_secret(c: &ProcCluster, leader: usize, k
     let r = upgrade(Some(PEER_SECRET)).send().await.unwrap();
     assert_eq!(r.status().as_u16(), 101);
     let mut io = r.upgrade().await.unwrap();
-    let op = ClusterOp::Fence {
+    let op = WireOp(WriteOp::Fence {
         stream: "in-s".into(),
         token: 2000,
         not_after_ms: None,
-    };
+    });
     let mut frames = Vec::new();
     put_request(&mut frames, 41, 999, RpcKind::Vote, b"");
     put_request(&mut frames, 42, k, RpcKind::Forward, &encode(&op));

@@ -165,11 +165,13 @@ fn location_and_hint(resp: &reqwest::Response) -> (Option<String>, Option<String
     (header("location"), header("fencelog-leader"))
 }
 
-/// The single node's scope for `method` on a stream write `path`.
+/// The route table's scope for `method` on a stream write `path`.
 fn needed(method: &str, path: &str) -> Scope {
-    let m = method.to_uppercase().parse().unwrap();
-    match fencelog_cluster::http_auth::access(&m, path) {
-        Access::Scope(s) => s,
+    let route = fencelog_server::openapi::ROUTES
+        .iter()
+        .find(|r| r.method == method && r.path == path);
+    match route.map(|r| r.access) {
+        Some(Access::Scope(s)) => s,
         other => panic!("{method} {path} is {other:?}"),
     }
 }

@@ -17,32 +17,35 @@
 //! leader's is not asked. Fences, trims, seals, deletes and cursor
 //! commits are never refused by it: they are how space comes back.
 
-use crate::types::{ClusterOp, OpResult};
+use crate::types::OpResult;
+use fencelog_engine::{BatchAction, WriteOp};
 
 /// Bytes of records an op would add: its stream name, record bodies and
 /// header names and values, summed over a batch's appends. Frame headers
 /// are not counted (a few dozen bytes per append).
-pub fn append_bytes(op: &ClusterOp) -> u64 {
+pub fn append_bytes(op: &WriteOp) -> u64 {
+    let bodies = |r: &[bytes::Bytes]| r.iter().map(|r| r.len()).sum::<usize>();
     match op {
-        ClusterOp::Append {
+        WriteOp::Append {
             stream,
             records,
             headers,
             ..
         } => {
-            let bodies: usize = records.iter().map(Vec::len).sum();
             let named: usize = headers
                 .iter()
                 .flatten()
-                .map(|(n, v)| n.len() + v.len())
+                .map(|h| h.name.len() + h.value.len())
                 .sum();
-            (stream.len() + bodies + named) as u64
+            (stream.len() + bodies(records) + named) as u64
         }
-        ClusterOp::Batch { ops, .. } => ops
+        WriteOp::Batch { ops, .. } => ops
             .iter()
-            .filter_map(|o| {
-                let records = o.records.as_ref()?;
-                Some((o.stream.len() + records.iter().map(Vec::len).sum::<usize>()) as u64)
+            .filter_map(|o| match &o.action {
+                BatchAction::Append { records, .. } => {
+                    Some((o.stream.len() + bodies(records)) as u64)
+                }
+                BatchAction::Fence => None,
             })
             .sum(),
         _ => 0,
@@ -61,7 +64,7 @@ pub fn refusal(
     limit: Option<u64>,
     used: impl FnOnce() -> u64,
     writes: impl FnOnce() -> bool,
-    op: &ClusterOp,
+    op: &WriteOp,
 ) -> Option<OpResult> {
     let limit = limit?;
     let adds = append_bytes(op);
@@ -76,17 +79,18 @@ pub fn refusal(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::op_views::BatchOpView;
+    use fencelog_engine::{BatchOp, Header};
 
-    fn append(stream: &str, records: &[&str]) -> ClusterOp {
-        ClusterOp::Append {
+    fn append(stream: &str, records: &[&str]) -> WriteOp {
+        WriteOp::Append {
             stream: stream.into(),
             token: 1,
-            match_seq: None,
-            records: records.iter().map(|r| r.as_bytes().to_vec()).collect(),
+            records: records
+                .iter()
+                .map(|r| bytes::Bytes::copy_from_slice(r.as_bytes()))
+                .collect(),
             headers: vec![],
-            producer: None,
-            not_after_ms: None,
+            options: Default::default(),
         }
     }
 
@@ -94,23 +98,24 @@ mod tests {
     fn an_append_counts_its_name_bodies_and_headers() {
         assert_eq!(append_bytes(&append("s", &["abc", "de"])), 6);
         let mut op = append("st", &["x"]);
-        if let ClusterOp::Append { headers, .. } = &mut op {
-            *headers = vec![vec![(b"k".to_vec(), b"vv".to_vec())]];
+        if let WriteOp::Append { headers, .. } = &mut op {
+            *headers = vec![vec![Header::new(&b"k"[..], &b"vv"[..])]];
         }
         assert_eq!(append_bytes(&op), 6);
-        let batch = ClusterOp::Batch {
+        let batch = WriteOp::Batch {
             ops: vec![
-                BatchOpView {
+                BatchOp {
                     stream: "a".into(),
-                    token: 1,
-                    records: Some(vec![b"1234".to_vec()]),
-                    match_seq: None,
+                    fencing_token: 1,
+                    action: BatchAction::Append {
+                        records: vec![bytes::Bytes::from_static(b"1234")],
+                        match_seq_num: None,
+                    },
                 },
-                BatchOpView {
+                BatchOp {
                     stream: "bb".into(),
-                    token: 1,
-                    records: None,
-                    match_seq: None,
+                    fencing_token: 1,
+                    action: BatchAction::Fence,
                 },
             ],
             not_after_ms: None,
@@ -140,7 +145,7 @@ mod tests {
             None,
             "the fencing rule answers it first"
         );
-        let fence = ClusterOp::Fence {
+        let fence = WriteOp::Fence {
             stream: "s".into(),
             token: 2,
             not_after_ms: None,

@@ -1,12 +1,9 @@
-//! Who may call a cluster node (issue 14 with issue 12's tokens).
+//! Who may call a cluster node.
 //!
-//! - Client routes (`/v1/...`) take the single node's scoped tokens: each
-//!   route the cluster serves itself is wrapped in the server's own
-//!   [`auth::check`] with the scope [`ROUTES`] declares for it, and every
-//!   other route runs the single node's router, checks included. So the
-//!   scopes and the 401/403 bodies are the single node's, byte for byte.
-//!   A follower checks the client's token before it forwards a write; the
-//!   forward itself is a peer RPC.
+//! - Client routes (`/v1/...`) are the server's own, with its scoped
+//!   tokens and checks: the scopes and the 401/403 bodies are the single
+//!   node's, byte for byte. A follower checks the client's token before it
+//!   forwards a write; the forward itself is a peer RPC.
 //! - Everything under `/_cluster/` goes through one layer ([`guard`]),
 //!   whatever route it reaches, so an endpoint added there later is
 //!   covered without saying so: `/_cluster/admin/...` needs a client token
@@ -16,15 +13,12 @@
 //!   secret never reaches the leader's proposer.
 
 use axum::extract::{Request, State};
-use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::MethodRouter;
 use fencelog_api::ErrorCode;
 use fencelog_server::auth::{
-    self, authorize, constant_time_eq, hash_secret, with_challenge, Access, Auth, Scope,
+    authorize, constant_time_eq, hash_secret, with_challenge, Auth, Scope,
 };
-use fencelog_server::openapi::ROUTES;
 use fencelog_server::ApiError;
 
 /// The header a peer RPC carries the cluster secret in.
@@ -39,7 +33,7 @@ pub const PEER_SECRET_BYTES_MIN: usize = 16;
 /// How a node authenticates its callers.
 #[derive(Clone)]
 pub struct ClusterAuth {
-    /// Client tokens (issue 12); [`Auth::Open`] without any.
+    /// Client tokens; [`Auth::Open`] without any.
     pub auth: Auth,
     /// SHA-256 of the peer secret; `None` runs the RPCs open (only allowed
     /// while the client API is open too, see [`ClusterAuth::new`]).
@@ -116,39 +110,4 @@ pub async fn guard(State(a): State<ClusterAuth>, request: Request, next: Next) -
         }
     }
     next.run(request).await
-}
-
-/// The access the single node's route table declares for `method` on
-/// `path` (a route pattern, as the router has it). Panics for a route the
-/// table lacks: the cluster serves no client route without a scope.
-pub fn access(method: &Method, path: &str) -> Access {
-    let m = method.as_str().to_ascii_lowercase();
-    ROUTES
-        .iter()
-        .find(|r| r.path == path && r.method == m)
-        .map(|r| r.access)
-        .unwrap_or_else(|| panic!("{method} {path} is not in the route table"))
-}
-
-/// `route` (serving `method` on `path`) behind the single node's check
-/// for it.
-pub fn guarded<S: Clone + Send + Sync + 'static>(
-    a: &ClusterAuth,
-    method: Method,
-    path: &str,
-    route: MethodRouter<S>,
-) -> MethodRouter<S> {
-    let check = (a.auth.clone(), access(&method, path));
-    route.route_layer(axum::middleware::from_fn_with_state(check, auth::check))
-}
-
-/// A 401 before anything else is done for a request that carries no
-/// valid token (a read-index round costs the leader a quorum heartbeat):
-/// the same answer the single node's check gives it.
-/// `None` when the request may go on.
-pub fn unauthenticated(a: &ClusterAuth, request: &Request) -> Option<Response> {
-    a.auth
-        .authenticate(request.headers())
-        .err()
-        .map(with_challenge)
 }

@@ -7,10 +7,9 @@
 #![warn(missing_docs)]
 
 pub mod admin;
+pub mod backend;
 pub mod disk_budget;
-pub mod http;
 pub mod http_auth;
-mod http_ops;
 pub mod http_transport;
 pub mod join;
 pub mod log_store;
@@ -18,17 +17,16 @@ pub mod membership;
 pub mod network;
 pub mod node;
 pub mod node_metrics;
-pub mod op_views;
+pub mod op_codec;
 pub mod peer_frame;
 mod peer_serve;
 pub mod peer_stream;
 pub mod proposer;
 pub mod rebalance;
-pub mod redirect;
 mod restart_vote;
 pub mod retention;
 pub mod router;
-mod session;
+pub mod routes;
 pub mod shard;
 pub mod shard_dir;
 pub mod snapshot_dir;

@@ -153,6 +153,10 @@ pub trait Transport: Send + Sync + 'static {
     }
 }
 
+/// Largest Raft RPC body: a request frame on the peer stream, or the body
+/// of one RPC over plain HTTP.
+pub const RPC_BODY_BYTES_MAX: usize = 256 << 20;
+
 /// Encodes a message with the version byte.
 pub fn encode<T: Serialize>(t: &T) -> Vec<u8> {
     let out = vec![WIRE_VERSION];

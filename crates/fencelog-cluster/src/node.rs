@@ -5,13 +5,14 @@
 
 use crate::log_store::LogStore;
 use crate::network::{decode, encode, NetFactory, RpcKind, SnapshotRpc, Transport, TransportError};
+use crate::op_codec::WireOp;
 use crate::proposer::{leadership, Proposed, Proposer};
 use crate::shard::shard_of;
 use crate::snapshot_dir::Chunk;
 use crate::state_machine::{shard_engine_config, ShardSm};
-use crate::types::{ClusterOp, NodeId, OpResult, Raft, ShardId, Snapshot, TypeConfig};
+use crate::types::{streams_of, NodeId, OpResult, Raft, ShardId, Snapshot, TypeConfig};
 use crate::wal::Wal;
-use fencelog_engine::{node_mutation, Config, DirStorage, Engine, NodeMutation};
+use fencelog_engine::{node_mutation, Config, DirStorage, Engine, NodeMutation, WriteOp};
 use openraft::error::{CheckIsLeaderError, InitializeError, RaftError};
 use openraft::raft::{AppendEntriesRequest, VoteRequest};
 use openraft::{BasicNode, SnapshotPolicy};
@@ -354,40 +355,15 @@ impl Node {
     }
 
     /// A refusal any replica may answer at once: its applied state already
-    /// holds a higher token (applied is committed, tokens never fall).
-    /// Never for an idempotent producer's append: a retry of its last
-    /// applied append is answered as a duplicate whatever its token, and
-    /// only apply knows the producer table at the entry's place.
-    fn early_refusal(&self, k: ShardId, op: &ClusterOp) -> Option<OpResult> {
-        let token = match op {
-            ClusterOp::Append {
-                producer: Some(_), ..
-            } if self.mutation != NodeMutation::ProducerRefusedEarly => return None,
-            ClusterOp::Append { token, .. }
-            | ClusterOp::Fence { token, .. }
-            | ClusterOp::Trim { token, .. }
-            | ClusterOp::Seal { token, .. }
-            | ClusterOp::Delete { token, .. }
-            | ClusterOp::Config {
-                token: Some(token), ..
-            } => *token,
-            // An operator's config change is not fenced, a cursor has its
-            // own token, and a batch answers every op's outcome: apply
-            // decides those.
-            // A retention trim carries no token (the stream's own).
-            ClusterOp::Config { token: None, .. }
-            | ClusterOp::Cursor { .. }
-            | ClusterOp::Batch { .. }
-            | ClusterOp::Retain { .. } => return None,
-        };
-        // A sealed stream or a tombstone answers what apply decides (the
-        // rule's order of checks differs per op there).
-        let s = self.engine(k).state(op.stream()).ok()?;
-        (token < s.highest_token && !s.sealed && !s.deleted).then_some(OpResult::Stale {
-            presented: token,
-            highest: s.highest_token,
-            next_seq: s.next_seq,
-        })
+    /// holds a higher token (applied is committed, tokens never fall). The
+    /// engine's own fast path on the shard engine's applied state
+    /// ([`Engine::check_stale`]), so never for an idempotent producer's
+    /// append: a retry of its last applied append is answered as a
+    /// duplicate whatever its token, and only apply knows the producer
+    /// table at the entry's place.
+    fn early_refusal(&self, k: ShardId, op: &WriteOp) -> Option<OpResult> {
+        let refused = self.engine(k).check_stale(op).err()?;
+        OpResult::of(&Err(refused))
     }
 
     /// One validated op, from any client, answered as the design says:
@@ -401,7 +377,7 @@ impl Node {
     /// then a pause, not a 503.
     /// Safe because nothing was proposed; a write that was proposed is
     /// never sent again (its outcome is unknown, and said so).
-    pub async fn write(&self, op: ClusterOp) -> WriteOutcome {
+    pub async fn write(&self, op: WriteOp) -> WriteOutcome {
         let k = self.shard_of(op.stream());
         let op = &op;
         let tried = self
@@ -494,7 +470,7 @@ impl Node {
     }
 
     /// One try of [`Node::write`].
-    async fn write_once(&self, k: ShardId, op: &ClusterOp) -> WriteOutcome {
+    async fn write_once(&self, k: ShardId, op: &WriteOp) -> WriteOutcome {
         if let Some(r) = self.early_refusal(k, op) {
             return WriteOutcome::Decided(r);
         }
@@ -516,14 +492,19 @@ impl Node {
         }
     }
 
-    async fn forward(&self, k: ShardId, leader: NodeId, op: &ClusterOp) -> WriteOutcome {
+    async fn forward(&self, k: ShardId, leader: NodeId, op: &WriteOp) -> WriteOutcome {
         let Some(addr) = self.addr_of(k, leader) else {
             return WriteOutcome::Unavailable(format!("no address for node {leader}"));
         };
         let timeout = self.options.commit_timeout + Duration::from_secs(1);
-        let call = self
-            .transport
-            .call(leader, &addr, k, RpcKind::Forward, encode(op), timeout);
+        let call = self.transport.call(
+            leader,
+            &addr,
+            k,
+            RpcKind::Forward,
+            encode(&crate::op_codec::wire(op)),
+            timeout,
+        );
         match call.await {
             Ok(bytes) => match decode::<Proposed>(&bytes) {
                 Ok(Proposed::NotLeader(_)) => {
@@ -654,7 +635,10 @@ impl Node {
                 };
                 encode(&raft.install_full_snapshot(vote, snapshot).await)
             }
-            RpcKind::Forward => encode(&self.handle_forward(k, decode(body)?).await),
+            RpcKind::Forward => {
+                let WireOp(op) = decode(body)?;
+                encode(&self.handle_forward(k, op).await)
+            }
             RpcKind::Member => encode(&crate::membership::handle(self, k, decode(body)?).await),
             RpcKind::ReadIndex => {
                 let r = match leadership(raft, self.id) {
@@ -680,7 +664,7 @@ impl Node {
     pub fn enqueue_session_op(
         &self,
         k: ShardId,
-        op: ClusterOp,
+        op: WriteOp,
         gate: crate::proposer::SessionGate,
     ) -> Result<tokio::sync::oneshot::Receiver<Proposed>, Proposed> {
         let proposer = &self.shards[k as usize].proposer;
@@ -696,8 +680,8 @@ impl Node {
         proposer.enqueue(op, gate)
     }
 
-    async fn handle_forward(&self, k: ShardId, op: ClusterOp) -> Proposed {
-        if let Some(s) = op.streams().into_iter().find(|s| self.shard_of(s) != k) {
+    async fn handle_forward(&self, k: ShardId, op: WriteOp) -> Proposed {
+        if let Some(s) = streams_of(&op).into_iter().find(|s| self.shard_of(s) != k) {
             return Proposed::Applied(OpResult::Invalid(format!("{s} is not in shard {k}")));
         }
         if let Some(r) = self.early_refusal(k, &op) {
@@ -714,7 +698,7 @@ impl Node {
 
     /// The refusal of an append past the node's disk budget, checked by
     /// the leader before it proposes ([`crate::disk_budget`]).
-    fn over_budget(&self, op: &ClusterOp) -> Option<OpResult> {
+    fn over_budget(&self, op: &WriteOp) -> Option<OpResult> {
         if self.mutation == NodeMutation::ClusterBudgetIgnored {
             return None;
         }
@@ -731,18 +715,17 @@ impl Node {
 
     /// Whether the fencing rule would let `op` write records under the
     /// shard's applied state now (a batch: always, it is refused whole).
-    fn writes(&self, op: &ClusterOp) -> bool {
+    fn writes(&self, op: &WriteOp) -> bool {
         match op {
-            ClusterOp::Append {
+            WriteOp::Append {
                 stream,
                 token,
-                match_seq,
-                producer,
+                options,
                 ..
             } => {
-                let producer = producer.as_ref().map(|(id, seq)| (id.as_str(), *seq));
+                let producer = options.producer.as_ref().map(|p| (p.id.as_str(), p.seq));
                 let engine = self.engine(self.shard_of(stream));
-                engine.append_would_write(stream, *token, *match_seq, producer)
+                engine.append_would_write(stream, *token, options.match_seq_num, producer)
             }
             _ => true,
         }

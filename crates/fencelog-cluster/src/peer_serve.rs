@@ -11,17 +11,17 @@
 //! memory. On shutdown the stream stops reading, the RPCs already running
 //! finish and are answered, and the connection closes.
 
-use crate::http::ClusterState;
 use crate::node::Node;
 use crate::peer_frame::{put_answer, take_request};
 use crate::peer_stream::{write_frames, FRAME_BYTES_MAX, READ_CHUNK_BYTES, UPGRADE_PROTOCOL};
+use crate::routes::Peers;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use bytes::BytesMut;
-use fencelog_server::server::ConnHold;
-use fencelog_server::{ApiError, Shutdown};
+use fencelog_server::server::{ConnHold, Shutdown};
+use fencelog_server::ApiError;
 use hyper_util::rt::TokioIo;
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
@@ -33,7 +33,7 @@ pub const IN_FLIGHT_MAX: usize = 1024;
 /// `GET /_cluster/raft/stream`: 101 and the stream, or 400 for a request
 /// that is not its upgrade.
 pub(crate) async fn open(
-    State(s): State<ClusterState>,
+    State(s): State<Peers>,
     hold: Option<Extension<ConnHold>>,
     mut req: Request,
 ) -> Response {

@@ -46,7 +46,7 @@ pub const STREAM_PATH: &str = "/_cluster/raft/stream";
 pub const UPGRADE_PROTOCOL: &str = "fencelog-raft-v1";
 /// Most bytes of a frame after its length field: the largest RPC body
 /// the HTTP route takes, plus the header.
-pub const FRAME_BYTES_MAX: usize = crate::http::RPC_BODY_BYTES_MAX + 64;
+pub const FRAME_BYTES_MAX: usize = crate::network::RPC_BODY_BYTES_MAX + 64;
 /// How long RPCs to a peer without the stream route go over HTTP before
 /// the stream is tried again.
 pub const HTTP_FALLBACK: Duration = Duration::from_secs(60);

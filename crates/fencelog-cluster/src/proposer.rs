@@ -22,7 +22,8 @@
 //! `client_write` is called, `Ok` is the apply result and any error — or
 //! the timeout — is "outcome unknown", never retried here.
 
-use crate::types::{Batch, ClusterOp, NodeId, OpResult, Raft};
+use crate::types::{Batch, NodeId, OpResult, Raft};
+use fencelog_engine::{BatchAction, WriteOp};
 use openraft::ServerState;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -63,7 +64,7 @@ pub enum Proposed {
 pub type SessionGate = Arc<AtomicBool>;
 
 struct Waiting {
-    op: ClusterOp,
+    op: WriteOp,
     to: Reply,
 }
 
@@ -115,27 +116,37 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
-fn op_bytes(op: &ClusterOp) -> usize {
+/// Record bytes an op carries, with their length prefixes (the bound on
+/// one entry's ops).
+fn op_bytes(op: &WriteOp) -> usize {
+    let records = |r: &[bytes::Bytes]| r.iter().map(|r| r.len() + 4).sum::<usize>();
     match op {
-        ClusterOp::Append {
-            records, headers, ..
+        WriteOp::Append {
+            records: bodies,
+            headers,
+            ..
         } => {
-            let bodies: usize = records.iter().map(|r| r.len() + 4).sum();
             let names_values: usize = headers
                 .iter()
                 .flatten()
-                .map(|(n, v)| n.len() + v.len() + 8)
+                .map(|h| h.name.len() + h.value.len() + 8)
                 .sum();
-            bodies + names_values
+            records(bodies) + names_values
         }
-        ClusterOp::Batch { ops, .. } => ops.iter().map(|o| o.bytes()).sum(),
-        ClusterOp::Fence { .. }
-        | ClusterOp::Trim { .. }
-        | ClusterOp::Seal { .. }
-        | ClusterOp::Delete { .. }
-        | ClusterOp::Config { .. }
-        | ClusterOp::Cursor { .. }
-        | ClusterOp::Retain { .. } => 0,
+        WriteOp::Batch { ops, .. } => ops
+            .iter()
+            .map(|o| match &o.action {
+                BatchAction::Append { records: r, .. } => records(r),
+                BatchAction::Fence => 0,
+            })
+            .sum(),
+        WriteOp::Fence { .. }
+        | WriteOp::Trim { .. }
+        | WriteOp::Seal { .. }
+        | WriteOp::Delete { .. }
+        | WriteOp::Config { .. }
+        | WriteOp::Cursor { .. }
+        | WriteOp::Retain { .. } => 0,
     }
 }
 
@@ -174,7 +185,7 @@ impl Proposer {
     /// proposed in the order queued. The outcome arrives on the receiver.
     pub fn enqueue(
         &self,
-        op: ClusterOp,
+        op: WriteOp,
         gate: SessionGate,
     ) -> Result<oneshot::Receiver<Proposed>, Proposed> {
         let (reply, rx) = oneshot::channel();
@@ -208,7 +219,7 @@ impl Proposer {
     }
 
     /// Proposes `op` (already validated) and waits for its outcome.
-    pub async fn propose(&self, op: ClusterOp) -> Proposed {
+    pub async fn propose(&self, op: WriteOp) -> Proposed {
         let (reply, rx) = oneshot::channel();
         let w = Waiting {
             op,
@@ -329,7 +340,7 @@ impl Group {
 }
 
 /// Proposes `ops` as one entry and waits for their results.
-async fn propose(raft: &Raft, ops: Vec<ClusterOp>, timeout: Duration) -> Vec<Proposed> {
+async fn propose(raft: &Raft, ops: Vec<WriteOp>, timeout: Duration) -> Vec<Proposed> {
     let n = ops.len();
     let batch = Batch {
         leader_ts_ms: now_ms(),
@@ -374,12 +385,11 @@ async fn wait_unpaused(raft: &Raft, id: NodeId, paused: &Pause) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::ClusterOp;
 
     /// An op whose answer nobody waits for (`gather` answers none).
     fn op(token: u64) -> Waiting {
         let (reply, _) = oneshot::channel();
-        let op = ClusterOp::Fence {
+        let op = WriteOp::Fence {
             stream: format!("s{token}"),
             token,
             not_after_ms: None,
@@ -399,7 +409,7 @@ mod tests {
         g.ops
             .iter()
             .map(|w| match &w.op {
-                ClusterOp::Fence { token, .. } => *token,
+                WriteOp::Fence { token, .. } => *token,
                 other => panic!("not a fence: {other:?}"),
             })
             .collect()

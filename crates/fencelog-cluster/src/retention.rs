@@ -8,7 +8,7 @@
 //! for each shard it leads, asks its shard engine where retention wants
 //! each stream's front *at the leader's clock*
 //! ([`fencelog_engine::Engine::retention_due`], from its applied state)
-//! and proposes one [`ClusterOp::Retain`] per such stream. The entry
+//! and proposes one [`WriteOp::Retain`] per such stream. The entry
 //! carries the chosen front; apply decides it on every replica, in log
 //! order, through the engine's planner and `fence::check_retention`:
 //! forward only, never past `next_seq`, never on a tombstone, under the
@@ -22,7 +22,8 @@
 
 use crate::node::{Node, WriteOutcome};
 use crate::proposer::leadership;
-use crate::types::{ClusterOp, ShardId};
+use crate::types::ShardId;
+use fencelog_engine::WriteOp;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -64,7 +65,7 @@ pub async fn pass(node: &Node, k: ShardId) -> usize {
     // Proposed together, so the proposer puts them into few entries.
     let writes = due.into_iter().map(|(stream, first_seq)| {
         debug_assert_eq!(node.shard_of(&stream), k);
-        node.write(ClusterOp::Retain { stream, first_seq })
+        node.write(WriteOp::Retain { stream, first_seq })
     });
     let mut decided = 0;
     for outcome in futures_util::future::join_all(writes).await {

@@ -27,10 +27,10 @@
 use crate::shard_dir::ShardDir;
 use crate::snapshot_dir::{self, Active, Chunk, Manifest, Receiving, SnapDir, SnapFile};
 use crate::types::{
-    BatchResult, ClusterOp, Entry, LogId, NodeId, OpResult, ShardSnapshot, Snapshot, SnapshotMeta,
+    BatchResult, Entry, LogId, NodeId, OpResult, ShardSnapshot, Snapshot, SnapshotMeta,
     StorageError, StoredMembership, TypeConfig,
 };
-use fencelog_engine::{AppliedState, Config, Durability, Engine, ReplicatedOp};
+use fencelog_engine::{AppliedState, Config, Durability, Engine, WriteOp};
 use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder, StorageIOError};
 use std::collections::HashMap;
@@ -183,7 +183,7 @@ impl ShardSm {
 
     /// What the engine applies for `entry`: its marker, the leader's
     /// timestamp and its ops.
-    fn to_apply(entry: Entry) -> Result<(AppliedState, u64, Vec<ReplicatedOp>), postcard::Error> {
+    fn to_apply(entry: Entry) -> Result<(AppliedState, u64, Vec<WriteOp>), postcard::Error> {
         let id = entry.log_id;
         let mut at = AppliedState {
             term: id.leader_id.term,
@@ -200,7 +200,7 @@ impl ShardSm {
                 (0, Vec::new())
             }
         };
-        Ok((at, ts, ops.iter().map(|o| o.to_replicated()).collect()))
+        Ok((at, ts, ops))
     }
 
     /// Applies `entries` (consecutive, committed) through the engine in
@@ -305,7 +305,7 @@ fn frees_space(entry: &Entry) -> bool {
     batch.ops.iter().any(|op| {
         matches!(
             op,
-            ClusterOp::Trim { .. } | ClusterOp::Delete { .. } | ClusterOp::Retain { .. }
+            WriteOp::Trim { .. } | WriteOp::Delete { .. } | WriteOp::Retain { .. }
         )
     })
 }

@@ -7,12 +7,8 @@
 //! entry. The leader's clock reading travels in the entry; apply never
 //! reads a clock.
 
-pub use crate::op_views::{BatchOpView, ConfigView, CursorView, RetentionView};
-use bytes::Bytes;
-use fencelog_engine::{
-    Ack, AppendOptions, Applied, BatchAck, Header, ProducerSeq, ReplicatedOp, StreamState,
-    WriteError,
-};
+pub use crate::op_codec::CursorView;
+use fencelog_engine::{Ack, Applied, BatchAck, StreamState, WriteError, WriteOp};
 use serde::{Deserialize, Serialize};
 
 /// A node's id, as given by `--node-id`.
@@ -20,230 +16,11 @@ pub type NodeId = u64;
 /// A shard, `0..S`.
 pub type ShardId = u32;
 
-/// One client operation as the leader proposes it (already validated).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ClusterOp {
-    /// An append.
-    Append {
-        /// The stream.
-        stream: String,
-        /// Its fencing token.
-        token: u64,
-        /// The seq it must start at, if given.
-        match_seq: Option<u64>,
-        /// The record bodies.
-        records: Vec<Vec<u8>>,
-        /// Empty when no record has headers; else one list of (name,
-        /// value) per record, in order, checked against the engine's
-        /// limits before proposing.
-        headers: Vec<Vec<(Vec<u8>, Vec<u8>)>>,
-        /// An idempotent producer's (id, seq), if given (issue 11): its
-        /// duplicate is recognised in apply, from the replicated producer
-        /// table, the same on every replica.
-        producer: Option<(String, u64)>,
-        /// A deadline (Unix ms), compared in apply with the entry's
-        /// timestamp (the leader's clock, carried), never a local clock.
-        not_after_ms: Option<u64>,
-    },
-    /// A fence.
-    Fence {
-        /// The stream.
-        stream: String,
-        /// The new token.
-        token: u64,
-        /// A deadline, as for an append.
-        not_after_ms: Option<u64>,
-    },
-    /// A trim: records below `min(trim_seq, next_seq)` become unreadable
-    /// on every replica.
-    Trim {
-        /// The stream.
-        stream: String,
-        /// Its fencing token.
-        token: u64,
-        /// The requested trim point.
-        trim_seq: u64,
-        /// A deadline, as for an append.
-        not_after_ms: Option<u64>,
-    },
-    /// A seal: no more appends, fences or trims.
-    Seal {
-        /// The stream.
-        stream: String,
-        /// Its fencing token.
-        token: u64,
-        /// A deadline, as for an append.
-        not_after_ms: Option<u64>,
-    },
-    /// A delete: a tombstone keeps the token.
-    Delete {
-        /// The stream.
-        stream: String,
-        /// Its fencing token.
-        token: u64,
-    },
-    /// New retention settings (`PUT .../config`); fenced when `token` is
-    /// given, an operator's change otherwise.
-    Config {
-        /// The stream.
-        stream: String,
-        /// Fences the change when given.
-        token: Option<u64>,
-        /// The settings, checked in range before proposing.
-        config: ConfigView,
-    },
-    /// A fenced cursor commit (`PUT .../cursors/{name}`).
-    Cursor {
-        /// The stream.
-        stream: String,
-        /// The cursor's name.
-        name: String,
-        /// The cursor's own token.
-        token: u64,
-        /// The seq it moves to.
-        seq: u64,
-    },
-    /// A multi-stream batch (`POST /v1/batch`) whose streams are all in
-    /// one shard: all of it or none, decided in apply.
-    Batch {
-        /// 1..=64 ops, in order.
-        ops: Vec<BatchOpView>,
-        /// Shared by every op.
-        not_after_ms: Option<u64>,
-    },
-    /// A retention trim the shard leader proposes ([`crate::retention`]):
-    /// the front it chose from its own clock and applied state, carried
-    /// in the entry so apply reads no clock; apply moves the front there
-    /// (never back, never past `next_seq`, never on a tombstone) through
-    /// `fence::check_retention`, under the stream's own token. Last in
-    /// the enum, so entries written before it decode unchanged.
-    Retain {
-        /// The stream.
-        stream: String,
-        /// The first readable seq the leader's retention wants.
-        first_seq: u64,
-    },
-}
-
-impl ClusterOp {
-    /// The stream the op changes.
-    pub fn stream(&self) -> &str {
-        match self {
-            ClusterOp::Append { stream, .. }
-            | ClusterOp::Fence { stream, .. }
-            | ClusterOp::Trim { stream, .. }
-            | ClusterOp::Seal { stream, .. }
-            | ClusterOp::Delete { stream, .. }
-            | ClusterOp::Config { stream, .. }
-            | ClusterOp::Cursor { stream, .. }
-            | ClusterOp::Retain { stream, .. } => stream,
-            // Never empty: the route refuses an empty batch.
-            ClusterOp::Batch { ops, .. } => ops.first().map_or("", |o| o.stream.as_str()),
-        }
-    }
-
-    /// Every stream the op changes (a batch's may be several).
-    pub fn streams(&self) -> Vec<&str> {
-        match self {
-            ClusterOp::Batch { ops, .. } => ops.iter().map(|o| o.stream.as_str()).collect(),
-            op => vec![op.stream()],
-        }
-    }
-
-    /// The op as the shard engine applies it.
-    pub fn to_replicated(&self) -> ReplicatedOp {
-        match self {
-            ClusterOp::Append {
-                stream,
-                token,
-                match_seq,
-                records,
-                headers,
-                producer,
-                not_after_ms,
-            } => ReplicatedOp::Append {
-                stream: stream.clone(),
-                token: *token,
-                records: records.iter().map(|r| Bytes::from(r.clone())).collect(),
-                headers: headers
-                    .iter()
-                    .map(|h| {
-                        h.iter()
-                            .map(|(n, v)| Header::new(n.clone(), v.clone()))
-                            .collect()
-                    })
-                    .collect(),
-                options: AppendOptions {
-                    match_seq_num: *match_seq,
-                    producer: producer.as_ref().map(|(id, seq)| ProducerSeq {
-                        id: id.clone(),
-                        seq: *seq,
-                    }),
-                    not_after_ms: *not_after_ms,
-                },
-            },
-            ClusterOp::Fence {
-                stream,
-                token,
-                not_after_ms,
-            } => ReplicatedOp::Fence {
-                stream: stream.clone(),
-                token: *token,
-                not_after_ms: *not_after_ms,
-            },
-            ClusterOp::Trim {
-                stream,
-                token,
-                trim_seq,
-                not_after_ms,
-            } => ReplicatedOp::Trim {
-                stream: stream.clone(),
-                token: *token,
-                trim_seq: *trim_seq,
-                not_after_ms: *not_after_ms,
-            },
-            ClusterOp::Seal {
-                stream,
-                token,
-                not_after_ms,
-            } => ReplicatedOp::Seal {
-                stream: stream.clone(),
-                token: *token,
-                not_after_ms: *not_after_ms,
-            },
-            ClusterOp::Delete { stream, token } => ReplicatedOp::Delete {
-                stream: stream.clone(),
-                token: *token,
-            },
-            ClusterOp::Config {
-                stream,
-                token,
-                config,
-            } => ReplicatedOp::Config {
-                stream: stream.clone(),
-                token: *token,
-                config: config.to_engine(),
-            },
-            ClusterOp::Cursor {
-                stream,
-                name,
-                token,
-                seq,
-            } => ReplicatedOp::Cursor {
-                stream: stream.clone(),
-                name: name.clone(),
-                token: *token,
-                seq: *seq,
-            },
-            ClusterOp::Retain { stream, first_seq } => ReplicatedOp::Retain {
-                stream: stream.clone(),
-                first_seq: *first_seq,
-            },
-            ClusterOp::Batch { ops, not_after_ms } => ReplicatedOp::Batch {
-                ops: ops.iter().map(BatchOpView::to_engine).collect(),
-                not_after_ms: *not_after_ms,
-            },
-        }
+/// Every stream `op` changes (a batch's may be several).
+pub fn streams_of(op: &WriteOp) -> Vec<&str> {
+    match op {
+        WriteOp::Batch { ops, .. } => ops.iter().map(|o| o.stream.as_str()).collect(),
+        op => vec![op.stream()],
     }
 }
 
@@ -253,8 +30,10 @@ pub struct Batch {
     /// Unix ms on the leader when it proposed; apply clamps it per stream
     /// so timestamps never decrease.
     pub leader_ts_ms: u64,
-    /// At least one op.
-    pub ops: Vec<ClusterOp>,
+    /// At least one op, each as the leader's route made it (validated),
+    /// written by [`crate::op_codec`].
+    #[serde(with = "crate::op_codec::ops")]
+    pub ops: Vec<WriteOp>,
 }
 
 /// A stream's state as an apply result carries it.

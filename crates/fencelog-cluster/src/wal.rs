@@ -750,19 +750,18 @@ impl Writer {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::types::{Batch, ClusterOp};
+    use crate::types::Batch;
+    use fencelog_engine::WriteOp;
     use openraft::{EntryPayload, LeaderId};
 
     /// An entry at `index` of one append of one record of `bytes` bytes.
     pub(crate) fn big_entry(index: u64, bytes: usize) -> Entry {
-        let op = ClusterOp::Append {
+        let op = WriteOp::Append {
             stream: "s".into(),
             token: 1,
-            match_seq: None,
-            records: vec![vec![7u8; bytes]],
+            records: vec![vec![7u8; bytes].into()],
             headers: vec![],
-            producer: None,
-            not_after_ms: None,
+            options: Default::default(),
         };
         Entry {
             log_id: LogId::new(LeaderId::new(1, 1), index),

@@ -2,7 +2,8 @@
 //!
 //! Everything that decides whether a write may change a stream goes through
 //! this module: the writer applies it to pending state in arrival order,
-//! the caller's side to durable state (the rejection fast path), and
+//! the caller's side to durable state ([`check_durable`], the rejection
+//! fast path, which a cluster node also runs before it proposes), and
 //! recovery replays every frame through [`check_replay`], the same rule
 //! read backwards. All of them compute the next state with [`advance`], so
 //! the state a restart rebuilds is the state the writer acknowledged.
@@ -162,6 +163,18 @@ fn token_on_live(state: FenceState, token: u64) -> Result<(), Refusal> {
 fn nonzero(token: u64) -> Result<(), Refusal> {
     if token == 0 {
         return Err(Refusal::ZeroToken);
+    }
+    Ok(())
+}
+
+/// The rejection fast path: rule 4 on a stream's *durable* state, before
+/// the writer. A token below the durable highest is stale whatever is
+/// queued ahead of it (the highest only rises), except on a sealed stream,
+/// where rule 3 answers first whatever the token. The other rules, and an
+/// equal token on a tombstone, are left to the writer.
+pub fn check_durable(state: FenceState, token: u64) -> Result<(), Refusal> {
+    if token < state.highest_token && !state.sealed {
+        return Err(stale(state, token));
     }
     Ok(())
 }

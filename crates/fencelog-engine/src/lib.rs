@@ -29,6 +29,7 @@
 mod mutation;
 
 mod carried;
+mod checks;
 mod codec;
 pub mod config;
 mod engine;
@@ -56,16 +57,14 @@ mod stream;
 pub mod testing;
 mod writer;
 
+pub use checks::{validate_short_name, validate_stream_config, BATCH_OPS_MAX};
 pub use codec::checkpoint::{AppliedState, CursorEntry, FenceBy, FenceEvent, ProducerEntry};
 /// The on-disk format version this build writes (the segment header's
 /// version field), shown by `fencelog --version`.
 pub use codec::FORMAT_VERSION;
 pub use codec::{Retention, StreamConfig};
 pub use config::{Config, Durability};
-/// Operations one multi-stream batch may carry.
-pub use engine::BATCH_OPS_MAX;
-pub use engine::{validate_short_name, validate_stream_config};
-pub use engine::{Engine, PendingAppend};
+pub use engine::Engine;
 pub use error::{Corruption, OpenError, ReadError, StorageFailure, WriteError};
 pub use metrics::Metrics;
 pub use mutation::{
@@ -86,5 +85,5 @@ pub use segment::parse_segment_name;
 pub use storage::{DirStorage, Storage, StorageFile, LOCK_FILE_NAME};
 pub use stream::StreamState;
 pub use writer::{
-    Ack, AppendOptions, Applied, BatchAck, BatchAction, BatchOp, ProducerSeq, ReplicatedOp,
+    Ack, AppendOptions, Applied, BatchAck, BatchAction, BatchOp, PendingWrite, ProducerSeq, WriteOp,
 };

@@ -28,6 +28,24 @@ macro_rules! mutated {
     };
 }
 
+/// Whether the named deliberate bug is the one `inherited` carries: for
+/// checks that run on callers' threads (an async runtime's workers), which
+/// read the switch of the thread that opened the engine.
+#[cfg(feature = "mutations")]
+macro_rules! mutated_as {
+    ($inherited:expr, $m:ident) => {
+        $inherited.is($crate::mutation::Mutation::$m)
+    };
+}
+
+#[cfg(not(feature = "mutations"))]
+macro_rules! mutated_as {
+    ($inherited:expr, $m:ident) => {{
+        let _ = &$inherited;
+        $crate::mutation::off()
+    }};
+}
+
 /// What every [`mutated!`] check is without the `mutations` feature.
 #[cfg(not(feature = "mutations"))]
 #[inline(always)]
@@ -222,10 +240,11 @@ mod imp {
         /// tail and cuts the file there, dropping acknowledged entries and
         /// votes, as version 1's replay did.
         WalCutsDamage,
-        /// A cluster node refuses an idempotent producer's append early
-        /// from its applied state's higher token, like a plain append, so
-        /// a retry of the producer's applied append after a fence is 409
-        /// instead of its original ack (issue 11 in cluster mode).
+        /// The rejection fast path (`Engine::check_write`, which a cluster
+        /// node also runs on its applied state before it proposes) refuses
+        /// an idempotent producer's append from the stream's higher token,
+        /// like a plain append, so a retry of the producer's applied append
+        /// after a fence is 409 instead of its original ack.
         ProducerRefusedEarly,
         /// A replicated shard engine (issue 14) applies a trim, seal or
         /// delete whose token is below the stream's highest as if it
@@ -300,6 +319,13 @@ mod imp {
     /// The calling thread's switch, to hand to a thread it spawns.
     #[derive(Clone, Copy)]
     pub(crate) struct Inherited(Mutation);
+
+    impl Inherited {
+        /// Whether `m` is the switch handed over.
+        pub(crate) fn is(self, m: Mutation) -> bool {
+            self.0 == m
+        }
+    }
 
     /// The Raft WAL's deliberate bug switched on for the calling thread.
     pub fn wal_mutation() -> super::WalMutation {

@@ -9,9 +9,6 @@
 //! per record `u16 header_count`, per header `u16 name_len`, name,
 //! `u32 value_len`, value, then `u32 body_len`, body.
 
-use crate::engine::Engine;
-use crate::error::WriteError;
-use crate::writer::{Ack, AppendOptions};
 use bytes::Bytes;
 use std::fmt;
 
@@ -173,47 +170,6 @@ pub fn validate_headers(headers: &[Header]) -> Result<(), HeaderError> {
 /// limit and the read byte budgets count besides the bodies.
 pub(crate) fn header_bytes(headers: &[Header]) -> usize {
     headers.iter().map(|h| h.name.len() + h.value.len()).sum()
-}
-
-impl Engine {
-    /// Appends records that may carry headers, atomically, like
-    /// [`Engine::append`] (which is this without headers, and what this
-    /// does when no record has any, so such a batch is byte for byte a
-    /// plain append). Every record's headers are checked against the
-    /// limits, and their bytes count against the batch byte limit, before
-    /// anything reaches the writer.
-    pub async fn append_records(
-        &self,
-        stream: &str,
-        fencing_token: u64,
-        records: Vec<RecordIn>,
-        match_seq_num: Option<u64>,
-    ) -> Result<Ack, WriteError> {
-        let options = AppendOptions {
-            match_seq_num,
-            ..Default::default()
-        };
-        self.append_records_with(stream, fencing_token, records, options)
-            .await
-    }
-
-    /// [`Engine::append_records`] with an idempotent producer and a
-    /// deadline, as [`Engine::append_with`].
-    pub async fn append_records_with(
-        &self,
-        stream: &str,
-        fencing_token: u64,
-        records: Vec<RecordIn>,
-        options: AppendOptions,
-    ) -> Result<Ack, WriteError> {
-        let plain = records.iter().all(|r| r.headers.is_empty());
-        let (bodies, headers): (Vec<Bytes>, Vec<Vec<Header>>) =
-            records.into_iter().map(|r| (r.body, r.headers)).unzip();
-        // A batch without headers keeps today's bytes: no header lists.
-        let headers = if plain { Vec::new() } else { headers };
-        self.append_checked(stream, fencing_token, bodies, headers, options)
-            .await
-    }
 }
 
 #[cfg(test)]

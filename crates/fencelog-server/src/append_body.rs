@@ -1,13 +1,13 @@
-//! An append as the handler hands it to the engine, whatever the body's
-//! encoding, and how the encoding is told from `Content-Type`. A leaf: the
-//! JSON decoders (`fast_json`, `json_append`) produce this, and the append
-//! handler consumes it.
+//! An append's body as the decoders read it, whatever its encoding, and
+//! how the encoding is told from `Content-Type`. A leaf: the JSON decoders
+//! (`fast_json`, `json_append`) produce this, and the append route turns
+//! it into the [`WriteOp`] it writes ([`AppendBody::into_op`]).
 
 use crate::header_view::{visible_ascii, HeaderView};
 use axum::http::header;
 use bytes::Bytes;
 use fencelog_api::header as wire;
-use fencelog_engine::{Header, RecordIn};
+use fencelog_engine::{AppendOptions, Header, ProducerSeq, RecordIn, WriteOp};
 
 /// A decoded append: token, records, and the optional `match_seq_num`,
 /// idempotent producer (id, seq) and deadline.
@@ -45,6 +45,23 @@ impl AppendBody {
             match_seq_num,
             producer: None,
             not_after_ms: None,
+        }
+    }
+}
+
+impl AppendBody {
+    /// The append of these records to `stream`.
+    pub(crate) fn into_op(self, stream: &str) -> WriteOp {
+        WriteOp::Append {
+            stream: stream.into(),
+            token: self.token,
+            records: self.records,
+            headers: self.headers.unwrap_or_default(),
+            options: AppendOptions {
+                match_seq_num: self.match_seq_num,
+                producer: self.producer.map(|(id, seq)| ProducerSeq { id, seq }),
+                not_after_ms: self.not_after_ms,
+            },
         }
     }
 }

@@ -14,20 +14,18 @@
 //! 3. [`crate::params::valid_stream_name`] (what the handler's path extractor leads to);
 //! 4. [`crate::records::append_to`], the handler's own body;
 //!
-//! and the answer is counted under the route's metrics series. A cluster
-//! node (issue 14) serves the same route with an [`AppendSink`] in place
-//! of step 4's engine: the decoded body goes to the stream's shard, and
-//! the sink refuses names and answers as the node's router route does
-//! (`tests/it/cluster_fast_append.rs`). Anything
+//! and the answer is counted under the route's metrics series. A backend
+//! that redirects writes answers 307 between steps 3 and 4, as the
+//! router's route layer does ([`crate::writes::redirect_writes`]), so a
+//! cluster node serves the route here too. Anything
 //! that is not plainly this route — another method, a percent-encoded or
 //! empty segment, a different path — goes to the router, which stays the
 //! one definition of the API; `tests/it/append_route.rs` checks that both
 //! ways answer alike, byte for byte.
 
-use crate::append_body::AppendBody;
 use crate::auth::{self, Access};
-use crate::body::{Incoming, Upload};
-use crate::error::{Answer, ApiError};
+use crate::body::Incoming;
+use crate::error::Answer;
 use crate::header_view::HeaderView;
 use crate::http_metrics::APPEND_ROUTE;
 use crate::state::AppState;
@@ -35,9 +33,6 @@ use crate::{ops, params, records};
 use axum::body::Body;
 use axum::http::{Method, Request};
 use axum::response::{IntoResponse, Response};
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
 use std::time::Instant;
 
 /// The fast path's share of the server: the state the router serves and
@@ -46,33 +41,6 @@ use std::time::Instant;
 pub struct AppendRoute {
     state: AppState,
     access: Access,
-    /// Where admitted, decoded appends go instead of `state`'s engine.
-    sink: Option<Arc<dyn AppendSink>>,
-}
-
-/// A future an [`AppendSink`] answers with.
-pub type SinkFuture<'a> = Pin<Box<dyn Future<Output = Answer> + Send + 'a>>;
-
-/// Where an append goes once this route has checked its headers, its
-/// caller and its stream name and decoded its body, when it is not this
-/// server's engine: a cluster node proposes it to the stream's shard
-/// (issue 14), answering exactly as its router's route would.
-pub trait AppendSink: Send + Sync + 'static {
-    /// Refuses a stream name as the sink's own route would; by default as
-    /// this server's route does.
-    fn check_name(&self, stream: &str) -> Result<(), ApiError> {
-        params::valid_stream_name(stream)
-    }
-
-    /// Answers the append of `body` to `stream` by `caller`; `upload`
-    /// holds the bytes `body`'s records are slices of.
-    fn append<'a>(
-        &'a self,
-        caller: auth::Caller,
-        stream: &'a str,
-        upload: Upload,
-        body: AppendBody,
-    ) -> SinkFuture<'a>;
 }
 
 impl AppendRoute {
@@ -82,20 +50,7 @@ impl AppendRoute {
             .find(|r| r.path == APPEND_ROUTE && r.operation_id == "append")
             .map(|r| r.access)
             .expect("the route table has the append route");
-        AppendRoute {
-            state,
-            access,
-            sink: None,
-        }
-    }
-
-    /// The route over `state`'s limits, auth and metrics, its appends
-    /// answered by `sink`.
-    pub fn with_sink(state: AppState, sink: Arc<dyn AppendSink>) -> Self {
-        AppendRoute {
-            sink: Some(sink),
-            ..AppendRoute::new(state)
-        }
+        AppendRoute { state, access }
     }
 
     /// The stream segment when `request` is this route and nothing about
@@ -122,15 +77,18 @@ impl AppendRoute {
         let (parts, body) = request.into_parts();
         let stream = Self::matches_path(&parts.method, parts.uri.path());
         let stream = stream.expect("matched before serving");
-        self.serve_parts(stream, &parts.headers, body.into())
+        let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+        self.serve_parts(target, stream, &parts.headers, body.into())
             .await
             .into_response()
     }
 
-    /// Answers a request of this route, given as its stream segment (as
-    /// [`AppendRoute::matches`] found it), headers and body.
+    /// Answers a request of this route, given as its target (path and
+    /// query), its stream segment (as [`AppendRoute::matches`] found it),
+    /// headers and body.
     pub async fn serve_parts<H: HeaderView + Sync + ?Sized>(
         &self,
+        target: &str,
         stream: &str,
         headers: &H,
         body: Incoming,
@@ -138,7 +96,7 @@ impl AppendRoute {
         let started = Instant::now();
         let answer = match ops::headers_over_limit(&self.state, headers) {
             Some(refused) => Answer::Response(refused),
-            None => self.admitted(stream, headers, body).await,
+            None => self.admitted(target, stream, headers, body).await,
         };
         self.state
             .http_metrics
@@ -148,6 +106,7 @@ impl AppendRoute {
 
     async fn admitted<H: HeaderView + Sync + ?Sized>(
         &self,
+        target: &str,
         stream: &str,
         headers: &H,
         body: Incoming,
@@ -161,19 +120,12 @@ impl AppendRoute {
                 }
             }
         };
-        let named = match &self.sink {
-            Some(sink) => sink.check_name(stream),
-            None => params::valid_stream_name(stream),
-        };
-        if let Err(e) = named {
+        if let Err(e) = params::valid_stream_name(stream) {
             return Answer::Response(e.into_response());
         }
-        let Some(sink) = &self.sink else {
-            return records::append_from(&self.state, &caller, stream, headers, body).await;
-        };
-        match records::decode_append_from(&self.state, stream, headers, body).await {
-            Ok((upload, body)) => sink.append(caller, stream, upload, body).await,
-            Err(e) => Answer::Response(e.on_stream(stream).into_response()),
+        if let Some(r) = self.state.backend.redirect(stream) {
+            return Answer::Response(crate::writes::redirect(&r, target));
         }
+        records::append_from(&self.state, &caller, stream, headers, body).await
     }
 }

@@ -9,17 +9,27 @@ use fencelog_api::{fixed_json, ErrorBody, ErrorCode, Field};
 use fencelog_engine::{ReadError, StorageFailure, WriteError};
 use serde_json::Value;
 
-/// An error answer: its [`ErrorBody`], sent with the code's status.
+/// An error answer: its [`ErrorBody`], sent with the code's status (and
+/// a cluster node's leader hint, when it has one for the request).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ApiError {
     pub body: ErrorBody,
+    /// The `fencelog-leader` header (`id=addr`) sent with the answer.
+    leader: Option<String>,
 }
 
 impl ApiError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         ApiError {
             body: ErrorBody::new(code, message),
+            leader: None,
         }
+    }
+
+    /// The same answer with the `fencelog-leader` hint `leader` (`id=addr`).
+    pub fn with_leader(mut self, leader: Option<String>) -> Self {
+        self.leader = leader;
+        self
     }
 
     pub fn with(mut self, field: Field, value: impl Into<Value>) -> Self {
@@ -80,6 +90,10 @@ impl IntoResponse for ApiError {
         if let Some(s) = retry_after {
             r.headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(s));
+        }
+        let leader = self.leader.and_then(|l| HeaderValue::from_str(&l).ok());
+        if let Some(v) = leader {
+            r.headers_mut().insert(fencelog_api::header::LEADER, v);
         }
         r
     }

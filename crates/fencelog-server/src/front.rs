@@ -38,7 +38,7 @@
 use crate::append_route::AppendRoute;
 use crate::error::Answer;
 use crate::front_head::{self, Head};
-use crate::state::Shutdown;
+use crate::server::Shutdown;
 use axum::body::Body;
 use axum::http::{header, HeaderName, HeaderValue, Request, Response, StatusCode};
 use axum::Router;
@@ -212,7 +212,8 @@ impl Front {
         let answer = match located.append_view(&head) {
             Some((stream, headers)) => {
                 let body = crate::body::Incoming::Whole(body);
-                self.route.serve_parts(stream, &headers, body).await
+                let target = located.target(&head);
+                self.route.serve_parts(target, stream, &headers, body).await
             }
             None => match self.serve_parts(&located, &head, body).await {
                 Some(response) => Answer::Response(response),

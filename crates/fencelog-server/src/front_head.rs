@@ -201,6 +201,12 @@ impl Located {
         };
         Some((stream, headers))
     }
+
+    /// The request target (path and query) of a plain append, as sent.
+    pub fn target<'a>(&self, head: &'a [u8]) -> &'a str {
+        // A plain append's target is plain text: ASCII.
+        std::str::from_utf8(&head[self.target.range()]).unwrap_or("/")
+    }
 }
 
 /// Text that `http` takes as it is: only ASCII letters, digits, `-`,

@@ -33,6 +33,7 @@ mod append_body;
 pub mod append_route;
 pub mod audit;
 pub mod auth;
+pub mod backend;
 pub mod body;
 pub mod budget;
 mod chunked;
@@ -63,13 +64,15 @@ pub mod state;
 pub mod streams;
 mod strict_json;
 pub mod tls;
+mod writes;
 
 use axum::Router;
 
 pub use append_body::AppendBody;
 pub use error::ApiError;
+pub use server::Shutdown;
 pub use server::{serve, serve_metrics, serve_router, Routes, ServerConfig};
-pub use state::{AppState, HttpLimits, Shutdown};
+pub use state::{AppState, HttpLimits};
 pub use tls::Tls;
 
 /// The whole API as a router, built from [`openapi::ROUTES`]: each route
@@ -79,7 +82,13 @@ pub fn app(state: AppState) -> Router {
     for route in openapi::ROUTES {
         let guard =
             axum::middleware::from_fn_with_state((state.auth.clone(), route.access), auth::check);
-        router = router.route(route.path, (route.handler)().route_layer(guard));
+        let mut handler = (route.handler)();
+        if openapi::REDIRECTED.contains(&route.operation_id) {
+            let redirect =
+                axum::middleware::from_fn_with_state(state.clone(), writes::redirect_writes);
+            handler = handler.route_layer(redirect);
+        }
+        router = router.route(route.path, handler.route_layer(guard));
     }
     router
         .fallback(ops::not_found)

@@ -3,20 +3,22 @@
 //! stream's state once durable, and refuses bad input with a 400 that
 //! changes nothing.
 
+use crate::auth::Caller;
 use crate::body::read_capped;
-use crate::error::{write_error, ApiError};
+use crate::error::ApiError;
 use crate::params::{
     names, required_seq, retention_from_json, seq_from_json, stream_name, token_from_header,
     token_from_json,
 };
 use crate::state::AppState;
+use crate::writes;
 use axum::body::Body;
 use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
-use axum::Json;
-use fencelog_api::StreamInfo;
-use fencelog_engine::StreamConfig;
+use axum::response::Response;
+use axum::Extension;
+use fencelog_engine::{StreamConfig, WriteOp};
 use serde_json::{Map, Value};
 
 /// The body as a JSON object whose keys are all in `known` (a typo is a
@@ -48,36 +50,39 @@ pub async fn json_object(
 /// the trim point never moves back. Answers the stream's state.
 pub async fn trim(
     State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: Body,
-) -> Result<Json<StreamInfo>, ApiError> {
+) -> Result<Response, ApiError> {
     let stream = stream_name(path)?;
     let (token, trim_seq, not_after_ms) = trim_body(&state, &headers, body).await?;
-    match state
-        .engine
-        .trim_with(&stream, token, trim_seq, not_after_ms)
-        .await
-    {
-        Ok(s) => Ok(Json(s.into())),
-        Err(e) => Err(write_error(&stream, e)),
-    }
+    let op = WriteOp::Trim {
+        stream: stream.clone(),
+        token,
+        trim_seq,
+        not_after_ms,
+    };
+    Ok(writes::state_answer(&state, &caller_of(caller), &stream, "trim", op).await)
 }
 
 /// `POST /v1/streams/{stream}/seal` with `{"fencing_token": T}`: no more
 /// appends, fences or trims, ever; reads keep working.
 pub async fn seal(
     State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: Body,
-) -> Result<Json<StreamInfo>, ApiError> {
+) -> Result<Response, ApiError> {
     let stream = stream_name(path)?;
     let (token, not_after_ms) = seal_body(&state, &headers, body).await?;
-    match state.engine.seal_with(&stream, token, not_after_ms).await {
-        Ok(s) => Ok(Json(s.into())),
-        Err(e) => Err(write_error(&stream, e)),
-    }
+    let op = WriteOp::Seal {
+        stream: stream.clone(),
+        token,
+        not_after_ms,
+    };
+    Ok(writes::state_answer(&state, &caller_of(caller), &stream, "seal", op).await)
 }
 
 /// `DELETE /v1/streams/{stream}` with `{"fencing_token": T}` or the
@@ -86,21 +91,27 @@ pub async fn seal(
 /// create the stream again. Answers the tombstone (`"deleted": true`).
 pub async fn delete(
     State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: Body,
-) -> Result<Json<StreamInfo>, ApiError> {
+) -> Result<Response, ApiError> {
     let stream = stream_name(path)?;
     let token = delete_token(&state, &headers, body).await?;
-    match state.engine.delete(&stream, token).await {
-        Ok(s) => Ok(Json(s.into())),
-        Err(e) => Err(write_error(&stream, e)),
-    }
+    let op = WriteOp::Delete {
+        stream: stream.clone(),
+        token,
+    };
+    Ok(writes::state_answer(&state, &caller_of(caller), &stream, "delete", op).await)
 }
 
-/// A trim body's `(fencing_token, trim_seq, not_after_ms)` (also the
-/// cluster crate's trim route, issue 14).
-pub async fn trim_body(
+/// Who made the request, as the route's check found (open: nobody).
+fn caller_of(caller: Option<Extension<Caller>>) -> Caller {
+    caller.map(|Extension(c)| c).unwrap_or_default()
+}
+
+/// A trim body's `(fencing_token, trim_seq, not_after_ms)`.
+async fn trim_body(
     state: &AppState,
     headers: &HeaderMap,
     body: Body,
@@ -113,8 +124,8 @@ pub async fn trim_body(
     Ok((token, trim_seq, not_after_ms))
 }
 
-/// A seal body's `(fencing_token, not_after_ms)` (also the cluster's).
-pub async fn seal_body(
+/// A seal body's `(fencing_token, not_after_ms)`.
+async fn seal_body(
     state: &AppState,
     headers: &HeaderMap,
     body: Body,
@@ -126,12 +137,8 @@ pub async fn seal_body(
 }
 
 /// A delete's token: from `{"fencing_token": T}` or the `Fencing-Token`
-/// header, not both (also the cluster's).
-pub async fn delete_token(
-    state: &AppState,
-    headers: &HeaderMap,
-    body: Body,
-) -> Result<u64, ApiError> {
+/// header, not both.
+async fn delete_token(state: &AppState, headers: &HeaderMap, body: Body) -> Result<u64, ApiError> {
     let upload = read_capped(headers, body, &state.limits, &state.budget).await?;
     let bytes = &upload.bytes;
     let from_header = headers.contains_key(&names::FENCING_TOKEN);
@@ -179,20 +186,23 @@ const CONFIG_FIELDS: [&str; 4] = [
 /// token the change is fenced.
 pub async fn config(
     State(state): State<AppState>,
+    caller: Option<Extension<Caller>>,
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: Body,
-) -> Result<Json<StreamInfo>, ApiError> {
+) -> Result<Response, ApiError> {
     let stream = stream_name(path)?;
     let (token, config) = config_body(&state, &headers, body).await?;
-    match state.engine.set_config(&stream, token, config).await {
-        Ok(s) => Ok(Json(s.into())),
-        Err(e) => Err(write_error(&stream, e)),
-    }
+    let op = WriteOp::Config {
+        stream: stream.clone(),
+        token,
+        config,
+    };
+    Ok(writes::state_answer(&state, &caller_of(caller), &stream, "config", op).await)
 }
 
-/// A config body's `(fencing_token, settings)` (also the cluster's).
-pub async fn config_body(
+/// A config body's `(fencing_token, settings)`.
+async fn config_body(
     state: &AppState,
     headers: &HeaderMap,
     body: Body,

@@ -93,6 +93,11 @@ impl Param {
     }
 }
 
+/// The writes a backend that redirects writes answers with 307 to the node
+/// that serves them (by `operation_id`): appends, fences, trims, seals and
+/// deletes. The others it takes where they arrive.
+pub const REDIRECTED: &[&str] = &["append", "fence", "trim", "seal", "delete"];
+
 pub const ROUTES: &[Route] = &[
     Route {
         method: "post",

@@ -7,25 +7,17 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use fencelog_api::{ErrorCode, Field};
+use fencelog_api::ErrorCode;
 use serde_json::json;
 
-/// `GET /healthz`: 200 while the engine accepts writes, 503 once storage has
-/// failed or shutdown has begun, so a load balancer stops sending writes.
+/// `GET /healthz`: 200 while the backend accepts writes, 503 once storage
+/// has failed or shutdown has begun, so a load balancer stops sending
+/// writes.
 pub async fn healthz(State(state): State<AppState>) -> Response {
-    let engine = &state.engine;
-    if engine.is_healthy() {
-        return Json(json!({ "status": "ok" })).into_response();
+    match state.backend.health() {
+        Ok(()) => Json(json!({ "status": "ok" })).into_response(),
+        Err(e) => e.into_response(),
     }
-    let err = match engine.poisoned() {
-        Some(failure) => ApiError::new(
-            ErrorCode::Unavailable,
-            format!("storage failed; writes are refused until restart: {failure}"),
-        )
-        .with(Field::NoSpace, failure.is_no_space()),
-        None => ApiError::new(ErrorCode::Unavailable, "shutting down"),
-    };
-    err.into_response()
 }
 
 /// prometheus-client writes the OpenMetrics text format (`_total`
@@ -33,17 +25,11 @@ pub async fn healthz(State(state): State<AppState>) -> Response {
 pub const METRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// `GET /metrics`: OpenMetrics text from the HTTP layer's registry and
-/// the engine's.
+/// the backend's.
 pub async fn metrics(State(state): State<AppState>) -> Response {
-    let engine = &state.engine;
-    // The gauges are sampled here rather than kept live by the writer: only
-    // a scrape needs them, and the channel already knows its length.
-    engine
-        .metrics()
-        .queue_depth
-        .set(engine.queue_depth() as i64);
-    engine.metrics().healthy.set(i64::from(engine.is_healthy()));
-    let text = state.http_metrics.encode_without_eof() + &engine.metrics().encode();
+    let text = state
+        .backend
+        .metrics(state.http_metrics.encode_without_eof());
     ([(header::CONTENT_TYPE, METRICS_CONTENT_TYPE)], text).into_response()
 }
 

@@ -1,19 +1,22 @@
-//! Issue 11's routes: "did my write land?" (`GET .../producers/{id}`), the
-//! fence history (`GET .../fences`), fenced consumer cursors (`PUT`/`GET
+//! "Did my write land?" (`GET .../producers/{id}`), the fence history
+//! (`GET .../fences`), fenced consumer cursors (`PUT`/`GET
 //! .../cursors/{name}`, `GET .../cursors`) and atomic multi-stream batches
 //! (`POST /v1/batch`).
 
 use crate::auth::{authorize, Caller, Scope};
+use crate::backend::Refused;
 use crate::body::read_capped;
 use crate::error::{read_error, write_error, ApiError};
 use crate::json_append::parse_record;
 use crate::lifecycle::json_object;
 use crate::params::{required_seq, seq_from_json, stream_name, token_from_json, QueryParams};
 use crate::state::AppState;
+use crate::writes;
 use axum::body::Body;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use axum::Json;
 use fencelog_api::producer::FENCES_LIMIT_DEFAULT;
@@ -21,7 +24,7 @@ use fencelog_api::{
     AppendAck, CursorInfo, CursorList, ErrorCode, FenceJson, FenceList, Field, ProducerInfo,
     StreamInfo,
 };
-use fencelog_engine::{BatchAck, BatchAction, BatchOp, CursorEntry, WriteError};
+use fencelog_engine::{Applied, BatchAck, BatchAction, BatchOp, Engine, WriteError, WriteOp};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 
@@ -40,8 +43,9 @@ pub async fn producer(
     path: Result<Path<(String, String)>, PathRejection>,
 ) -> Result<Json<ProducerInfo>, ApiError> {
     let (stream, id) = two_names(path)?;
-    refuse_tombstone(&state, &stream)?;
-    match state.engine.producer(&stream, &id) {
+    let engine = state.backend.read(&stream).await?;
+    refuse_tombstone(&engine, &stream)?;
+    match engine.producer(&stream, &id) {
         Ok(Some(p)) => Ok(Json(p.into())),
         Ok(None) => Err(ApiError::new(
             ErrorCode::ProducerNotFound,
@@ -57,8 +61,8 @@ pub async fn producer(
 /// `stream_not_found` (as `GET /v1/streams/{stream}` does), though the
 /// engine keeps its token and history; a higher token recreates it, and
 /// its history then shows the delete.
-fn refuse_tombstone(state: &AppState, stream: &str) -> Result<(), ApiError> {
-    match state.engine.state(stream) {
+fn refuse_tombstone(engine: &Engine, stream: &str) -> Result<(), ApiError> {
+    match engine.state(stream) {
         Ok(s) if s.deleted => Err(read_error(stream, fencelog_engine::ReadError::NotFound)),
         Ok(_) => Ok(()),
         Err(e) => Err(read_error(stream, e)),
@@ -75,9 +79,9 @@ pub async fn fences(
     let stream = stream_name(path)?;
     let q = QueryParams::from_extractor(query)?;
     let limit = q.positive_capped("limit", FENCES_LIMIT_DEFAULT, FENCES_LIMIT_DEFAULT)? as usize;
-    refuse_tombstone(&state, &stream)?;
-    let history = state
-        .engine
+    let engine = state.backend.read(&stream).await?;
+    refuse_tombstone(&engine, &stream)?;
+    let history = engine
         .fence_history(&stream)
         .map_err(|e| read_error(&stream, e))?;
     let fences = history
@@ -96,15 +100,28 @@ pub async fn put_cursor(
     path: Result<Path<(String, String)>, PathRejection>,
     headers: HeaderMap,
     body: Body,
-) -> Result<Json<CursorInfo>, ApiError> {
+) -> Result<Response, ApiError> {
     let (stream, name) = two_names(path)?;
     let (token, seq) = cursor_body(&state, &headers, body).await?;
-    let r = state.engine.commit_cursor(&stream, &name, token, seq).await;
-    cursor_answer(&stream, &name, r)
+    let op = WriteOp::Cursor {
+        stream: stream.clone(),
+        name: name.clone(),
+        token,
+        seq,
+    };
+    let answer = match state.backend.write(op).await {
+        Ok(Applied::Cursor(c)) => Json(CursorInfo::new(&stream, c)).into_response(),
+        Ok(other) => unreachable!("a cursor commit answered {other:?}"),
+        Err(Refused::Write(e)) => write_error(&stream, e)
+            .with(Field::Cursor, name)
+            .into_response(),
+        Err(Refused::Api(e)) => e.into_response(),
+    };
+    Ok(writes::hinted(&state, &stream, answer).into_response())
 }
 
-/// A cursor commit's `(fencing_token, seq)` (also the cluster's).
-pub async fn cursor_body(
+/// A cursor commit's `(fencing_token, seq)`.
+async fn cursor_body(
     state: &AppState,
     headers: &HeaderMap,
     body: Body,
@@ -113,18 +130,6 @@ pub async fn cursor_body(
     let token = token_from_json(obj.get("fencing_token"))?;
     let seq = required_seq("seq", obj.get("seq"))?;
     Ok((token, seq))
-}
-
-/// A cursor commit's answer: the cursor, or the refusal naming it.
-pub fn cursor_answer(
-    stream: &str,
-    name: &str,
-    r: Result<CursorEntry, WriteError>,
-) -> Result<Json<CursorInfo>, ApiError> {
-    match r {
-        Ok(c) => Ok(Json(CursorInfo::new(stream, c))),
-        Err(e) => Err(write_error(stream, e).with(Field::Cursor, name)),
-    }
 }
 
 /// The 404 of a cursor the stream does not have.
@@ -143,7 +148,8 @@ pub async fn get_cursor(
     path: Result<Path<(String, String)>, PathRejection>,
 ) -> Result<Json<CursorInfo>, ApiError> {
     let (stream, name) = two_names(path)?;
-    match state.engine.cursor(&stream, &name) {
+    let engine = state.backend.read(&stream).await?;
+    match engine.cursor(&stream, &name) {
         Ok(Some(c)) => Ok(Json(CursorInfo::new(&stream, c))),
         Ok(None) => Err(cursor_not_found(&stream, &name)),
         Err(e) => Err(read_error(&stream, e)),
@@ -156,8 +162,8 @@ pub async fn list_cursors(
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Json<CursorList>, ApiError> {
     let stream = stream_name(path)?;
-    let cursors = state
-        .engine
+    let engine = state.backend.read(&stream).await?;
+    let cursors = engine
         .cursors(&stream)
         .map_err(|e| read_error(&stream, e))?
         .into_iter()
@@ -177,16 +183,30 @@ pub async fn batch(
     caller: Option<Extension<Caller>>,
     headers: HeaderMap,
     body: Body,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
     let caller = caller.map(|Extension(c)| c).unwrap_or_default();
     let (ops, not_after_ms) = batch_body(&state, &caller, &headers, body).await?;
     let streams: Vec<String> = ops.iter().map(|o| o.stream.clone()).collect();
-    batch_answer(&streams, state.engine.batch(ops, not_after_ms).await)
+    let answer = match state
+        .backend
+        .write(WriteOp::Batch { ops, not_after_ms })
+        .await
+    {
+        Ok(Applied::Batch(acks)) => batch_answer(&streams, Ok(acks)),
+        Ok(other) => unreachable!("a batch answered {other:?}"),
+        Err(Refused::Write(e)) => batch_answer(&streams, Err(e)),
+        Err(Refused::Api(e)) => Err(e),
+    };
+    let answer = answer.into_response();
+    Ok(match streams.first() {
+        Some(stream) => writes::hinted(&state, stream, answer).into_response(),
+        None => answer,
+    })
 }
 
 /// A batch body's ops and deadline, each op authorized for its own scope
-/// on its own stream (also the cluster's).
-pub async fn batch_body(
+/// on its own stream.
+async fn batch_body(
     state: &AppState,
     caller: &Caller,
     headers: &HeaderMap,
@@ -222,7 +242,7 @@ pub async fn batch_body(
 }
 
 /// A batch's answer: every op's ack, or the refusal with every outcome.
-pub fn batch_answer(
+fn batch_answer(
     streams: &[String],
     r: Result<Vec<BatchAck>, WriteError>,
 ) -> Result<Json<Value>, ApiError> {

@@ -13,7 +13,7 @@ use crate::params::{
 };
 use crate::start;
 use crate::state::AppState;
-use crate::{json_append, sse};
+use crate::{json_append, sse, writes};
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -26,8 +26,8 @@ use fencelog_api::{
     batch, fixed_json, header as wire, next_start_seq, AppendAck, Field, ReadStart,
 };
 use fencelog_engine::{
-    validate_headers, AppendOptions, Engine, Header, HeaderError, ProducerSeq, ReadBatch,
-    ReadError, RecordIn, WriteError, HEADERS_PER_RECORD_MAX, HEADER_BYTES_PER_RECORD_MAX,
+    validate_headers, Ack, Applied, Engine, Header, HeaderError, ReadBatch, ReadError, RecordIn,
+    WriteError, HEADERS_PER_RECORD_MAX, HEADER_BYTES_PER_RECORD_MAX,
 };
 use std::collections::HashMap;
 
@@ -75,43 +75,17 @@ pub async fn append_from<H: HeaderView + Sync + ?Sized>(
     headers: &H,
     body: Incoming,
 ) -> Answer {
-    // Held until the engine has answered: the records are slices of it.
+    // Held until the backend has answered: the records are slices of it.
     let decoded = decode_append_from(state, stream, headers, body).await;
-    let (upload, req) = match decoded {
-        Ok(decoded) => decoded,
+    let (upload, op) = match decoded {
+        Ok((upload, body)) => (upload, body.into_op(stream)),
         Err(e) => return Answer::Response(e.on_stream(stream).into_response()),
     };
-    let before = state.token_before(stream);
-    let options = AppendOptions {
-        match_seq_num: req.match_seq_num,
-        producer: req.producer.map(|(id, seq)| ProducerSeq { id, seq }),
-        not_after_ms: req.not_after_ms,
-    };
-    let result = match req.headers {
-        None => {
-            state
-                .engine
-                .append_with(stream, req.token, req.records, options)
-                .await
-        }
-        Some(headers) => {
-            let records = req
-                .records
-                .into_iter()
-                .zip(headers)
-                .map(|(body, headers)| RecordIn { body, headers })
-                .collect();
-            state
-                .engine
-                .append_records_with(stream, req.token, records, options)
-                .await
-        }
-    };
+    let answer = writes::write(state, caller, stream, "append", op).await;
     drop(upload);
-    match result {
-        Ok(ack) => {
-            state.written(caller, stream, "append", before, ack.fencing_token);
-            let ack = AppendAck::new(stream.to_string(), ack);
+    let answer = match answer {
+        Ok(applied) => {
+            let ack = AppendAck::new(stream.to_string(), applied_ack(applied));
             let mut body = Vec::with_capacity(fixed_json::append_ack_bytes(ack.stream.len()));
             fixed_json::write_append_ack(&mut body, &ack);
             Answer::Json {
@@ -119,7 +93,16 @@ pub async fn append_from<H: HeaderView + Sync + ?Sized>(
                 body,
             }
         }
-        Err(e) => state.write_refused_answer(caller, stream, e),
+        Err(r) => writes::refused(state, caller, stream, r),
+    };
+    writes::hinted(state, stream, answer)
+}
+
+/// An append's ack: a backend answers an append with nothing else.
+fn applied_ack(applied: Applied) -> Ack {
+    match applied {
+        Applied::Appended(ack) => ack,
+        other => unreachable!("an append answered {other:?}"),
     }
 }
 
@@ -145,19 +128,6 @@ fn producer_from_headers<H: HeaderView + ?Sized>(
 /// The append a request carries, with its headers checked against the
 /// limits, so nothing over them reaches the writer; and the upload its
 /// records are slices of, which holds their share of the memory budget.
-/// Also used by the cluster crate's append route (issue 14).
-pub async fn decode_append(
-    state: &AppState,
-    stream: &str,
-    request: Request,
-) -> Result<(Upload, AppendBody), ApiError> {
-    // The whole request rather than a `HeaderMap` extractor, which would
-    // clone every header on each append.
-    let (parts, body) = request.into_parts();
-    decode_append_from(state, stream, &parts.headers, body.into()).await
-}
-
-/// [`decode_append`] on a request's headers and body.
 pub async fn decode_append_from<H: HeaderView + Sync + ?Sized>(
     state: &AppState,
     stream: &str,
@@ -248,7 +218,7 @@ fn batch_version<H: HeaderView + ?Sized>(headers: &H) -> Result<u8, ApiError> {
 /// Refuses a batch of more records than the engine takes, before any
 /// per-record storage is set aside; the answer is the engine's own 413.
 fn check_batch_count(stream: &str, state: &AppState, count: usize) -> Result<(), ApiError> {
-    let limit = state.engine.config().batch_records_max;
+    let limit = state.backend.config().batch_records_max;
     if count > limit {
         return Err(write_error(
             stream,
@@ -361,8 +331,9 @@ async fn read_stream(
 ) -> Result<Response, ApiError> {
     let q = QueryParams::from_extractor(query)?;
     let mut params = ReadParams::parse(&q)?;
+    let engine = state.backend.read(stream).await?;
     if let Some(name) = q.str("cursor") {
-        params.start = cursor_start(&state.engine, stream, name, &q)?;
+        params.start = cursor_start(&engine, stream, name, &q)?;
     }
     if params.follow || wants_event_stream(headers) {
         if params.until_timestamp_ms.is_some() {
@@ -372,9 +343,9 @@ async fn read_stream(
             )));
         }
         let resume = seq_from_header(headers, &names::LAST_EVENT_ID)?;
-        return sse::tail(state, stream.to_string(), resume, &params);
+        return sse::tail(state, engine, stream.to_string(), resume, &params);
     }
-    let engine = &state.engine;
+    let engine = &engine;
     let deadline = tokio::time::Instant::now() + params.wait;
     if params.wait_for_stream && !params.wait.is_zero() {
         waiting(&state, engine.wait_for_stream(stream, params.wait)).await?;

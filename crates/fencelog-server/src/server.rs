@@ -11,7 +11,7 @@ use crate::append_route::AppendRoute;
 use crate::conn_io::ConnIo;
 use crate::front::{Front, Left, KEEP_ALIVE};
 use crate::rewind::Rewind;
-use crate::state::{AppState, Shutdown};
+use crate::state::AppState;
 use crate::tls::Tls;
 use axum::http::HeaderValue;
 use axum::Router;
@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tower::ServiceExt;
 
 /// Connections served at once by default; the CLI derives its default
@@ -42,6 +42,35 @@ pub const HEADER_BYTES_MAX_DEFAULT: usize = 64 << 10;
 /// memory and the CPU to fill it). 128 KiB (256 KiB in the kernel) keeps a
 /// 1 ms path at well over 200 MB/s.
 pub const SEND_BUFFER_BYTES_DEFAULT: usize = 128 << 10;
+
+/// Resolves once the server starts shutting down; never, for a router that
+/// is not run by [`crate::serve`].
+#[derive(Clone)]
+pub struct Shutdown(watch::Receiver<bool>);
+
+impl Shutdown {
+    /// A signal that never fires, plus nothing to fire it with.
+    pub fn never() -> Self {
+        let (_tx, rx) = watch::channel(false);
+        Shutdown(rx)
+    }
+
+    pub fn new() -> (watch::Sender<bool>, Self) {
+        let (tx, rx) = watch::channel(false);
+        (tx, Shutdown(rx))
+    }
+
+    pub fn is_triggered(&self) -> bool {
+        *self.0.borrow()
+    }
+
+    pub async fn wait(&mut self) {
+        // A dropped sender means nobody can ever shut us down.
+        if self.0.wait_for(|down| *down).await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -92,14 +121,26 @@ impl ServerConfig {
 }
 
 /// Serves `state` on `listener` until `signal` resolves, then drains and
-/// shuts the engine down. Returns once everything acknowledged is durable.
+/// shuts the backend down. Returns once everything acknowledged is durable.
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
     config: ServerConfig,
     signal: impl Future<Output = ()>,
 ) -> io::Result<()> {
-    let engine = state.engine.clone();
+    serve_with(listener, state, |_| Router::new(), config, signal).await
+}
+
+/// [`serve`] with the routes `extra` makes (given the shutdown signal)
+/// beside the API's: a cluster node's peer and admin routes, which carry
+/// their own checks.
+pub async fn serve_with(
+    listener: TcpListener,
+    state: AppState,
+    extra: impl FnOnce(Shutdown) -> Router,
+    config: ServerConfig,
+    signal: impl Future<Output = ()>,
+) -> io::Result<()> {
     let audit = state.audit.clone();
     let flusher = tokio::spawn(async move {
         let mut tick = tokio::time::interval(crate::audit::STALE_WINDOW);
@@ -111,17 +152,17 @@ pub async fn serve(
     let for_router = state.clone();
     let build = move |shutdown: Shutdown| {
         let mut state = for_router;
-        state.shutdown = shutdown;
+        state.shutdown = shutdown.clone();
         Routes {
-            router: app(state.clone()),
+            router: app(state.clone()).merge(extra(shutdown)),
             append: Some(Arc::new(AppendRoute::new(state))),
         }
     };
     serve_router(listener, build, config, signal).await?;
-    engine.shutdown().await;
+    state.backend.shutdown().await;
     flusher.abort();
     state.audit.flush();
-    tracing::info!("engine shut down; everything acknowledged is durable");
+    tracing::info!("backend shut down; everything acknowledged is durable");
     Ok(())
 }
 

@@ -4,12 +4,15 @@
 //! in the order it was sent once the engine has made it durable — or with
 //! the single-request route's refusal for that append alone.
 //!
-//! Each append goes through [`Engine::queue_append`]: the same checks and
-//! the same writer request as `POST .../records`, queued in the order the
-//! messages arrive, so the writer plans them in that order and its group
-//! commit puts the appends in flight into one `sync_data`. The session
-//! only orders the answers: it answers the oldest unanswered append once
-//! the engine has, and never anything the engine has not answered.
+//! Each append goes to the backend's session sink
+//! ([`crate::backend::SessionWrites`]) in the order the messages arrive:
+//! on a single node the engine's [`fencelog_engine::Engine::write`], the
+//! same checks and the same writer request as `POST .../records`, so the
+//! writer plans them in that order and its group commit puts the appends
+//! in flight into one `sync_data`; on a cluster node the shard's proposer,
+//! on its leader. The session only orders the answers: it answers the
+//! oldest unanswered append once the backend has, and never anything the
+//! backend has not answered.
 //!
 //! Bounded: at most [`HttpLimits::session_appends_max`] appends and
 //! [`HttpLimits::session_bytes_max`] bytes read but not answered; at
@@ -20,14 +23,11 @@
 //! one message over, the WebSocket buffers — is taken from the upload
 //! budget when it opens.
 //!
-//! A cluster node serves the same session on the shard's leader through a
-//! [`SessionSink`] of its own (issue 14): each append goes to the shard's
-//! proposer in the order read, and its answer is the apply result.
-//!
 //! [`HttpLimits::session_appends_max`]: crate::HttpLimits::session_appends_max
 //! [`HttpLimits::session_bytes_max`]: crate::HttpLimits::session_bytes_max
 
 use crate::auth::Caller;
+use crate::backend::{Elsewhere, Pending, Refused, SessionWrites};
 use crate::budget::{overloaded, Lease, Pool};
 use crate::error::ApiError;
 use crate::params::stream_name;
@@ -37,18 +37,15 @@ use axum::extract::rejection::PathRejection;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::extract::{Path, State};
-use axum::http::HeaderValue;
+use axum::http::{HeaderValue, Uri};
 use axum::response::Response;
 use axum::Extension;
 use bytes::{Bytes, BytesMut};
 use fencelog_api::session::{self as wire, SessionAppend};
 use fencelog_api::{ErrorCode, Field};
-use fencelog_engine::{Ack, AppendOptions, PendingAppend, SessionMutation, WriteError};
+use fencelog_engine::{Ack, AppendOptions, Applied, SessionMutation, WriteOp};
 use futures_util::{FutureExt, SinkExt, StreamExt};
 use std::collections::VecDeque;
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio_tungstenite::tungstenite;
 
@@ -64,66 +61,56 @@ const WRITE_BUFFER_MAX_BYTES: usize = 256 << 10;
 /// How long a closed session waits for the client's close reply.
 const CLOSE_WAIT: Duration = Duration::from_secs(5);
 
-/// Where a session's appends go when not to the node's own engine (a
-/// cluster shard's proposer): `queue` is called in the order the appends
-/// are read and must keep that order in what it writes.
-pub trait SessionSink: Send + Sync + 'static {
-    /// Queues one append of `stream`; its answer now or later.
-    fn queue(&self, stream: &str, append: SessionAppend) -> Answer;
-}
-
-/// One append's answer: known, waiting for the engine, or waiting for a
-/// [`SessionSink`]'s own future.
-pub enum Answer {
+/// One append's answer: known, or to come from the backend.
+enum Answer {
     /// Decided.
     Known(Result<Ack, Refused>),
-    /// The engine's answer, when durable.
-    Waiting(PendingAppend),
-    /// A sink's answer.
-    Remote(Pin<Box<dyn Future<Output = Result<Ack, Refused>> + Send>>),
+    /// The backend's answer, when it has one.
+    Waiting(Pending),
 }
 
-/// Why an append was not accepted: the engine's refusal (answered as the
-/// single-request route answers it) or an error of its own (a cluster's
-/// 503 `unavailable`, with whether the outcome is known).
-#[derive(Debug)]
-pub enum Refused {
-    /// As `POST .../records` answers it.
-    Write(WriteError),
-    /// This error, as it is.
-    Api(ApiError),
-}
-
-impl From<WriteError> for Refused {
-    fn from(e: WriteError) -> Refused {
-        Refused::Write(e)
+/// An append's ack out of what the backend answered.
+fn ack_of(answer: Result<Applied, Refused>) -> Result<Ack, Refused> {
+    match answer? {
+        Applied::Appended(ack) => Ok(ack),
+        other => unreachable!("an append answered {other:?}"),
     }
 }
 
-/// `GET /v1/streams/{stream}/session`: checks, the budget, then the
-/// upgrade. Authorization (scope `append` on the stream) is the route
-/// table's, as for `POST .../records`.
+/// `GET /v1/streams/{stream}/session`: checks, where the backend serves
+/// the stream's session, the budget, then the upgrade. Authorization
+/// (scope `append` on the stream) is the route table's, as for `POST
+/// .../records`.
 pub async fn open(
     State(state): State<AppState>,
     caller: Option<Extension<Caller>>,
     hold: Option<Extension<ConnHold>>,
+    uri: Uri,
     path: Result<Path<String>, PathRejection>,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
     let caller = caller.map(|Extension(c)| c).unwrap_or_default();
     let stream = stream_name(path)?;
-    upgrade(state, caller, hold, stream, ws, None).await
+    let sink = match state.backend.open_session(&stream) {
+        Ok(sink) => sink,
+        Err(Elsewhere::Redirect(r)) => {
+            let path = uri.path_and_query().map_or("/", |p| p.as_str());
+            return Ok(crate::writes::redirect(&r, path));
+        }
+        Err(Elsewhere::Refused(e)) => return Err(e.on_stream(&stream)),
+    };
+    upgrade(state, caller, hold, stream, ws, sink).await
 }
 
-/// The session on `stream` for an already checked caller: the budget, then
-/// the upgrade. Appends go to `sink`, or to `state.engine` without one.
-pub async fn upgrade(
+/// The session on `stream` for an already checked caller, its appends
+/// going to `sink`: the budget, then the upgrade.
+async fn upgrade(
     state: AppState,
     caller: Caller,
     hold: Option<Extension<ConnHold>>,
     stream: String,
     ws: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
-    sink: Option<Arc<dyn SessionSink>>,
+    sink: Box<dyn SessionWrites>,
 ) -> Result<Response, ApiError> {
     let ws = ws.map_err(|e| {
         ApiError::bad_request(format!(
@@ -137,8 +124,7 @@ pub async fn upgrade(
         .take(Pool::Uploads, limits.lease_bytes(), state.budget.wait)
         .await
         .ok_or_else(|| overloaded("append sessions").on_stream(&stream))?;
-    let mut session = Session::new(state, caller, stream, limits, lease, hold);
-    session.sink = sink;
+    let session = Session::new(state, caller, stream, limits, lease, hold, sink);
     let mut resp = ws
         .protocols([wire::SUBPROTOCOL])
         .read_buffer_size(READ_BUFFER_BYTES)
@@ -170,7 +156,7 @@ impl Limits {
         Limits {
             appends_max: state.limits.session_appends_max.max(1),
             bytes_max: state.limits.session_bytes_max.max(1),
-            message_bytes_max: wire::APPEND_HEADER_BYTES + state.engine.config().batch_bytes_max,
+            message_bytes_max: wire::APPEND_HEADER_BYTES + state.backend.config().batch_bytes_max,
         }
     }
 
@@ -195,8 +181,7 @@ impl InFlight {
     fn ready(&mut self) -> bool {
         let known = match &mut self.answer {
             Answer::Known(_) => return true,
-            Answer::Waiting(p) => p.try_answer().map(|a| a.map_err(Refused::Write)),
-            Answer::Remote(f) => f.as_mut().now_or_never(),
+            Answer::Waiting(p) => p.try_answer().map(ack_of),
         };
         match known {
             Some(a) => {
@@ -231,8 +216,8 @@ struct Session {
     /// The connection is gone: nobody to answer.
     gone: bool,
     out: BytesMut,
-    /// Where appends go instead of the engine (a cluster node's shard).
-    sink: Option<Arc<dyn SessionSink>>,
+    /// Where appends go: the backend's sink for this session.
+    sink: Box<dyn SessionWrites>,
     _lease: Lease,
     /// The connection's slot under the server's cap and drain.
     _hold: Option<Extension<ConnHold>>,
@@ -246,6 +231,7 @@ impl Session {
         limits: Limits,
         lease: Lease,
         hold: Option<Extension<ConnHold>>,
+        sink: Box<dyn SessionWrites>,
     ) -> Session {
         Session {
             state,
@@ -259,7 +245,7 @@ impl Session {
             closing: false,
             gone: false,
             out: BytesMut::new(),
-            sink: None,
+            sink,
             _lease: lease,
             _hold: hold,
         }
@@ -399,38 +385,35 @@ impl Session {
         });
     }
 
-    /// The append to the engine, through its normal append path (or to
-    /// the sink).
+    /// The append to the backend's sink, through the normal append path.
     fn queue(&self, append: SessionAppend) -> Answer {
-        if let Some(sink) = &self.sink {
-            return sink.queue(&self.stream, append);
-        }
-        let options = AppendOptions {
-            match_seq_num: append.match_seq_num,
-            ..Default::default()
-        };
         let token = append.fencing_token;
-        match self
-            .state
-            .engine
-            .queue_append(&self.stream, token, vec![append.body], options)
-        {
-            Ok(pending) if self.state.session_mutation == SessionMutation::AckBeforeDurable => {
+        let op = WriteOp::Append {
+            stream: self.stream.clone(),
+            token,
+            records: vec![append.body],
+            headers: Vec::new(),
+            options: AppendOptions {
+                match_seq_num: append.match_seq_num,
+                ..Default::default()
+            },
+        };
+        match self.sink.append(op) {
+            pending if self.state.session_mutation == SessionMutation::AckBeforeDurable => {
                 drop(pending);
                 Answer::Known(Ok(self.guessed_ack(token)))
             }
-            Ok(pending) => Answer::Waiting(pending),
-            Err(e) => Answer::Known(Err(Refused::Write(e))),
+            pending => Answer::Waiting(pending),
         }
     }
 
     /// Only under the `SessionAckBeforeDurable` mutation: the ack the
     /// append would get if it were durable now.
     fn guessed_ack(&self, token: u64) -> Ack {
-        let published = self
-            .state
-            .engine
-            .state(&self.stream)
+        let engine = self.state.backend.read(&self.stream).now_or_never();
+        let published = engine
+            .and_then(Result::ok)
+            .and_then(|e| e.state(&self.stream).ok())
             .map_or(0, |s| s.next_seq);
         let seq = published + self.in_flight.len() as u64;
         Ack {
@@ -539,8 +522,7 @@ async fn wait_front(in_flight: &mut VecDeque<InFlight>) {
     };
     let answer = match &mut front.answer {
         Answer::Known(_) => return,
-        Answer::Waiting(p) => p.answer().await.map_err(Refused::Write),
-        Answer::Remote(f) => f.await,
+        Answer::Waiting(p) => ack_of(p.await),
     };
     front.answer = Answer::Known(answer);
 }

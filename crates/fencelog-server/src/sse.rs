@@ -33,8 +33,9 @@ use crate::chunked::{Chunks, Framed};
 use crate::error::{read_error, ApiError};
 use crate::http_metrics::{HttpMetrics, TailGuard};
 use crate::params::ReadParams;
+use crate::server::Shutdown;
 use crate::start;
-use crate::state::{AppState, Shutdown};
+use crate::state::AppState;
 use axum::body::Body;
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
@@ -83,22 +84,23 @@ fn event(name: &str, id: Option<u64>, data: &str) -> Bytes {
 /// unless `wait_for_stream`, 416 past the tail) before any event is sent.
 pub fn tail(
     state: AppState,
+    engine: Engine,
     stream: String,
     resume: Option<u64>,
     params: &ReadParams,
 ) -> Result<Response, ApiError> {
     let start = resume.map_or(params.start, ReadStart::Seq);
-    let exists = match start::live_state(&state.engine, &stream) {
+    let exists = match start::live_state(&engine, &stream) {
         Ok(_) => true,
         Err(ReadError::NotFound) if params.wait_for_stream => false,
         Err(e) => return Err(read_error(&stream, e)),
     };
     let cursor = match exists {
-        true => Some(first_cursor(&state.engine, &stream, start, params.clamp)?),
+        true => Some(first_cursor(&engine, &stream, start, params.clamp)?),
         false => None,
     };
     let tail = Tail {
-        engine: state.engine.clone(),
+        engine,
         stream,
         cursor,
         start,

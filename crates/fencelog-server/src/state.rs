@@ -1,17 +1,19 @@
-//! What every handler shares: the engine, the request-level limits, and the
-//! shutdown signal that ends long-polls and live tails.
+//! What every handler shares: the backend (the write seam), the
+//! request-level limits, and the shutdown signal that ends long-polls and
+//! live tails.
 
 use crate::audit::Audit;
 use crate::auth::{Auth, Caller};
+use crate::backend::{Backend, EngineBackend};
 use crate::budget::MemoryBudget;
 use crate::error::{write_error, Answer};
 use crate::http_metrics::HttpMetrics;
+use crate::server::Shutdown;
 use axum::response::{IntoResponse, Response};
 use fencelog_api::ErrorCode;
 use fencelog_engine::{Config, Engine, SessionMutation, WriteError};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::watch;
 
 /// Request-level limits of the HTTP layer. Connection-level ones (header
 /// read timeout, drain time) are in [`crate::ServerConfig`].
@@ -71,39 +73,12 @@ impl HttpLimits {
     }
 }
 
-/// Resolves once the server starts shutting down; never, for a router that
-/// is not run by [`crate::serve`].
-#[derive(Clone)]
-pub struct Shutdown(watch::Receiver<bool>);
-
-impl Shutdown {
-    /// A signal that never fires, plus nothing to fire it with.
-    pub fn never() -> Self {
-        let (_tx, rx) = watch::channel(false);
-        Shutdown(rx)
-    }
-
-    pub fn new() -> (watch::Sender<bool>, Self) {
-        let (tx, rx) = watch::channel(false);
-        (tx, Shutdown(rx))
-    }
-
-    pub fn is_triggered(&self) -> bool {
-        *self.0.borrow()
-    }
-
-    pub async fn wait(&mut self) {
-        // A dropped sender means nobody can ever shut us down.
-        if self.0.wait_for(|down| *down).await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    }
-}
-
 /// Everything a handler needs. Cheap to clone.
 #[derive(Clone)]
 pub struct AppState {
-    pub engine: Engine,
+    /// Where writes go and reads are served: this node's engine, or a
+    /// cluster node.
+    pub backend: Arc<dyn Backend>,
     pub limits: HttpLimits,
     pub shutdown: Shutdown,
     /// Who may do what; [`Auth::Open`] unless tokens are configured.
@@ -118,11 +93,17 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// State with limits derived from the engine's configuration.
+    /// A single node's state: `engine` as the backend, with limits derived
+    /// from its configuration.
     pub fn new(engine: Engine) -> Self {
-        let limits = HttpLimits::for_config(engine.config());
+        Self::with_backend(Arc::new(EngineBackend::new(engine)))
+    }
+
+    /// State over any backend, with limits derived from its configuration.
+    pub fn with_backend(backend: Arc<dyn Backend>) -> Self {
+        let limits = HttpLimits::for_config(backend.config());
         AppState {
-            engine,
+            backend,
             limits,
             shutdown: Shutdown::never(),
             auth: Auth::Open,
@@ -155,7 +136,7 @@ impl AppState {
     /// so with concurrent rises on one stream it may be older than the
     /// token the writer replaced.
     pub fn token_before(&self, stream: &str) -> u64 {
-        self.engine.highest_token(stream)
+        self.backend.highest_token(stream)
     }
 
     /// Logs an accepted write that raised the stream's token.

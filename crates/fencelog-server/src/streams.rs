@@ -6,7 +6,7 @@ use crate::body::read_capped;
 use crate::error::{read_error, ApiError};
 use crate::params::{stream_name, QueryParams};
 use crate::state::AppState;
-use crate::strict_json;
+use crate::{strict_json, writes};
 use axum::body::Body;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
@@ -15,7 +15,7 @@ use axum::response::Response;
 use axum::{Extension, Json};
 use fencelog_api::stream::{LIST_LIMIT_CAP, LIST_LIMIT_DEFAULT};
 use fencelog_api::{ErrorCode, StreamInfo, StreamList};
-use fencelog_engine::{ReadError, StreamState};
+use fencelog_engine::{ReadError, WriteOp};
 use std::collections::HashMap;
 
 /// `GET /v1/streams/{stream}`: durable state, or 404 `stream_not_found`
@@ -25,7 +25,8 @@ pub async fn state(
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Json<StreamInfo>, ApiError> {
     let stream = stream_name(path)?;
-    match state.engine.state(&stream) {
+    let engine = state.backend.read(&stream).await?;
+    match engine.state(&stream) {
         Ok(s) if s.deleted => Err(read_error(&stream, ReadError::NotFound)),
         Ok(s) => Ok(Json(s.into())),
         Err(e) => Err(read_error(&stream, e)),
@@ -55,19 +56,6 @@ pub async fn list(
 ) -> Result<Json<StreamList>, ApiError> {
     let caller = caller.map(|Extension(c)| c).unwrap_or_default();
     let q = QueryParams::from_extractor(query)?;
-    list_page(&caller, &q, |prefix, after, n| {
-        state.engine.list_streams(prefix, after, n)
-    })
-}
-
-/// One page of a listing from `lister(prefix, start_after, limit)` (names
-/// in order, tombstones left out): the single node's engine, or a cluster
-/// node's merge of its shards (issue 14).
-pub fn list_page(
-    caller: &Caller,
-    q: &QueryParams,
-    lister: impl FnOnce(&str, Option<&str>, usize) -> Vec<StreamState>,
-) -> Result<Json<StreamList>, ApiError> {
     let limit = q.positive_capped("limit", LIST_LIMIT_DEFAULT, LIST_LIMIT_CAP)? as usize;
     let Some(prefix) = effective_prefix(q.str("prefix").unwrap_or(""), caller.stream_prefix())
     else {
@@ -77,7 +65,10 @@ pub fn list_page(
         }));
     };
     // One extra tells whether another page exists without a second call.
-    let mut page = lister(prefix, q.str("start_after"), limit + 1);
+    let listed = state
+        .backend
+        .list_streams(prefix, q.str("start_after"), limit + 1);
+    let mut page = listed.await?;
     let next_start_after = if page.len() > limit {
         page.truncate(limit);
         page.last().map(|s| s.stream.clone())
@@ -100,27 +91,23 @@ pub async fn fence(
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: Body,
-) -> Result<Json<StreamInfo>, Response> {
+) -> Result<Response, ApiError> {
     let caller = caller.map(|Extension(c)| c).unwrap_or_default();
     let stream = stream_name(path)?;
     let (token, not_after_ms) = fence_token(&state, &headers, body)
         .await
         .map_err(|e| e.on_stream(&stream))?;
-    let before = state.token_before(&stream);
-    match state.engine.fence_with(&stream, token, not_after_ms).await {
-        Ok(s) => {
-            state.written(&caller, &stream, "fence", before, s.highest_token);
-            Ok(Json(s.into()))
-        }
-        Err(e) => Err(state.write_refused(&caller, &stream, e)),
-    }
+    let op = WriteOp::Fence {
+        stream: stream.clone(),
+        token,
+        not_after_ms,
+    };
+    Ok(writes::state_answer(&state, &caller, &stream, "fence", op).await)
 }
 
 /// The token of a fence request's body: JSON, one object with exactly
-/// `fencing_token` and optionally `not_after_ms` (a deadline, issue 11;
-/// issue 12: one request, one reading). Also used by the cluster crate's
-/// fence route (issue 14).
-pub async fn fence_token(
+/// `fencing_token` and optionally `not_after_ms` (a deadline), read once.
+async fn fence_token(
     state: &AppState,
     headers: &HeaderMap,
     body: Body,

@@ -7,7 +7,8 @@
 
 use crate::support::{append, eventually, fence, producer_append, TestCluster};
 use fencelog_cluster::node::{Timing, WriteOutcome};
-use fencelog_cluster::types::{ClusterOp, OpResult};
+use fencelog_cluster::types::OpResult;
+use fencelog_engine::WriteOp;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_budget_refuses_appends_at_the_leader_until_a_trim_frees_space() {
@@ -102,8 +103,8 @@ async fn full_budget() {
         "{r:?}"
     );
     let mut op = append("fill", 5, &body);
-    if let ClusterOp::Append { match_seq, .. } = &mut op {
-        *match_seq = Some(0);
+    if let WriteOp::Append { options, .. } = &mut op {
+        options.match_seq_num = Some(0);
     }
     let r = c.write(leader, op).await;
     assert!(
@@ -120,7 +121,7 @@ async fn full_budget() {
         matches!(r, WriteOutcome::Decided(OpResult::Fenced(_))),
         "{r:?}"
     );
-    let trim = ClusterOp::Trim {
+    let trim = WriteOp::Trim {
         stream: "fill".into(),
         token: 6,
         trim_seq: appended - 1,

@@ -7,7 +7,8 @@
 
 use crate::support::{append, eventually, fence, TestCluster};
 use fencelog_cluster::node::{Timing, WriteOutcome};
-use fencelog_cluster::types::{ClusterOp, OpResult};
+use fencelog_cluster::types::OpResult;
+use fencelog_engine::WriteOp;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trim_reclaims_segments_on_every_replica_and_keeps_the_fence() {
@@ -31,7 +32,7 @@ async fn a_trim_reclaims_segments_on_every_replica_and_keeps_the_fence() {
         matches!(r, WriteOutcome::Decided(OpResult::Fenced(_))),
         "{r:?}"
     );
-    let trim = ClusterOp::Trim {
+    let trim = WriteOp::Trim {
         stream: "s".into(),
         token: 5,
         trim_seq: 58,

@@ -11,9 +11,8 @@
 use crate::support::{append, eventually, fails_under_with};
 use fencelog_cluster::snapshot_dir::{Chunk, Manifest, SnapFile};
 use fencelog_cluster::state_machine::{shard_engine_config, ShardSm};
-use fencelog_cluster::types::ClusterOp;
 use fencelog_cluster::types::{Batch, Entry, Snapshot};
-use fencelog_engine::{Config, Mutation};
+use fencelog_engine::{Config, Mutation, WriteOp};
 use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine};
 use openraft::testing::log_id;
 use openraft::EntryPayload;
@@ -179,7 +178,7 @@ async fn a_pass_that_deletes_segments_replaces_the_snapshot_linking_them() {
         log_id: log_id(1, 1, 201),
         payload: EntryPayload::Normal(Batch {
             leader_ts_ms: 2_000,
-            ops: vec![ClusterOp::Delete {
+            ops: vec![WriteOp::Delete {
                 stream: "s".into(),
                 token: 1,
             }],

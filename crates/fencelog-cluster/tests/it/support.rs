@@ -4,7 +4,8 @@
 
 use fencelog_cluster::node::{Node, NodeOptions, Timing, WriteOutcome};
 use fencelog_cluster::router::Router;
-use fencelog_cluster::types::{ClusterOp, NodeId, OpResult, ShardId};
+use fencelog_cluster::types::{NodeId, OpResult, ShardId};
+use fencelog_engine::{ProducerSeq, WriteOp};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
@@ -41,29 +42,30 @@ where
     }
 }
 
-pub fn append(stream: &str, token: u64, body: &str) -> ClusterOp {
-    ClusterOp::Append {
+pub fn append(stream: &str, token: u64, body: &str) -> WriteOp {
+    WriteOp::Append {
         stream: stream.into(),
         token,
-        match_seq: None,
-        records: vec![body.as_bytes().to_vec()],
+        records: vec![bytes::Bytes::copy_from_slice(body.as_bytes())],
         headers: vec![],
-        producer: None,
-        not_after_ms: None,
+        options: Default::default(),
     }
 }
 
-/// An idempotent producer's append (issue 11): producer `w-1`, seq `seq`.
-pub fn producer_append(stream: &str, token: u64, seq: u64, body: &str) -> ClusterOp {
+/// An idempotent producer's append: producer `w-1`, seq `seq`.
+pub fn producer_append(stream: &str, token: u64, seq: u64, body: &str) -> WriteOp {
     let mut op = append(stream, token, body);
-    if let ClusterOp::Append { producer, .. } = &mut op {
-        *producer = Some(("w-1".into(), seq));
+    if let WriteOp::Append { options, .. } = &mut op {
+        options.producer = Some(ProducerSeq {
+            id: "w-1".into(),
+            seq,
+        });
     }
     op
 }
 
-pub fn fence(stream: &str, token: u64) -> ClusterOp {
-    ClusterOp::Fence {
+pub fn fence(stream: &str, token: u64) -> WriteOp {
+    WriteOp::Fence {
         stream: stream.into(),
         token,
         not_after_ms: None,
@@ -187,7 +189,7 @@ impl TestCluster {
         .await
     }
 
-    pub async fn write(&self, via: NodeId, op: ClusterOp) -> WriteOutcome {
+    pub async fn write(&self, via: NodeId, op: WriteOp) -> WriteOutcome {
         self.node(via).write(op).await
     }
 

@@ -55,12 +55,7 @@ async fn assert_holds(c: &TestCluster, want: &BTreeMap<String, Vec<Rec>>) {
     }
 }
 
-async fn assert_stale(
-    c: &TestCluster,
-    via: u64,
-    op: fencelog_cluster::types::ClusterOp,
-    highest: u64,
-) {
+async fn assert_stale(c: &TestCluster, via: u64, op: fencelog_engine::WriteOp, highest: u64) {
     match c.write(via, op).await {
         WriteOutcome::Decided(OpResult::Stale { highest: h, .. }) if h == highest => {}
         o => panic!("want stale below {highest}, got {o:?}"),

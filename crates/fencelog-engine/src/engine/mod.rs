@@ -3,15 +3,10 @@
 //! time, hands writes to the writer ([`writes`]), and serves reads and waits
 //! from published (durable) state ([`reads`]).
 
-mod batch;
 mod cursors;
 mod reads;
 mod replicated;
 mod writes;
-
-pub use batch::BATCH_OPS_MAX;
-pub use writes::PendingAppend;
-pub use writes::{validate_short_name, validate_stream_config};
 
 use crate::config::Config;
 use crate::error::{OpenError, StorageFailure, WriteError};
@@ -30,6 +25,9 @@ struct Inner {
     shared: Arc<Shared>,
     tx: mpsc::Sender<Msg>,
     report: RecoveryReport,
+    /// The deliberate bug switched on where the engine was opened, for
+    /// the checks callers' threads run (`mutated_as!`).
+    mutation: crate::mutation::Inherited,
 }
 
 impl Drop for Inner {
@@ -94,7 +92,12 @@ impl Engine {
         crate::reclaim::spawn(&shared, &tx)
             .map_err(|e| OpenError::io("starting the reclaimer thread", e))?;
         Ok(Engine {
-            inner: Arc::new(Inner { shared, tx, report }),
+            inner: Arc::new(Inner {
+                shared,
+                tx,
+                report,
+                mutation: crate::mutation::inherit(),
+            }),
         })
     }
 

@@ -16,7 +16,7 @@ use super::Engine;
 use crate::codec::checkpoint::AppliedState;
 use crate::error::WriteError;
 use crate::locks;
-use crate::writer::{Applied, ApplyEntry, Op, ReplicatedOp, Request};
+use crate::writer::{Applied, ApplyEntry, Op, Request, WriteOp};
 use std::collections::VecDeque;
 use tokio::sync::oneshot;
 
@@ -47,7 +47,7 @@ impl Engine {
         &self,
         at: AppliedState,
         ts_ms: u64,
-        ops: Vec<ReplicatedOp>,
+        ops: Vec<WriteOp>,
     ) -> Result<Vec<Result<Applied, WriteError>>, WriteError> {
         let mut all = self.apply_entries(vec![(at, ts_ms, ops)]).await?;
         Ok(all.pop().expect("one entry, one answer"))
@@ -64,7 +64,7 @@ impl Engine {
     /// are refused.
     pub async fn apply_entries(
         &self,
-        entries: Vec<(AppliedState, u64, Vec<ReplicatedOp>)>,
+        entries: Vec<(AppliedState, u64, Vec<WriteOp>)>,
     ) -> Result<Vec<Vec<Result<Applied, WriteError>>>, WriteError> {
         type Answer = Result<Vec<Result<Applied, WriteError>>, WriteError>;
         let mut waiting: VecDeque<oneshot::Receiver<Answer>> = VecDeque::new();
@@ -83,11 +83,10 @@ impl Engine {
             }
             let (reply, rx) = oneshot::channel();
             let entry = Box::new(ApplyEntry { ts_ms, ops, mark });
-            self.submit(Request {
+            self.enqueue(Request {
                 stream: "".into(),
                 op: Op::Apply { entry, reply },
-            })
-            .await?;
+            })?;
             waiting.push_back(rx);
         }
         while !waiting.is_empty() {
@@ -100,7 +99,7 @@ impl Engine {
     /// shard leader's clock) with the server's defaults `age_s` and
     /// `bytes` for streams that set none: `(stream, first_seq)` for every
     /// stream it would trim. Nothing is written: the leader proposes each
-    /// as [`ReplicatedOp::Retain`], and apply decides it through
+    /// as [`WriteOp::Retain`], and apply decides it through
     /// `fence::check_retention` on every replica alike (issue 14).
     pub fn retention_due(
         &self,

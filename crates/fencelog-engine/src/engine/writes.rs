@@ -1,30 +1,121 @@
-//! Writes: the checks that cost no writer time (names, limits, and the
-//! token against the stream's durable highest token — the rejection fast
-//! path), then the request to the writer, whose answer comes once it is
-//! durable.
+//! Writes: [`Engine::write`], the one way a write reaches the writer — the
+//! checks that cost no writer time (`checks.rs`, with the engine's health
+//! and the rejection fast path of `fence.rs` at their place in the order),
+//! then the request, answered once it is durable — and the typed calls an
+//! embedder makes, each one a [`WriteOp`] through it.
 
 use super::Engine;
+use crate::checks;
+use crate::codec::checkpoint::CursorEntry;
 use crate::codec::StreamConfig;
 use crate::error::WriteError;
+use crate::fence::{self, Refusal};
 use crate::locks;
-use crate::name::validate_stream_name;
-use crate::record::{header_bytes, validate_headers, Header};
+use crate::record::RecordIn;
 use crate::stream::StreamState;
-use crate::writer::{Ack, AppendExtra, AppendOptions, Msg, Op, Reply, Request};
+use crate::writer::{
+    Ack, AppendOptions, Applied, BatchAck, BatchOp, Msg, PendingWrite, Request, WriteOp,
+};
 use bytes::Bytes;
 use std::sync::atomic::Ordering;
-use tokio::sync::oneshot;
+
+/// Which of the engine's checks a write gets besides its input's.
+#[derive(Clone, Copy)]
+struct Prechecks {
+    /// The engine is neither poisoned nor shutting down.
+    health: bool,
+    /// The rejection fast path.
+    fast_path: bool,
+}
+
+impl Prechecks {
+    const ALL: Prechecks = Prechecks {
+        health: true,
+        fast_path: true,
+    };
+    const INPUT_AND_STATE: Prechecks = Prechecks {
+        health: false,
+        fast_path: true,
+    };
+    const INPUT: Prechecks = Prechecks {
+        health: false,
+        fast_path: false,
+    };
+}
 
 impl Engine {
-    /// Checks that cost no writer time: the name, the engine's health, and
-    /// `token` (if the write carries one) against the stream's durable
-    /// highest token. A sealed stream is left to the writer, whose rule
-    /// answers `stream_sealed` before it looks at the token.
-    pub(crate) fn precheck(&self, stream: &str, token: Option<u64>) -> Result<(), WriteError> {
-        validate_stream_name(stream).map_err(WriteError::InvalidStreamName)?;
-        if token == Some(0) {
-            return Err(WriteError::ZeroToken);
+    /// Checks `op` and queues it for the writer. The returned
+    /// [`PendingWrite`] answers once the write's group is durable, or with
+    /// the reason it was refused; an error here is the answer given at
+    /// once (bad input, a stale token on the fast path, a full queue), and
+    /// nothing was queued. Queueing never waits, so writes queued one
+    /// after another are planned in that order (an append session's).
+    pub fn write(&self, op: WriteOp) -> Result<PendingWrite, WriteError> {
+        self.prechecks(&op, Prechecks::ALL)?;
+        let (request, pending) = op.into_request();
+        self.enqueue(request)?;
+        Ok(pending)
+    }
+
+    /// Every check [`Engine::write`] makes before it queues `op`, but the
+    /// engine's own health: names, token 0, the limits, and the fast path
+    /// against this engine's durable state. A cluster node asks its shard
+    /// engine (whose durable state is what it applied) before it proposes
+    /// `op`, so a node refuses what a single node refuses, the same way.
+    pub fn check_write(&self, op: &WriteOp) -> Result<(), WriteError> {
+        self.prechecks(op, Prechecks::INPUT_AND_STATE)
+    }
+
+    /// Only what `op` carries: names, token 0 and the limits, not the
+    /// stream's state. A shard leader checks an append session's op so
+    /// before it queues it: every op of a session is decided in apply, in
+    /// the order sent, a stale one against the state the earlier ones
+    /// leave.
+    pub fn check_input(&self, op: &WriteOp) -> Result<(), WriteError> {
+        self.prechecks(op, Prechecks::INPUT)
+    }
+
+    /// Only the fast path of [`Engine::check_write`]: `op` refused if its
+    /// token is below the stream's durable highest. A shard leader asks
+    /// again before it proposes an op a follower forwarded, against its
+    /// own applied state.
+    pub fn check_stale(&self, op: &WriteOp) -> Result<(), WriteError> {
+        match self.fast_path_token(op) {
+            Some(token) => self.fast_path(op.stream(), token),
+            None => Ok(()),
         }
+    }
+
+    /// `checks::check_write` with the engine's part, as `which` says: its
+    /// health, then the fast path.
+    fn prechecks(&self, op: &WriteOp, which: Prechecks) -> Result<(), WriteError> {
+        let config = &self.shared().config;
+        checks::check_write(op, config, |stream, _| {
+            if which.health {
+                self.writable()?;
+            }
+            match self.fast_path_token(op) {
+                Some(token) if which.fast_path => self.fast_path(stream, token),
+                _ => Ok(()),
+            }
+        })
+    }
+
+    /// [`checks::fast_path_token`], and under the `ProducerRefusedEarly`
+    /// mutation an idempotent producer's token too.
+    fn fast_path_token(&self, op: &WriteOp) -> Option<u64> {
+        match op {
+            WriteOp::Append { token, .. }
+                if mutated_as!(self.inner.mutation, ProducerRefusedEarly) =>
+            {
+                Some(*token)
+            }
+            op => checks::fast_path_token(op),
+        }
+    }
+
+    /// Refuses every write once the engine is poisoned or shutting down.
+    fn writable(&self) -> Result<(), WriteError> {
         let shared = self.shared();
         if let Some(f) = shared.poisoned.get() {
             return Err(WriteError::Poisoned(f.clone()));
@@ -32,66 +123,42 @@ impl Engine {
         if shared.shutting_down.load(Ordering::Acquire) {
             return Err(WriteError::ShuttingDown);
         }
-        let Some(token) = token else {
-            return Ok(());
-        };
-        let streams = locks::read(&shared.streams);
-        if let Some(s) = streams.get(stream) {
-            let highest = s.highest_token();
-            if token < highest && !s.is_sealed() {
-                let next_seq = s.next_seq();
-                drop(streams);
-                shared.metrics.stale_rejections.inc();
-                return Err(WriteError::StaleToken {
-                    presented: token,
-                    highest,
-                    next_seq,
-                });
-            }
-        }
         Ok(())
     }
 
-    /// The batch against the record and byte limits; `header_bytes` are
-    /// the names and values of its headers, which count like body bytes.
-    pub(super) fn check_batch(
-        &self,
-        records: &[Bytes],
-        header_bytes: usize,
-    ) -> Result<(), WriteError> {
-        let c = &self.shared().config;
-        if records.is_empty() {
-            return Err(WriteError::EmptyBatch);
+    /// The rejection fast path: `token` against `stream`'s durable state
+    /// by [`fence::check_durable`], at no writer time.
+    fn fast_path(&self, stream: &str, token: u64) -> Result<(), WriteError> {
+        let shared = self.shared();
+        let streams = locks::read(&shared.streams);
+        let Some(s) = streams.get(stream) else {
+            return Ok(());
+        };
+        let state = s.fence_state();
+        drop(streams);
+        let Err(refusal) = fence::check_durable(state, token) else {
+            return Ok(());
+        };
+        shared.metrics.stale_rejections.inc();
+        match refusal {
+            Refusal::Stale {
+                presented,
+                highest,
+                next_seq,
+            } => Err(WriteError::StaleToken {
+                presented,
+                highest,
+                next_seq,
+            }),
+            other => unreachable!("the fast path refuses only stale tokens, not {other:?}"),
         }
-        if records.len() > c.batch_records_max {
-            return Err(WriteError::TooLarge {
-                what: "records in the batch",
-                limit: c.batch_records_max as u64,
-                actual: records.len() as u64,
-            });
-        }
-        let bytes: usize = records.iter().map(|r| r.len()).sum::<usize>() + header_bytes;
-        if bytes > c.batch_bytes_max {
-            return Err(WriteError::TooLarge {
-                what: "bytes in the batch",
-                limit: c.batch_bytes_max as u64,
-                actual: bytes as u64,
-            });
-        }
-        Ok(())
     }
 
     /// Queues a request for the writer, or refuses it at once when the
     /// queue is full: an overloaded writer answers "later" instead of
     /// letting callers pile up without bound. Nothing of a refused request
     /// was applied.
-    pub(crate) async fn submit(&self, req: Request) -> Result<(), WriteError> {
-        self.enqueue(req)
-    }
-
-    /// [`Engine::submit`] without the `async`: queueing never waits, so a
-    /// caller can queue requests one after another in a known order.
-    fn enqueue(&self, req: Request) -> Result<(), WriteError> {
+    pub(crate) fn enqueue(&self, req: Request) -> Result<(), WriteError> {
         use tokio::sync::mpsc::error::TrySendError;
         match self.inner.tx.try_send(Msg::Write(req)) {
             Ok(()) => Ok(()),
@@ -105,20 +172,9 @@ impl Engine {
         }
     }
 
-    /// Sends `op` (made with its reply channel) for `stream` and waits for
-    /// the answer.
-    pub(super) async fn request<T>(
-        &self,
-        stream: &str,
-        op: impl FnOnce(Reply<T>) -> Op,
-    ) -> Result<T, WriteError> {
-        let (reply, rx) = oneshot::channel();
-        self.submit(Request {
-            stream: stream.into(),
-            op: op(reply),
-        })
-        .await?;
-        rx.await.map_err(|_| WriteError::ShuttingDown)?
+    /// [`Engine::write`], waited for.
+    async fn written(&self, op: WriteOp) -> Result<Applied, WriteError> {
+        self.write(op)?.await
     }
 
     /// Appends a batch atomically. Answers once the batch is durable, or
@@ -134,15 +190,15 @@ impl Engine {
             match_seq_num,
             ..Default::default()
         };
-        let op = self.prepare_append(stream, fencing_token, records, Vec::new(), options)?;
-        self.request(stream, op).await
+        self.append_with(stream, fencing_token, records, options)
+            .await
     }
 
-    /// An append with an idempotent producer and a deadline (issue 11):
-    /// see [`AppendOptions`]. A producer's retry of its last applied
-    /// append answers that append's ack with `duplicate` set — checked
-    /// before the token, so a writer fenced out since learns its write
-    /// landed — and writes nothing.
+    /// An append with an idempotent producer and a deadline: see
+    /// [`AppendOptions`]. A producer's retry of its last applied append
+    /// answers that append's ack with `duplicate` set — checked before the
+    /// token, so a writer fenced out since learns its write landed — and
+    /// writes nothing.
     pub async fn append_with(
         &self,
         stream: &str,
@@ -150,86 +206,55 @@ impl Engine {
         records: Vec<Bytes>,
         options: AppendOptions,
     ) -> Result<Ack, WriteError> {
-        let op = self.prepare_append(stream, fencing_token, records, Vec::new(), options)?;
-        self.request(stream, op).await
-    }
-
-    /// [`Engine::append_with`] in two halves, for a pipelined append
-    /// session: the same checks and the same request, queued for the
-    /// writer now — so appends queued one after another are planned in
-    /// that order — and answered by the returned [`PendingAppend`] once
-    /// the writer has made the append durable (or refused it). An error
-    /// here is the answer the plain append would have given at once
-    /// (a stale token on the fast path, a bad name, a full queue).
-    pub fn queue_append(
-        &self,
-        stream: &str,
-        fencing_token: u64,
-        records: Vec<Bytes>,
-        options: AppendOptions,
-    ) -> Result<PendingAppend, WriteError> {
-        let op = self.prepare_append(stream, fencing_token, records, Vec::new(), options)?;
-        let (reply, rx) = oneshot::channel();
-        self.enqueue(Request {
+        let op = WriteOp::Append {
             stream: stream.into(),
-            op: op(reply),
-        })?;
-        Ok(PendingAppend(rx))
-    }
-
-    /// [`Engine::append_with`] with record headers (`headers` is empty
-    /// for none, or one list per record).
-    pub(crate) async fn append_checked(
-        &self,
-        stream: &str,
-        fencing_token: u64,
-        records: Vec<Bytes>,
-        headers: Vec<Vec<Header>>,
-        options: AppendOptions,
-    ) -> Result<Ack, WriteError> {
-        let op = self.prepare_append(stream, fencing_token, records, headers, options)?;
-        self.request(stream, op).await
-    }
-
-    /// Every append's checks before anything is queued — the name, token
-    /// and producer, then the headers and the batch limits — and the
-    /// request they make. Synchronous and shared, so each public append is
-    /// one future around [`Engine::request`] (un-nesting them measured
-    /// within noise under callgrind; the saving was the boxed fields).
-    fn prepare_append(
-        &self,
-        stream: &str,
-        fencing_token: u64,
-        records: Vec<Bytes>,
-        headers: Vec<Vec<Header>>,
-        options: AppendOptions,
-    ) -> Result<impl FnOnce(Reply<Ack>) -> Op, WriteError> {
-        match &options.producer {
-            // A duplicate is answered whatever the token: no fast path.
-            Some(p) => {
-                validate_short_name("producer_id", &p.id)?;
-                if fencing_token == 0 {
-                    return Err(WriteError::ZeroToken);
-                }
-                self.precheck(stream, None)?;
-            }
-            None => self.precheck(stream, Some(fencing_token))?,
-        }
-        debug_assert!(headers.is_empty() || headers.len() == records.len());
-        for (record, h) in headers.iter().enumerate() {
-            validate_headers(h).map_err(|error| WriteError::BadHeaders { record, error })?;
-        }
-        let header_bytes = headers.iter().map(|h| header_bytes(h)).sum();
-        self.check_batch(&records, header_bytes)?;
-        let match_seq_num = options.match_seq_num;
-        let extra = AppendExtra::boxed(headers, options.producer, options.not_after_ms);
-        Ok(move |reply| Op::Append {
             token: fencing_token,
             records,
+            headers: Vec::new(),
+            options,
+        };
+        self.written(op).await.map(Applied::into_ack)
+    }
+
+    /// Appends records that may carry headers, atomically, like
+    /// [`Engine::append`] (which is this without headers, and what this
+    /// does when no record has any, so such a batch is byte for byte a
+    /// plain append). Every record's headers are checked against the
+    /// limits, and their bytes count against the batch byte limit, before
+    /// anything reaches the writer.
+    pub async fn append_records(
+        &self,
+        stream: &str,
+        fencing_token: u64,
+        records: Vec<RecordIn>,
+        match_seq_num: Option<u64>,
+    ) -> Result<Ack, WriteError> {
+        let options = AppendOptions {
             match_seq_num,
-            extra,
-            reply,
-        })
+            ..Default::default()
+        };
+        self.append_records_with(stream, fencing_token, records, options)
+            .await
+    }
+
+    /// [`Engine::append_records`] with an idempotent producer and a
+    /// deadline, as [`Engine::append_with`].
+    pub async fn append_records_with(
+        &self,
+        stream: &str,
+        fencing_token: u64,
+        records: Vec<RecordIn>,
+        options: AppendOptions,
+    ) -> Result<Ack, WriteError> {
+        let (records, headers) = records.into_iter().map(|r| (r.body, r.headers)).unzip();
+        let op = WriteOp::Append {
+            stream: stream.into(),
+            token: fencing_token,
+            records,
+            headers,
+            options,
+        };
+        self.written(op).await.map(Applied::into_ack)
     }
 
     /// Raises the stream's highest token without writing a record, durably.
@@ -248,13 +273,12 @@ impl Engine {
         fencing_token: u64,
         not_after_ms: Option<u64>,
     ) -> Result<StreamState, WriteError> {
-        self.precheck(stream, Some(fencing_token))?;
-        self.request(stream, |reply| Op::Fence {
+        let op = WriteOp::Fence {
+            stream: stream.into(),
             token: fencing_token,
             not_after_ms,
-            reply,
-        })
-        .await
+        };
+        self.written(op).await.map(Applied::into_state)
     }
 
     /// Makes the records below `trim_seq` unreadable: `first_seq` becomes
@@ -280,14 +304,13 @@ impl Engine {
         trim_seq: u64,
         not_after_ms: Option<u64>,
     ) -> Result<StreamState, WriteError> {
-        self.precheck(stream, Some(fencing_token))?;
-        self.request(stream, |reply| Op::Trim {
+        let op = WriteOp::Trim {
+            stream: stream.into(),
             token: fencing_token,
             trim_seq,
             not_after_ms,
-            reply,
-        })
-        .await
+        };
+        self.written(op).await.map(Applied::into_state)
     }
 
     /// Seals the stream: from now on every append, fence and trim is
@@ -305,13 +328,12 @@ impl Engine {
         fencing_token: u64,
         not_after_ms: Option<u64>,
     ) -> Result<StreamState, WriteError> {
-        self.precheck(stream, Some(fencing_token))?;
-        self.request(stream, |reply| Op::Seal {
+        let op = WriteOp::Seal {
+            stream: stream.into(),
             token: fencing_token,
             not_after_ms,
-            reply,
-        })
-        .await
+        };
+        self.written(op).await.map(Applied::into_state)
     }
 
     /// Deletes the stream: its records become unreadable and their space is
@@ -323,12 +345,11 @@ impl Engine {
         stream: &str,
         fencing_token: u64,
     ) -> Result<StreamState, WriteError> {
-        self.precheck(stream, Some(fencing_token))?;
-        self.request(stream, |reply| Op::Delete {
+        let op = WriteOp::Delete {
+            stream: stream.into(),
             token: fencing_token,
-            reply,
-        })
-        .await
+        };
+        self.written(op).await.map(Applied::into_state)
     }
 
     /// Replaces the stream's retention settings, durably. With a token the
@@ -340,62 +361,47 @@ impl Engine {
         fencing_token: Option<u64>,
         config: StreamConfig,
     ) -> Result<StreamState, WriteError> {
-        self.precheck(stream, fencing_token)?;
-        validate_stream_config(&config)?;
-        self.request(stream, |reply| Op::Config {
+        let op = WriteOp::Config {
+            stream: stream.into(),
             token: fencing_token,
             config,
-            reply,
-        })
-        .await
-    }
-}
-
-/// The ranges a stream's retention settings must be in (also checked in
-/// a shard engine's apply, issue 14: the same on every node).
-pub fn validate_stream_config(config: &StreamConfig) -> Result<(), WriteError> {
-    let limit = crate::config::RETENTION_AGE_S_LIMIT;
-    if let Some(age) = config.retention_age_s.effective(None) {
-        if age == 0 || age > limit {
-            return Err(WriteError::BadConfig(format!(
-                "retention_age_s must be in 1..={limit}, got {age}"
-            )));
-        }
-    }
-    if config.retention_bytes.effective(None) == Some(0) {
-        return Err(WriteError::BadConfig(
-            "retention_bytes must be at least 1".into(),
-        ));
-    }
-    Ok(())
-}
-
-/// Producer ids and cursor names: 1..=64 bytes of `[A-Za-z0-9._:-]`.
-pub fn validate_short_name(what: &str, name: &str) -> Result<(), WriteError> {
-    crate::codec::check_short_name(name.as_bytes(), crate::codec::PRODUCER_ID_BYTES_MAX)
-        .map_err(|e| WriteError::BadInput(format!("{what} {name:?}: {e}")))
-}
-
-/// The answer to come of an append queued by [`Engine::queue_append`]:
-/// the writer sends it after the append's group is durable (or with the
-/// reason it was refused), exactly what [`Engine::append_with`] returns.
-#[derive(Debug)]
-pub struct PendingAppend(oneshot::Receiver<Result<Ack, WriteError>>);
-
-impl PendingAppend {
-    /// The answer if the writer has sent it, without waiting.
-    pub fn try_answer(&mut self) -> Option<Result<Ack, WriteError>> {
-        use tokio::sync::oneshot::error::TryRecvError;
-        match self.0.try_recv() {
-            Ok(answer) => Some(answer),
-            Err(TryRecvError::Empty) => None,
-            // The writer drops a reply only when it stops.
-            Err(TryRecvError::Closed) => Some(Err(WriteError::ShuttingDown)),
-        }
+        };
+        self.written(op).await.map(Applied::into_state)
     }
 
-    /// Waits for the answer.
-    pub async fn answer(&mut self) -> Result<Ack, WriteError> {
-        (&mut self.0).await.map_err(|_| WriteError::ShuttingDown)?
+    /// Commits cursor `name` of `stream` at `seq` with `fencing_token`,
+    /// durably. A lower token than the cursor's is stale; the cursor never
+    /// moves back except with a strictly higher token (a new owner may
+    /// rewind); `seq` may not pass the stream's `next_seq`. The stream's
+    /// own token is not touched.
+    pub async fn commit_cursor(
+        &self,
+        stream: &str,
+        name: &str,
+        fencing_token: u64,
+        seq: u64,
+    ) -> Result<CursorEntry, WriteError> {
+        let op = WriteOp::Cursor {
+            stream: stream.into(),
+            name: name.into(),
+            token: fencing_token,
+            seq,
+        };
+        self.written(op).await.map(Applied::into_cursor)
+    }
+
+    /// Applies `ops` — appends and fences on any streams, the same stream
+    /// more than once too — atomically and durably as one unit: each is
+    /// checked against the state the earlier ones leave, and if any is
+    /// refused none is applied ([`WriteError::BatchRefused`] with every
+    /// operation's outcome). All of them share `not_after_ms`. Malformed
+    /// input is refused before the writer sees it.
+    pub async fn batch(
+        &self,
+        ops: Vec<BatchOp>,
+        not_after_ms: Option<u64>,
+    ) -> Result<Vec<BatchAck>, WriteError> {
+        let op = WriteOp::Batch { ops, not_after_ms };
+        self.written(op).await.map(Applied::into_batch)
     }
 }

@@ -10,15 +10,15 @@ use super::batch::plan_batch;
 use super::plan::{
     answers_state, needs_carried, pending, plan_one, IndexChange, Lookup, Out, Pending,
 };
-use super::protocol::{Answer, AppendExtra, Applied, ApplyEntry, BatchAction, Op, ReplicatedOp};
+use super::protocol::{Answer, Applied, ApplyEntry, BatchAction, Op};
+use super::write_op::WriteOp;
+use crate::checks::{validate_short_name, validate_stream_config, BATCH_OPS_MAX};
 use crate::codec::{encode_frame_with, AppliedMark, FrameKind, PayloadSpec, FRAME_RECORDS_MAX};
-use crate::engine::{validate_short_name, validate_stream_config, BATCH_OPS_MAX};
 use crate::error::WriteError;
 use crate::name::validate_stream_name;
 use crate::record::validate_headers;
 use crate::record::Header;
 use std::collections::HashMap;
-use tokio::sync::oneshot;
 
 /// Plans `entry`'s ops and its marker; answers one result per op.
 pub(super) fn plan_apply<H>(
@@ -36,7 +36,7 @@ pub(super) fn plan_apply<H>(
         .iter()
         .map(|op| {
             check_format(op)?;
-            if let ReplicatedOp::Batch { ops, not_after_ms } = op {
+            if let WriteOp::Batch { ops, not_after_ms } = op {
                 let acks = plan_batch(out, streams, lookup, ops.clone(), *not_after_ms);
                 return acks.map(Applied::Batch);
             }
@@ -48,13 +48,7 @@ pub(super) fn plan_apply<H>(
             if answers_state(&local) {
                 p.load_config(lookup, op.stream());
             }
-            match plan_one(out, p, op.stream(), local) {
-                // A retention trim answers the stream's state after it.
-                Answer::Unit(_, r) => {
-                    r.map(|()| Applied::State(p.state(op.stream(), &out.ctx.defaults)))
-                }
-                a => outcome(a),
-            }
+            outcome(plan_one(out, p, op.stream(), local))
         })
         .collect();
     (out.ctx.now_ms, out.ctx.budget) = (now_ms, budget);
@@ -76,11 +70,11 @@ pub(super) fn plan_apply<H>(
 
 /// The checks whose failure would otherwise be an encoder assertion: the
 /// format's caps, identical on every node, so refusing is deterministic.
-fn check_format(op: &ReplicatedOp) -> Result<(), WriteError> {
+fn check_format(op: &WriteOp) -> Result<(), WriteError> {
     match op {
-        ReplicatedOp::Batch { ops, .. } => return check_batch_format(ops),
-        ReplicatedOp::Config { config, .. } => validate_stream_config(config)?,
-        ReplicatedOp::Cursor { name, token, .. } => {
+        WriteOp::Batch { ops, .. } => return check_batch_format(ops),
+        WriteOp::Config { config, .. } => validate_stream_config(config)?,
+        WriteOp::Cursor { name, token, .. } => {
             validate_short_name("cursor name", name)?;
             if *token == 0 {
                 return Err(WriteError::ZeroToken);
@@ -89,7 +83,7 @@ fn check_format(op: &ReplicatedOp) -> Result<(), WriteError> {
         _ => {}
     }
     validate_stream_name(op.stream()).map_err(WriteError::InvalidStreamName)?;
-    if let ReplicatedOp::Append {
+    if let WriteOp::Append {
         records,
         headers,
         options,
@@ -161,85 +155,16 @@ fn check_headers(records: usize, headers: &[Vec<Header>]) -> Result<(), WriteErr
     Ok(())
 }
 
-/// The local request an op plans as; its reply channel is never read (the
-/// planned answer is taken out of the [`Answer`] instead).
-fn to_op<H>(p: &Pending<H>, op: &ReplicatedOp) -> Op {
-    match op {
-        ReplicatedOp::Append {
-            token,
-            records,
-            headers,
-            options,
-            ..
-        } => Op::Append {
-            token: *token,
-            records: records.clone(),
-            match_seq_num: options.match_seq_num,
-            // A batch whose lists are all empty is a plain append, byte for
-            // byte, as on a single node.
-            extra: AppendExtra::boxed(
-                if headers.iter().all(Vec::is_empty) {
-                    Vec::new()
-                } else {
-                    headers.clone()
-                },
-                options.producer.clone(),
-                options.not_after_ms,
-            ),
-            reply: oneshot::channel().0,
-        },
-        ReplicatedOp::Fence {
-            token,
-            not_after_ms,
-            ..
-        } => Op::Fence {
-            token: *token,
-            not_after_ms: *not_after_ms,
-            reply: oneshot::channel().0,
-        },
-        ReplicatedOp::Trim {
-            token,
-            trim_seq,
-            not_after_ms,
-            ..
-        } => Op::Trim {
-            token: lifecycle_token(p, *token),
-            trim_seq: *trim_seq,
-            not_after_ms: *not_after_ms,
-            reply: oneshot::channel().0,
-        },
-        ReplicatedOp::Seal {
-            token,
-            not_after_ms,
-            ..
-        } => Op::Seal {
-            token: lifecycle_token(p, *token),
-            not_after_ms: *not_after_ms,
-            reply: oneshot::channel().0,
-        },
-        ReplicatedOp::Delete { token, .. } => Op::Delete {
-            token: lifecycle_token(p, *token),
-            reply: oneshot::channel().0,
-        },
-        ReplicatedOp::Config { token, config, .. } => Op::Config {
-            token: *token,
-            config: *config,
-            reply: oneshot::channel().0,
-        },
-        ReplicatedOp::Cursor {
-            name, token, seq, ..
-        } => Op::Cursor {
-            name: name.as_str().into(),
-            token: *token,
-            seq: *seq,
-            reply: oneshot::channel().0,
-        },
-        ReplicatedOp::Retain { first_seq, .. } => Op::Retain {
-            first_seq: *first_seq,
-            reply: oneshot::channel().0,
-        },
-        ReplicatedOp::Batch { .. } => unreachable!("planned by plan_batch"),
+/// The local request an op plans as: the same conversion a single node's
+/// write makes ([`WriteOp::into_request`]); its answer is taken out of
+/// the planned [`Answer`], never from its reply channel.
+fn to_op<H>(p: &Pending<H>, op: &WriteOp) -> Op {
+    let (request, _) = op.clone().into_request();
+    let mut local = request.op;
+    if let Op::Trim { token, .. } | Op::Seal { token, .. } | Op::Delete { token, .. } = &mut local {
+        *token = lifecycle_token(p, *token);
     }
+    local
 }
 
 /// A trim's, seal's or delete's token as apply checks it: the op's own,
@@ -257,8 +182,8 @@ fn outcome(a: Answer) -> Result<Applied, WriteError> {
         Answer::Append(_, r) => r.map(Applied::Appended),
         Answer::State(_, r) => r.map(Applied::State),
         Answer::Cursor(_, r) => r.map(Applied::Cursor),
-        Answer::Unit(..) | Answer::Relocated(..) | Answer::Applied(..) | Answer::Batch(..) => {
-            unreachable!("an applied op answers an ack or a state (a retention trim's unit is mapped before)")
+        Answer::Relocated(..) | Answer::Applied(..) | Answer::Batch(..) => {
+            unreachable!("an applied op answers an ack, a state or a cursor")
         }
     }
 }

@@ -25,11 +25,11 @@ mod persist;
 mod plan;
 mod protocol;
 mod publish;
+mod write_op;
 
-pub use protocol::{
-    Ack, AppendOptions, Applied, BatchAck, BatchAction, BatchOp, ProducerSeq, ReplicatedOp,
-};
-pub(crate) use protocol::{AppendExtra, ApplyEntry, Msg, Op, Relocation, Reply, Request};
+pub use protocol::{Ack, AppendOptions, Applied, BatchAck, BatchAction, BatchOp, ProducerSeq};
+pub(crate) use protocol::{ApplyEntry, Msg, Op, Relocation, Reply, Request};
+pub use write_op::{PendingWrite, WriteOp};
 
 use crate::error::{StorageFailure, WriteError};
 use crate::locks;

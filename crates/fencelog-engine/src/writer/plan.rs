@@ -538,7 +538,7 @@ pub(super) fn plan_one<H>(out: &mut Out<'_>, p: &mut Pending<H>, stream: &str, o
             let e = fence::check_retention(p.fence, first_seq);
             let token = p.fence.highest_token;
             state_frame(out, p, stream, e, token, FenceBy::Trim);
-            Answer::Unit(reply, Ok(()))
+            Answer::State(reply, Ok(p.state(stream, &out.ctx.defaults)))
         }
         Op::Relocate { .. } | Op::Batch { .. } | Op::Apply { .. } => {
             unreachable!("planned by plan()")

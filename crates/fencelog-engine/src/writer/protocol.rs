@@ -1,6 +1,7 @@
 //! What the engine handle (and the reclaimer) send the writer, and how the
 //! writer answers.
 
+use super::write_op::WriteOp;
 use crate::codec::checkpoint::{AppliedState, CursorEntry};
 use crate::codec::{frame_len, StreamConfig, APPLIED_FIXED_BYTES, FRAME_HEADER_BYTES};
 use crate::error::WriteError;
@@ -160,7 +161,10 @@ pub(crate) enum Op {
         reply: Reply<Vec<BatchAck>>,
     },
     /// Retention's trim to `first_seq`, made by the reclaimer.
-    Retain { first_seq: u64, reply: Reply<()> },
+    Retain {
+        first_seq: u64,
+        reply: Reply<StreamState>,
+    },
     /// Compaction's copies of live frames, made by the reclaimer.
     Relocate {
         frames: Vec<Relocation>,
@@ -180,153 +184,9 @@ pub(crate) enum Op {
 pub(crate) struct ApplyEntry {
     /// The leader's clock when it proposed; apply never reads a clock.
     pub ts_ms: u64,
-    pub ops: Vec<ReplicatedOp>,
+    pub ops: Vec<WriteOp>,
     /// The entry's LogId; `membership` empty when unchanged.
     pub mark: AppliedState,
-}
-
-/// One operation of a replicated entry. The leader validated it before
-/// proposing; apply re-checks only the format's own caps (the same on
-/// every node) and the fencing rule.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ReplicatedOp {
-    /// An append, like [`crate::Engine::append`].
-    Append {
-        /// The stream.
-        stream: String,
-        /// The writer's fencing token.
-        token: u64,
-        /// The records, 1..=4096.
-        records: Vec<Bytes>,
-        /// Empty when no record has headers; else one list per record,
-        /// as [`crate::Engine::append_records`] takes them.
-        headers: Vec<Vec<Header>>,
-        /// `match_seq_num`, the idempotent producer and the deadline, as a
-        /// single node's append takes them (issue 11). The deadline is
-        /// compared with the entry's timestamp (the leader's, clamped per
-        /// stream), so every replica decides it the same.
-        options: AppendOptions,
-    },
-    /// A fence, like [`crate::Engine::fence`].
-    Fence {
-        /// The stream.
-        stream: String,
-        /// The new token.
-        token: u64,
-        /// Refuse the fence if the entry's timestamp is past it.
-        not_after_ms: Option<u64>,
-    },
-    /// A trim, like [`crate::Engine::trim_with`].
-    Trim {
-        /// The stream.
-        stream: String,
-        /// The writer's fencing token.
-        token: u64,
-        /// Records below `min(trim_seq, next_seq)` become unreadable.
-        trim_seq: u64,
-        /// A deadline, as for a fence.
-        not_after_ms: Option<u64>,
-    },
-    /// A seal, like [`crate::Engine::seal_with`].
-    Seal {
-        /// The stream.
-        stream: String,
-        /// The writer's fencing token.
-        token: u64,
-        /// A deadline, as for a fence.
-        not_after_ms: Option<u64>,
-    },
-    /// A delete, like [`crate::Engine::delete`].
-    Delete {
-        /// The stream.
-        stream: String,
-        /// The writer's fencing token.
-        token: u64,
-    },
-    /// New retention settings, like [`crate::Engine::set_config`]
-    /// (`token: None` is an operator's change).
-    Config {
-        /// The stream.
-        stream: String,
-        /// Fences the change when given.
-        token: Option<u64>,
-        /// The settings.
-        config: StreamConfig,
-    },
-    /// A cursor commit, like [`crate::Engine::commit_cursor`].
-    Cursor {
-        /// The stream.
-        stream: String,
-        /// The cursor's name.
-        name: String,
-        /// The cursor's own fencing token.
-        token: u64,
-        /// The seq it moves to.
-        seq: u64,
-    },
-    /// A multi-stream batch, like [`crate::Engine::batch`]: all of it or
-    /// none, every stream in this engine (the cluster refuses a batch
-    /// across shards before proposing).
-    Batch {
-        /// 1..=64 ops.
-        ops: Vec<BatchOp>,
-        /// Shared by every op, compared with the entry's timestamp.
-        not_after_ms: Option<u64>,
-    },
-    /// A retention trim, as a single node's reclaimer makes it: the
-    /// stream's front moves to `min(first_seq, next_seq)` under its own
-    /// token, if that is forward and the stream is no tombstone. The
-    /// shard leader chose `first_seq` from its own clock and applied
-    /// state ([`crate::Engine::retention_due`]); apply reads no clock.
-    Retain {
-        /// The stream.
-        stream: String,
-        /// The front the leader's retention wants.
-        first_seq: u64,
-    },
-}
-
-impl ReplicatedOp {
-    /// The stream the op changes.
-    pub fn stream(&self) -> &str {
-        match self {
-            ReplicatedOp::Append { stream, .. }
-            | ReplicatedOp::Fence { stream, .. }
-            | ReplicatedOp::Trim { stream, .. }
-            | ReplicatedOp::Seal { stream, .. }
-            | ReplicatedOp::Delete { stream, .. }
-            | ReplicatedOp::Config { stream, .. }
-            | ReplicatedOp::Cursor { stream, .. }
-            | ReplicatedOp::Retain { stream, .. } => stream,
-            // Checked non-empty in apply before anything asks.
-            ReplicatedOp::Batch { ops, .. } => ops.first().map_or("", |o| o.stream.as_str()),
-        }
-    }
-
-    fn encoded_len(&self) -> usize {
-        match self {
-            ReplicatedOp::Append {
-                stream,
-                records,
-                headers,
-                options,
-                ..
-            } => {
-                records_frame_len(stream, records, headers)
-                    + options.producer.as_ref().map_or(0, trailer_len)
-            }
-            ReplicatedOp::Fence { stream, .. }
-            | ReplicatedOp::Trim { stream, .. }
-            | ReplicatedOp::Seal { stream, .. }
-            | ReplicatedOp::Delete { stream, .. }
-            | ReplicatedOp::Retain { stream, .. } => FRAME_HEADER_BYTES + stream.len(),
-            ReplicatedOp::Config { stream, .. } => FRAME_HEADER_BYTES + stream.len() + 24,
-            ReplicatedOp::Cursor { stream, name, .. } => {
-                FRAME_HEADER_BYTES + stream.len() + 1 + name.len()
-            }
-            ReplicatedOp::Batch { ops, .. } => ops.iter().map(BatchOp::encoded_len).sum(),
-        }
-    }
 }
 
 /// What an applied op did: an append's ack or a state change's state.
@@ -341,6 +201,40 @@ pub enum Applied {
     Cursor(CursorEntry),
     /// An accepted multi-stream batch: one ack per op.
     Batch(Vec<BatchAck>),
+}
+
+impl Applied {
+    /// An append's ack; the writer answers an append with nothing else.
+    pub(crate) fn into_ack(self) -> Ack {
+        match self {
+            Applied::Appended(ack) => ack,
+            other => unreachable!("an append answered {other:?}"),
+        }
+    }
+
+    /// A fence's, trim's, seal's, delete's or config's state.
+    pub(crate) fn into_state(self) -> StreamState {
+        match self {
+            Applied::State(state) => state,
+            other => unreachable!("a state change answered {other:?}"),
+        }
+    }
+
+    /// A cursor commit's cursor.
+    pub(crate) fn into_cursor(self) -> CursorEntry {
+        match self {
+            Applied::Cursor(cursor) => cursor,
+            other => unreachable!("a cursor commit answered {other:?}"),
+        }
+    }
+
+    /// A batch's acks.
+    pub(crate) fn into_batch(self) -> Vec<BatchAck> {
+        match self {
+            Applied::Batch(acks) => acks,
+            other => unreachable!("a batch answered {other:?}"),
+        }
+    }
 }
 
 /// What an append carries besides its token, records and
@@ -421,12 +315,7 @@ impl Request {
             Op::Config { .. } => FRAME_HEADER_BYTES + self.stream.len() + 24,
             Op::Apply { entry, .. } => {
                 let marker = FRAME_HEADER_BYTES + APPLIED_FIXED_BYTES + entry.mark.membership.len();
-                entry
-                    .ops
-                    .iter()
-                    .map(ReplicatedOp::encoded_len)
-                    .sum::<usize>()
-                    + marker
+                entry.ops.iter().map(WriteOp::encoded_len).sum::<usize>() + marker
             }
             _ => FRAME_HEADER_BYTES + self.stream.len(),
         }
@@ -457,7 +346,7 @@ pub(super) fn trailer_len(p: &ProducerSeq) -> usize {
 }
 
 impl BatchOp {
-    fn encoded_len(&self) -> usize {
+    pub(super) fn encoded_len(&self) -> usize {
         match &self.action {
             BatchAction::Append { records, .. } => frame_len(&self.stream, records),
             BatchAction::Fence => FRAME_HEADER_BYTES + self.stream.len(),
@@ -487,7 +376,6 @@ pub(super) enum Answer {
     /// A stream state; `bytes` is filled in from the published stream when
     /// it is sent.
     State(Reply<StreamState>, Result<StreamState, WriteError>),
-    Unit(Reply<()>, Result<(), WriteError>),
     Relocated(Reply<Relocated>, Result<Relocated, WriteError>),
     Applied(
         Reply<Vec<Result<Applied, WriteError>>>,
@@ -504,7 +392,6 @@ impl Answer {
         match self {
             Answer::Append(tx, r) => drop(tx.send(r)),
             Answer::State(tx, r) => drop(tx.send(r)),
-            Answer::Unit(tx, r) => drop(tx.send(r)),
             Answer::Relocated(tx, r) => drop(tx.send(r)),
             Answer::Applied(tx, r) => drop(tx.send(r)),
             Answer::Cursor(tx, r) => drop(tx.send(r)),
@@ -517,7 +404,6 @@ impl Answer {
         match self {
             Answer::Append(tx, _) => drop(tx.send(Err(err))),
             Answer::State(tx, _) => drop(tx.send(Err(err))),
-            Answer::Unit(tx, _) => drop(tx.send(Err(err))),
             Answer::Relocated(tx, _) => drop(tx.send(Err(err))),
             Answer::Applied(tx, _) => drop(tx.send(Err(err))),
             Answer::Cursor(tx, _) => drop(tx.send(Err(err))),

@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use fencelog_engine::{
     Ack, AppendOptions, Applied, AppliedState, Engine, Header, HeaderError, ProducerSeq,
-    ReplicatedOp, WriteError,
+    WriteError, WriteOp,
 };
 
 fn at(index: u64, membership: &[u8]) -> AppliedState {
@@ -17,8 +17,8 @@ fn at(index: u64, membership: &[u8]) -> AppliedState {
     }
 }
 
-pub(crate) fn append(stream: &str, token: u64, body: &str) -> ReplicatedOp {
-    ReplicatedOp::Append {
+pub(crate) fn append(stream: &str, token: u64, body: &str) -> WriteOp {
+    WriteOp::Append {
         stream: stream.into(),
         token,
         records: vec![Bytes::from(body.to_string())],
@@ -27,8 +27,8 @@ pub(crate) fn append(stream: &str, token: u64, body: &str) -> ReplicatedOp {
     }
 }
 
-pub(crate) fn fence(stream: &str, token: u64) -> ReplicatedOp {
-    ReplicatedOp::Fence {
+pub(crate) fn fence(stream: &str, token: u64) -> WriteOp {
+    WriteOp::Fence {
         stream: stream.into(),
         token,
         not_after_ms: None,
@@ -98,14 +98,14 @@ pub(crate) async fn marker_is_durable_with_its_entry() {
         e.apply_batch(at(2, b""), 11, vec![append("s", 1, "x")])
             .await
             .unwrap();
-        let bad = ReplicatedOp::Append {
+        let bad = WriteOp::Append {
             stream: "bad name".into(),
             token: 1,
             records: vec![Bytes::from("y")],
             headers: vec![],
             options: AppendOptions::default(),
         };
-        let empty = ReplicatedOp::Append {
+        let empty = WriteOp::Append {
             stream: "s".into(),
             token: 1,
             records: vec![],
@@ -134,7 +134,7 @@ pub(crate) async fn marker_is_durable_with_its_entry() {
 async fn applied_headers_are_stored_and_checked() {
     let dir = tempfile::tempdir().unwrap();
     let traced = vec![Header::new("trace-id", "abc"), Header::new("trace-id", "")];
-    let op = |headers: Vec<Vec<Header>>| ReplicatedOp::Append {
+    let op = |headers: Vec<Vec<Header>>| WriteOp::Append {
         stream: "s".into(),
         token: 1,
         records: vec![Bytes::from("a"), Bytes::from("b")],
@@ -169,8 +169,8 @@ async fn applied_headers_are_stored_and_checked() {
     );
 }
 
-fn producer_append(token: u64, seq: u64, body: &str, not_after_ms: Option<u64>) -> ReplicatedOp {
-    ReplicatedOp::Append {
+fn producer_append(token: u64, seq: u64, body: &str, not_after_ms: Option<u64>) -> WriteOp {
+    WriteOp::Append {
         stream: "p".into(),
         token,
         records: vec![Bytes::from(body.to_string())],
@@ -219,7 +219,7 @@ pub(crate) async fn producers_and_deadlines_are_decided_by_the_entry() {
             fence("p", 4),
             producer_append(3, 0, "a", None),
             producer_append(3, 2, "gap", None),
-            ReplicatedOp::Fence {
+            WriteOp::Fence {
                 stream: "p".into(),
                 token: 5,
                 not_after_ms: Some(1_999),
@@ -276,7 +276,7 @@ pub(crate) async fn producers_and_deadlines_are_decided_by_the_entry() {
 #[tokio::test]
 async fn applied_trim_seal_and_delete_are_fenced_and_durable() {
     let dir = tempfile::tempdir().unwrap();
-    let trim = |stream: &str, token, trim_seq| ReplicatedOp::Trim {
+    let trim = |stream: &str, token, trim_seq| WriteOp::Trim {
         stream: stream.into(),
         token,
         trim_seq,
@@ -292,17 +292,17 @@ async fn applied_trim_seal_and_delete_are_fenced_and_durable() {
         e.apply_batch(at(1, b""), 10, ops).await.unwrap();
         let ops = vec![
             trim("t", 2, 1),
-            ReplicatedOp::Seal {
+            WriteOp::Seal {
                 stream: "t".into(),
                 token: 3,
                 not_after_ms: None,
             },
             trim("t", 3, 2),
-            ReplicatedOp::Delete {
+            WriteOp::Delete {
                 stream: "d".into(),
                 token: 1,
             },
-            ReplicatedOp::Delete {
+            WriteOp::Delete {
                 stream: "d".into(),
                 token: 3,
             },
@@ -343,7 +343,7 @@ async fn applied_config_cursor_and_batch_ops_are_fenced_and_durable() {
     use fencelog_engine::{BatchAck, BatchAction, BatchOp, Retention, StreamConfig};
     let dir = tempfile::tempdir().unwrap();
     let e = Engine::open(dir.path()).unwrap();
-    let config = |token, age| ReplicatedOp::Config {
+    let config = |token, age| WriteOp::Config {
         stream: "s".into(),
         token,
         config: StreamConfig {
@@ -351,7 +351,7 @@ async fn applied_config_cursor_and_batch_ops_are_fenced_and_durable() {
             ..StreamConfig::default()
         },
     };
-    let cursor = |token, seq| ReplicatedOp::Cursor {
+    let cursor = |token, seq| WriteOp::Cursor {
         stream: "s".into(),
         name: "c".into(),
         token,
@@ -368,7 +368,7 @@ async fn applied_config_cursor_and_batch_ops_are_fenced_and_durable() {
             None => BatchAction::Fence,
         },
     };
-    let batch = |ops| ReplicatedOp::Batch {
+    let batch = |ops| WriteOp::Batch {
         ops,
         not_after_ms: None,
     };
@@ -457,18 +457,18 @@ pub(crate) async fn stale_lifecycle_ops_are_refused() {
     let ops = vec![
         append("s", 5, "a"),
         append("s", 5, "b"),
-        ReplicatedOp::Trim {
+        WriteOp::Trim {
             stream: "s".into(),
             token: 4,
             trim_seq: 1,
             not_after_ms: None,
         },
-        ReplicatedOp::Seal {
+        WriteOp::Seal {
             stream: "s".into(),
             token: 3,
             not_after_ms: None,
         },
-        ReplicatedOp::Delete {
+        WriteOp::Delete {
             stream: "s".into(),
             token: 2,
         },
@@ -503,13 +503,13 @@ async fn applied_retention_moves_the_front_only_as_the_entry_says() {
         retention_in_reclaim: false,
         ..Config::default()
     };
-    let retain = |stream: &str, first_seq| ReplicatedOp::Retain {
+    let retain = |stream: &str, first_seq| WriteOp::Retain {
         stream: stream.into(),
         first_seq,
     };
     {
         let e = Engine::open_with(dir.path(), config.clone()).unwrap();
-        let age = ReplicatedOp::Config {
+        let age = WriteOp::Config {
             stream: "s".into(),
             token: None,
             config: StreamConfig {

@@ -34,7 +34,7 @@ use bytes::Bytes;
 use fencelog_engine::sim::{Fault, FaultKind, Resolution, Rng, SimStorage};
 use fencelog_engine::{
     AppliedState, BatchAction, BatchOp, Config, Durability, Engine, OpenError, ReadError,
-    ReplicatedOp, Retention, StreamConfig,
+    Retention, StreamConfig, WriteOp,
 };
 use std::sync::Arc;
 
@@ -87,14 +87,14 @@ pub struct How {
 }
 
 /// Entry `i` (from 1) is `script()[i - 1]`, applied at `1_000 * i` ms.
-fn script() -> Vec<Vec<ReplicatedOp>> {
+fn script() -> Vec<Vec<WriteOp>> {
     let big = |i: usize| "x".repeat(300 + i);
     let mut s = vec![
         vec![append("a", 5, "a0"), append("b", 3, "b0"), fence("c", 7)],
         vec![
             append("a", 5, "a1"),
             append("a", 4, "stale"),
-            ReplicatedOp::Config {
+            WriteOp::Config {
                 stream: "a".into(),
                 token: Some(5),
                 config: StreamConfig {
@@ -104,7 +104,7 @@ fn script() -> Vec<Vec<ReplicatedOp>> {
             },
         ],
         vec![
-            ReplicatedOp::Cursor {
+            WriteOp::Cursor {
                 stream: "a".into(),
                 name: "reader".into(),
                 token: 1,
@@ -113,7 +113,7 @@ fn script() -> Vec<Vec<ReplicatedOp>> {
             append("c", 7, "c0"),
         ],
         vec![fence("a", 9), append("a", 5, "stale"), append("a", 9, "a2")],
-        vec![ReplicatedOp::Batch {
+        vec![WriteOp::Batch {
             ops: vec![
                 BatchOp {
                     stream: "b".into(),
@@ -131,23 +131,23 @@ fn script() -> Vec<Vec<ReplicatedOp>> {
             ],
             not_after_ms: None,
         }],
-        vec![ReplicatedOp::Trim {
+        vec![WriteOp::Trim {
             stream: "a".into(),
             token: 9,
             trim_seq: 1,
             not_after_ms: None,
         }],
-        vec![ReplicatedOp::Retain {
+        vec![WriteOp::Retain {
             stream: "b".into(),
             first_seq: 2,
         }],
-        vec![ReplicatedOp::Seal {
+        vec![WriteOp::Seal {
             stream: "c".into(),
             token: 8,
             not_after_ms: None,
         }],
         vec![append("c", 8, "after the seal"), append("c", 2, "stale")],
-        vec![ReplicatedOp::Delete {
+        vec![WriteOp::Delete {
             stream: "b".into(),
             token: 3,
         }],
@@ -157,7 +157,7 @@ fn script() -> Vec<Vec<ReplicatedOp>> {
     for i in 0..10 {
         s.push(vec![append("a", 9, &big(i)), append("b", 4, &big(i + 50))]);
     }
-    s.push(vec![ReplicatedOp::Trim {
+    s.push(vec![WriteOp::Trim {
         stream: "a".into(),
         token: 9,
         trim_seq: 8,
@@ -245,12 +245,7 @@ struct Golden {
 /// engine failure. The run's flushes (in `OnFlush`) and reclamation passes
 /// fall where they would in a run of the whole script; applied together,
 /// the entries between two of them go in one call.
-async fn apply_range(
-    e: &Engine,
-    script: &[Vec<ReplicatedOp>],
-    (from, to): (u64, u64),
-    how: How,
-) -> Run {
+async fn apply_range(e: &Engine, script: &[Vec<WriteOp>], (from, to): (u64, u64), how: How) -> Run {
     let mut run = Run {
         answers: Vec::new(),
         stop: None,
@@ -308,13 +303,13 @@ async fn apply_range(
 }
 
 /// Applies entries `from..` to the end of the script.
-async fn apply_from(e: &Engine, script: &[Vec<ReplicatedOp>], from: u64, how: How) -> Run {
+async fn apply_from(e: &Engine, script: &[Vec<WriteOp>], from: u64, how: How) -> Run {
     apply_range(e, script, (from, script.len() as u64), how).await
 }
 
 fn golden(
     rt: &tokio::runtime::Runtime,
-    script: &[Vec<ReplicatedOp>],
+    script: &[Vec<WriteOp>],
     mode: Durability,
 ) -> (Golden, SimStorage) {
     let sim = SimStorage::new();
@@ -354,7 +349,7 @@ fn golden(
 fn check_recovered(
     rt: &tokio::runtime::Runtime,
     disk: &SimStorage,
-    (script, how): (&[Vec<ReplicatedOp>], How),
+    (script, how): (&[Vec<WriteOp>], How),
     g: &Golden,
     (durable, tried): (u64, u64),
 ) -> Result<(), String> {
@@ -400,7 +395,7 @@ fn check_recovered(
 fn run_armed(
     rt: &tokio::runtime::Runtime,
     sim: &SimStorage,
-    (script, how): (&[Vec<ReplicatedOp>], How),
+    (script, how): (&[Vec<WriteOp>], How),
     g: &Golden,
 ) -> Result<(u64, u64, bool), String> {
     let e = match open(sim, how.mode) {
@@ -519,7 +514,7 @@ fn many_body(i: u64) -> String {
     format!("entry {i} {}", "x".repeat(100))
 }
 
-fn many_entries() -> Vec<(AppliedState, u64, Vec<ReplicatedOp>)> {
+fn many_entries() -> Vec<(AppliedState, u64, Vec<WriteOp>)> {
     (1..=MANY_ENTRIES)
         .map(|i| (mark(i), 1_000 * i, vec![append("s", 1, &many_body(i))]))
         .collect()
