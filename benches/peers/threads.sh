@@ -6,7 +6,7 @@
 # grouped by thread name and divided by the requests answered. Also the
 # appends per group commit (the server's own metrics). Steadier than a
 # profile and needs nothing but /proc: the figures issue 13's appends
-# against rejections are argued from (BENCHMARKS.md, stop 39).
+# against rejections are argued from (docs/benchmark-history.md, stop 39).
 #
 #   benches/peers/threads.sh target/release/fencelog            # append and reject, 64 clients
 #   ROUNDS=3 DURATION=4 CLIENTS=64 benches/peers/threads.sh BIN

@@ -134,8 +134,9 @@ pub struct Args {
     /// reach the port may write, fence and read everything).
     #[arg(long, env = "FENCELOG_INSECURE_NO_AUTH")]
     pub insecure_no_auth: bool,
-    /// Cluster mode (issue 14): every member as `ID=HOST:PORT,...`; the
-    /// node listens on its own address unless --listen says otherwise.
+    /// Cluster mode, replicated with Raft across every member: every
+    /// member as `ID=HOST:PORT,...`; the node listens on its own address
+    /// unless --listen says otherwise.
     #[arg(long, env = "FENCELOG_CLUSTER")]
     pub cluster: Option<String>,
     /// This node's id in --cluster.

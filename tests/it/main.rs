@@ -43,3 +43,4 @@ mod misbehaving_clients;
 mod one_reading;
 mod ops_dashboard;
 mod tls;
+mod user_text;

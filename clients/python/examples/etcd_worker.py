@@ -16,7 +16,7 @@ It prints one line per step, for people and for the test that drives it:
     lease expired: token=T writer_ms=W           (then exits 3)
     finished token=T appended=N                  (input ended; lock released)
 
-Exactly once, and deadlines (issue 11): the worker appends through an
+Exactly once, and deadlines: the worker appends through an
 idempotent producer whose id is its name, so an append whose answer is
 lost is sent again with the same producer_seq and the server answers it as
 a duplicate instead of writing it twice. Every append carries
