@@ -18,10 +18,12 @@
 //! ```
 //!
 //! This file is the facade: every module is private and the items below
-//! are what an embedder uses. The simulated disk ([`sim`]), the internals
-//! the engine's own suites reach into (`testing`), the fuzz target bodies
-//! (`fuzz`) and the deliberate bugs (`set_mutation`) exist only with the
-//! `sim`, `fuzz` and `mutations` features.
+//! are what an embedder uses; the plain values among them (records, acks,
+//! stream states and settings, fence history) are `fencelog_types`'s. The
+//! simulated disk ([`sim`]), the internals the engine's own suites reach
+//! into (`testing`), the fuzz target bodies (`fuzz`) and the deliberate
+//! bugs (`set_mutation`) exist only with the `sim`, `fuzz` and `mutations`
+//! features.
 
 #![warn(missing_docs)]
 
@@ -56,17 +58,22 @@ mod stream;
 pub mod testing;
 mod writer;
 
-pub use codec::checkpoint::{AppliedState, CursorEntry, FenceBy, FenceEvent, ProducerEntry};
+pub use codec::checkpoint::AppliedState;
 /// The on-disk format version this build writes (the segment header's
 /// version field), shown by `fencelog --version`.
 pub use codec::FORMAT_VERSION;
-pub use codec::{Retention, StreamConfig};
 pub use config::{Config, Durability};
 /// Operations one multi-stream batch may carry.
 pub use engine::BATCH_OPS_MAX;
 pub use engine::{validate_short_name, validate_stream_config};
 pub use engine::{Engine, PendingAppend};
 pub use error::{Corruption, OpenError, ReadError, StorageFailure, WriteError};
+/// The plain values that cross the wire, under the names they always had
+/// here.
+pub use fencelog_types::{
+    Ack, BatchAck, CursorEntry, FenceBy, FenceEvent, Header, ProducerEntry, Record, RecordIn,
+    Retention, StreamConfig, StreamState,
+};
 pub use metrics::Metrics;
 pub use mutation::{
     node_mutation, session_mutation, snapshot_links_active_segment, wal_mutation, NodeMutation,
@@ -78,13 +85,10 @@ pub use name::{validate_stream_name, NameError};
 pub use reader::ReadBatch;
 pub use reclaim::ReclaimReport;
 pub use record::{
-    validate_headers, Header, HeaderError, Record, RecordIn, HEADERS_PER_RECORD_MAX,
-    HEADER_BYTES_PER_RECORD_MAX, HEADER_NAME_BYTES_MAX,
+    validate_headers, HeaderError, HEADERS_PER_RECORD_MAX, HEADER_BYTES_PER_RECORD_MAX,
+    HEADER_NAME_BYTES_MAX,
 };
 pub use recovery::{RecoveryReport, Truncation};
 pub use segment::parse_segment_name;
 pub use storage::{DirStorage, Storage, StorageFile, LOCK_FILE_NAME};
-pub use stream::StreamState;
-pub use writer::{
-    Ack, AppendOptions, Applied, BatchAck, BatchAction, BatchOp, ProducerSeq, ReplicatedOp,
-};
+pub use writer::{AppendOptions, Applied, BatchAction, BatchOp, ProducerSeq, ReplicatedOp};

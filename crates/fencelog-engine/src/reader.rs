@@ -16,11 +16,12 @@ use crate::error::{Corruption, ReadError};
 use crate::index::FrameLoc;
 use crate::locks;
 use crate::name::validate_stream_name;
-use crate::record::{header_bytes, Header, Record};
+use crate::record::header_bytes;
 use crate::segment::{Segment, Segments};
 use crate::shared::Shared;
 use crate::stream::StreamShared;
 use bytes::Bytes;
+use fencelog_types::{Header, Record};
 
 /// The answer to a read: durable records from `start_seq` on, and the
 /// stream's durable `next_seq` at the time of the read.

@@ -4,7 +4,8 @@
 use super::Engine;
 use crate::error::WriteError;
 use crate::name::validate_stream_name;
-use crate::writer::{BatchAck, BatchAction, BatchOp, Op};
+use crate::writer::{BatchAction, BatchOp, Op};
+use fencelog_types::BatchAck;
 
 /// Operations one multi-stream batch may carry.
 pub const BATCH_OPS_MAX: usize = 64;

@@ -3,11 +3,11 @@
 
 use super::writes::validate_short_name;
 use super::Engine;
-use crate::codec::checkpoint::CursorEntry;
 use crate::error::{ReadError, WriteError};
 use crate::locks;
 use crate::name::validate_stream_name;
 use crate::writer::Op;
+use fencelog_types::CursorEntry;
 
 impl Engine {
     /// Commits cursor `name` of `stream` at `seq` with `fencing_token`,

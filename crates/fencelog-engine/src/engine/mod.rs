@@ -1,11 +1,13 @@
 //! [`Engine`]: the cloneable handle an embedder holds. It opens a log
 //! (recovery, then the writer thread), runs the checks that cost no writer
-//! time, hands writes to the writer ([`writes`]), and serves reads and waits
-//! from published (durable) state ([`reads`]).
+//! time, hands writes to the writer ([`writes`], and [`records`] for records
+//! with headers), and serves reads and waits from published (durable)
+//! state ([`reads`]).
 
 mod batch;
 mod cursors;
 mod reads;
+mod records;
 mod replicated;
 mod writes;
 

@@ -4,14 +4,13 @@
 //! durable.
 
 use super::Engine;
-use crate::codec::StreamConfig;
 use crate::error::WriteError;
 use crate::locks;
 use crate::name::validate_stream_name;
-use crate::record::{header_bytes, validate_headers, Header};
-use crate::stream::StreamState;
-use crate::writer::{Ack, AppendExtra, AppendOptions, Msg, Op, Reply, Request};
+use crate::record::{header_bytes, validate_headers};
+use crate::writer::{AppendExtra, AppendOptions, Msg, Op, Reply, Request};
 use bytes::Bytes;
+use fencelog_types::{Ack, Header, StreamConfig, StreamState};
 use std::sync::atomic::Ordering;
 use tokio::sync::oneshot;
 

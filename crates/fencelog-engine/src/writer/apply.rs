@@ -16,7 +16,7 @@ use crate::engine::{validate_short_name, validate_stream_config, BATCH_OPS_MAX};
 use crate::error::WriteError;
 use crate::name::validate_stream_name;
 use crate::record::validate_headers;
-use crate::record::Header;
+use fencelog_types::Header;
 use std::collections::HashMap;
 use tokio::sync::oneshot;
 

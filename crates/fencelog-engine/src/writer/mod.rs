@@ -26,16 +26,15 @@ mod plan;
 mod protocol;
 mod publish;
 
-pub use protocol::{
-    Ack, AppendOptions, Applied, BatchAck, BatchAction, BatchOp, ProducerSeq, ReplicatedOp,
-};
 pub(crate) use protocol::{AppendExtra, ApplyEntry, Msg, Op, Relocation, Reply, Request};
+pub use protocol::{AppendOptions, Applied, BatchAction, BatchOp, ProducerSeq, ReplicatedOp};
 
 use crate::error::{StorageFailure, WriteError};
 use crate::locks;
 use crate::shared::Shared;
 use crate::stream::StreamShared;
 use collect::{collect, next_request, Control, GroupLimits, Linger};
+use fencelog_types::StreamConfig;
 use persist::{PersistError, Tail};
 use plan::{Budget, Context, Defaults, Durable, Lookup, Plan};
 use protocol::Answer;
@@ -115,7 +114,7 @@ impl Lookup<Arc<StreamShared>> for Published<'_> {
         inner.carried().cloned().unwrap_or_default()
     }
 
-    fn config(&mut self, name: &str) -> crate::StreamConfig {
+    fn config(&mut self, name: &str) -> StreamConfig {
         let Some(s) = self.0.stream(name) else {
             return Default::default();
         };
@@ -385,6 +384,7 @@ mod tests {
     use crate::sim::SimStorage;
     use crate::storage::Storage;
     use bytes::Bytes;
+    use fencelog_types::Ack;
     use tokio::sync::oneshot;
 
     /// A writer over a fresh simulated disk, driven on the test's thread.

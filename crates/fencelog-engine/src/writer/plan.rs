@@ -12,20 +12,19 @@
 //! before it in the group (or published before the group) killed it.
 
 use super::protocol::{
-    records_frame_len, refusal_error, trailer_len, Ack, Answer, Op, ProducerSeq, Relocated,
-    Relocation, Request,
+    records_frame_len, refusal_error, trailer_len, Answer, Op, ProducerSeq, Relocated, Relocation,
+    Request,
 };
 use crate::carried::{Carried, ProducerWrite};
-use crate::codec::checkpoint::{AppliedState, CursorEntry, FenceBy, FenceEvent};
+use crate::codec::checkpoint::AppliedState;
 use crate::codec::{
     encode_frame, encode_frame_with, encode_relocated, set_last_in_group, FrameKind, FrameSpec,
-    PayloadSpec, ProducerTrailer, RecordSpec, StreamConfig, FLAG_RETENTION,
+    PayloadSpec, ProducerTrailer, RecordSpec, FLAG_RETENTION,
 };
 use crate::error::WriteError;
 use crate::fence::{self, Change, Effect, FenceState, Refusal};
-use crate::record::Header;
-use crate::stream::StreamState;
 use bytes::Bytes;
+use fencelog_types::{Ack, CursorEntry, FenceBy, FenceEvent, Header, StreamConfig, StreamState};
 use std::collections::{HashMap, VecDeque};
 
 /// A stream's durable state as the group starts, and what publishing needs

@@ -1,5 +1,6 @@
 use super::*;
-use crate::codec::{decode_frame, FrameHeader, Retention, FORMAT_VERSION};
+use crate::codec::{decode_frame, FrameHeader, FORMAT_VERSION};
+use fencelog_types::{BatchAck, Retention};
 use tokio::sync::oneshot::{self, Receiver};
 
 type AppendRx = Receiver<Result<Ack, WriteError>>;
@@ -550,7 +551,7 @@ fn relocations_dead_on_arrival_are_not_written() {
     assert_eq!(plan.counts.dead_on_arrival, 2);
 }
 
-type BatchRx = Receiver<Result<Vec<crate::writer::BatchAck>, WriteError>>;
+type BatchRx = Receiver<Result<Vec<BatchAck>, WriteError>>;
 
 fn batch(ops: Vec<crate::writer::BatchOp>) -> (Request, BatchRx) {
     let (reply, rx) = oneshot::channel();

@@ -1,32 +1,13 @@
 //! What the engine handle (and the reclaimer) send the writer, and how the
 //! writer answers.
 
-use crate::codec::checkpoint::{AppliedState, CursorEntry};
-use crate::codec::{frame_len, StreamConfig, APPLIED_FIXED_BYTES, FRAME_HEADER_BYTES};
+use crate::codec::checkpoint::AppliedState;
+use crate::codec::{frame_len, APPLIED_FIXED_BYTES, FRAME_HEADER_BYTES};
 use crate::error::WriteError;
 use crate::fence::Refusal;
-use crate::record::Header;
-use crate::stream::StreamState;
 use bytes::Bytes;
+use fencelog_types::{Ack, BatchAck, CursorEntry, Header, StreamConfig, StreamState};
 use tokio::sync::oneshot;
-
-/// What a successful append returns.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ack {
-    /// Seq of the batch's first record.
-    pub first_seq: u64,
-    /// Seq of the batch's last record.
-    pub last_seq: u64,
-    /// The stream's `next_seq` right after the batch.
-    pub next_seq: u64,
-    /// The token the batch was accepted with.
-    pub fencing_token: u64,
-    /// The timestamp every record of the batch carries (Unix ms).
-    pub timestamp_ms: u64,
-    /// An idempotent producer's retry of its last applied append: this is
-    /// that append's original ack, and nothing was written (issue 11).
-    pub duplicate: bool,
-}
 
 /// An idempotent producer's identity on an append (issue 11): its id and
 /// its own sequence number for this append.
@@ -76,15 +57,6 @@ pub enum BatchAction {
     },
     /// Fence the stream (creating it if need be).
     Fence,
-}
-
-/// One batch operation's acknowledgement.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BatchAck {
-    /// An append's ack.
-    Append(Ack),
-    /// A fence's: the stream's state after it.
-    Fence(StreamState),
 }
 
 /// A message on the writer's queue.
