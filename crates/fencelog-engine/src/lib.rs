@@ -37,6 +37,7 @@ mod engine;
 mod error;
 mod fence;
 mod files;
+mod frame_cache;
 #[cfg(feature = "fuzz")]
 pub mod fuzz;
 mod index;
@@ -45,6 +46,7 @@ mod metrics;
 mod name;
 mod reader;
 mod reclaim;
+mod reclaim_signal;
 mod record;
 mod recovery;
 mod seek;
@@ -83,7 +85,7 @@ pub use mutation::{
 pub use mutation::{set_mutation, Mutation};
 pub use name::{validate_stream_name, NameError};
 pub use reader::ReadBatch;
-pub use reclaim::ReclaimReport;
+pub use reclaim_signal::ReclaimReport;
 pub use record::{
     validate_headers, HeaderError, HEADERS_PER_RECORD_MAX, HEADER_BYTES_PER_RECORD_MAX,
     HEADER_NAME_BYTES_MAX,

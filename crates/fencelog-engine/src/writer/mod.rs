@@ -396,7 +396,7 @@ mod tests {
         let storage: Arc<dyn Storage> = Arc::new(sim);
         let recovered = crate::recovery::recover(&*storage, &config).unwrap();
         let (next_group_id, active_len) = (recovered.next_group_id, recovered.active_len);
-        let start = crate::shared::Start::recovered(config, storage, recovered);
+        let start = recovered.into_start(config, storage);
         let shared = Arc::new(Shared::new(start));
         let (tx, rx) = mpsc::channel(queue);
         let w = Writer::new(shared, rx, next_group_id, active_len);
