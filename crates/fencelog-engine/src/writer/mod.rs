@@ -3,14 +3,16 @@
 //!
 //! One loop iteration is one group, in phases, each in its own module:
 //! [`collect`] takes everything waiting (up to the group limits, lingering
-//! briefly for callers about to come back); [`plan`] applies the fencing
+//! briefly for callers about to come back); [`group`] applies the fencing
 //! rule in arrival order against pending state and encodes all accepted
-//! frames into one buffer (pure); [`persist`] writes it and calls
-//! `sync_data` once; [`publish`] makes it visible, then answers and wakes
-//! readers. Nobody hears "ok" — or "stale" decided against pending state —
-//! before the sync returns. Requests that queue while a sync runs form the
-//! next group, which is the whole of group commit: no timers. Between
-//! groups the writer polls its queue briefly before it sleeps
+//! frames into one buffer (pure: each request through [`plan`], a
+//! multi-stream batch through [`batch`], a committed Raft entry through
+//! [`apply`]); [`persist`] writes it and calls `sync_data` once;
+//! [`publish`] makes it visible, then answers and wakes readers. Nobody
+//! hears "ok" — or "stale" decided against pending state — before the
+//! sync returns. Requests that queue while a sync runs form the next
+//! group, which is the whole of group commit: no timers. Between groups
+//! the writer polls its queue briefly before it sleeps
 //! ([`collect::next_request`]), so a caller coming straight back is not
 //! also kept waiting for a wake-up.
 //!
@@ -21,6 +23,7 @@
 mod apply;
 mod batch;
 mod collect;
+mod group;
 mod persist;
 mod plan;
 mod protocol;
@@ -319,7 +322,7 @@ impl Writer {
             frames,
             counts,
             applied,
-        } = plan::plan(
+        } = group::plan(
             &mut self.requests,
             &mut self.answers,
             &mut self.buf,

@@ -1,6 +1,9 @@
 use super::*;
 use crate::codec::{decode_frame, FrameHeader, FORMAT_VERSION};
+use crate::writer::group::plan;
+use crate::writer::protocol::Request;
 use fencelog_types::{BatchAck, Retention};
+use std::collections::VecDeque;
 use tokio::sync::oneshot::{self, Receiver};
 
 type AppendRx = Receiver<Result<Ack, WriteError>>;
