@@ -4,7 +4,7 @@
 
 use crate::record::BodyJson;
 use crate::record_headers::HeadersJson;
-use fencelog_engine::{Ack, RecordIn};
+use fencelog_types::{Ack, RecordIn};
 use serde::ser::{SerializeMap, Serializer};
 use serde::{Deserialize, Serialize};
 

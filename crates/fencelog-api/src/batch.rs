@@ -23,10 +23,10 @@
 //! the same layout a record has on disk in a frame with headers. The
 //! framing is checked here; the header limits (64 per record, 8 KiB of
 //! names and values, names 1..=255 bytes) are the engine's rule,
-//! [`fencelog_engine::validate_headers`].
+//! `fencelog_engine::validate_headers`.
 
 use bytes::Bytes;
-use fencelog_engine::{Header, RecordIn};
+use fencelog_types::{Header, RecordIn};
 
 /// The media type of a batch, version 1.
 pub const CONTENT_TYPE: &str = "application/vnd.fencelog.batch";

@@ -11,7 +11,7 @@ use crate::record::{BODY, BODY_BASE64};
 use crate::record_headers::HeadersJson;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
-use fencelog_engine::Record;
+use fencelog_types::Record;
 use std::io::Write;
 
 /// Where the encoder is in the current record's body.
@@ -181,7 +181,7 @@ mod tests {
     use super::*;
     use crate::RecordJson;
     use bytes::Bytes;
-    use fencelog_engine::Header;
+    use fencelog_types::Header;
 
     fn record(seq: u64, body: Vec<u8>) -> Record {
         Record {

@@ -6,8 +6,10 @@
 //!
 //! Nothing here knows an HTTP library, so the client stays light and the
 //! server's framework stays the server's business. serde lives here and
-//! above, never in the engine; conversions from engine types are `From`s
-//! and constructors on the wire types.
+//! above, never in the engine. The values the engine answers with are
+//! `fencelog_types`'s (the engine re-exports them), so this crate does not
+//! depend on the engine; conversions from them are `From`s and
+//! constructors on the wire types.
 
 pub mod append;
 pub mod batch;

@@ -4,7 +4,7 @@
 //! `GET .../cursors`) and multi-stream batches (`POST /v1/batch`).
 
 use crate::record::BodyJson;
-use fencelog_engine::{CursorEntry, FenceEvent, ProducerEntry};
+use fencelog_types::{CursorEntry, FenceEvent, ProducerEntry};
 use serde::{Deserialize, Serialize};
 
 /// Fence history entries one answer returns when `limit` is not given

@@ -27,7 +27,7 @@
 //! are the usual JSON error bodies with `Content-Type: application/json`.
 
 use bytes::Bytes;
-use fencelog_engine::{Header, Record};
+use fencelog_types::{Header, Record};
 
 /// What a consumer sends in `Accept` to get this format.
 pub const ACCEPT: &str = crate::batch::CONTENT_TYPE;

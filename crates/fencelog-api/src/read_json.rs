@@ -11,7 +11,7 @@
 
 use crate::fixed_json::{plain_run, Reader};
 use bytes::Bytes;
-use fencelog_engine::Record;
+use fencelog_types::Record;
 
 /// A read page's records and positions (`ReadPage`'s fields).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,7 +86,7 @@ mod tests {
     use super::*;
     use crate::chunks::RecordArray;
     use crate::read::ReadPage;
-    use fencelog_engine::Header;
+    use fencelog_types::Header;
 
     fn record(seq: u64, body: &[u8], headers: bool) -> Record {
         Record {

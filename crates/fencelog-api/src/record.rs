@@ -6,7 +6,7 @@ use crate::record_headers::HeadersJson;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use bytes::Bytes;
-use fencelog_engine::Record;
+use fencelog_types::Record;
 use serde::de::{self, Deserialize, Deserializer};
 use serde::ser::{Serialize, SerializeMap, SerializeStruct, Serializer};
 use std::borrow::Cow;
@@ -275,7 +275,7 @@ mod tests {
 
     #[test]
     fn headers_come_between_the_timestamp_and_the_body_and_round_trip() {
-        use fencelog_engine::Header;
+        use fencelog_types::Header;
         let mut text = record(1, b"hi");
         text.headers = vec![Header::new("trace-id", "abc"), Header::new("trace-id", "")];
         let mut binary = record(2, b"\xff");

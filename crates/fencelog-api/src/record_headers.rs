@@ -4,12 +4,12 @@
 //! name and value base64 (standard alphabet, padded). The whole list takes
 //! one form, so a reader checks one field. Pairs keep their order and
 //! names may repeat. The limits (64 headers, 8 KiB of names and values,
-//! names 1..=255 bytes) are the engine's, [`fencelog_engine::validate_headers`].
+//! names 1..=255 bytes) are the engine's, `fencelog_engine::validate_headers`.
 
 use base64::engine::general_purpose::STANDARD as BASE64;
 use base64::Engine as _;
 use bytes::Bytes;
-use fencelog_engine::Header;
+use fencelog_types::Header;
 use serde::ser::{Serialize, SerializeSeq, Serializer};
 use serde_json::Value;
 use std::borrow::Cow;

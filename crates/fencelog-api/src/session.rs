@@ -29,7 +29,7 @@
 //! | 3 session error | `n` u64 (the first append NOT applied: every later message was never read), HTTP status u16, a JSON error body; a close follows |
 
 use bytes::Bytes;
-use fencelog_engine::Ack;
+use fencelog_types::Ack;
 
 /// The path under `/v1/streams/{stream}` of the session.
 pub const SESSION_PATH: &str = "/session";

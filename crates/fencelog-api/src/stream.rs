@@ -3,7 +3,7 @@
 //! config change), a page of the stream list (`GET /v1/streams`), and the
 //! requests that change a stream without appending.
 
-use fencelog_engine::{Retention, StreamConfig, StreamState};
+use fencelog_types::{Retention, StreamConfig, StreamState};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 

@@ -53,9 +53,9 @@ use fencelog_api::{
 pub use fencelog_api::{AppendAck, ErrorBody, ErrorCode, StreamInfo, StreamList};
 use fencelog_api::{ReadPage, RecordJson};
 /// What an accepted append of an append session answers.
-pub use fencelog_engine::Ack;
-pub use fencelog_engine::{Header, Record, RecordIn};
-pub use fencelog_engine::{Retention, StreamConfig};
+pub use fencelog_types::Ack;
+pub use fencelog_types::{Header, Record, RecordIn};
+pub use fencelog_types::{Retention, StreamConfig};
 use futures_util::{Stream, StreamExt};
 use pool::{Failure, Pool};
 use request::{Answer, Req};

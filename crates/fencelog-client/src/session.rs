@@ -34,7 +34,7 @@ use crate::{Client, ClientError};
 use bytes::{Bytes, BytesMut};
 use fencelog_api::session::{self as wire, SessionAnswer};
 use fencelog_api::ErrorBody;
-use fencelog_engine::Ack;
+use fencelog_types::Ack;
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use std::sync::Arc;

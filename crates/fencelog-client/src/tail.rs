@@ -7,7 +7,7 @@ use crate::error::{from_answer, with_causes};
 use crate::{Client, ClientError};
 use fencelog_api::read::param;
 use fencelog_api::{header, sse, ReadStart, RecordJson, SseEvent, SseParser};
-use fencelog_engine::Record;
+use fencelog_types::Record;
 use futures_util::StreamExt;
 use std::time::Duration;
 use tokio::sync::mpsc;

@@ -5,8 +5,8 @@
 //! included, is the state the writer had), and the checkpoint carries it,
 //! so compaction never loses it. Pure.
 
-use crate::codec::checkpoint::{CursorEntry, ProducerEntry};
 use crate::fence::{self, FenceState, ProducerCheck, Refusal, Verdict};
+use fencelog_types::{CursorEntry, ProducerEntry};
 
 /// Producers one stream remembers; beyond it the least recently used is
 /// evicted and the stream's producer token floor rises past its token

@@ -10,9 +10,10 @@
 use crate::config::Config;
 use crate::error::WriteError;
 use crate::name::validate_stream_name;
-use crate::record::{header_bytes, validate_headers, Header};
-use crate::writer::{BatchAction, BatchOp, WriteOp};
+use crate::op::{BatchAction, BatchOp, WriteOp};
+use crate::record::{header_bytes, validate_headers};
 use bytes::Bytes;
+use fencelog_types::{Header, StreamConfig};
 
 /// Operations one multi-stream batch may carry.
 pub const BATCH_OPS_MAX: usize = 64;
@@ -187,7 +188,7 @@ fn check_batch_ops(config: &Config, ops: &[BatchOp]) -> Result<(), WriteError> {
 
 /// The ranges a stream's retention settings must be in (also checked in a
 /// shard engine's apply: the same on every node).
-pub fn validate_stream_config(config: &crate::codec::StreamConfig) -> Result<(), WriteError> {
+pub fn validate_stream_config(config: &StreamConfig) -> Result<(), WriteError> {
     let limit = crate::config::RETENTION_AGE_S_LIMIT;
     if let Some(age) = config.retention_age_s.effective(None) {
         if age == 0 || age > limit {

@@ -4,7 +4,7 @@
 
 use crate::name::NameError;
 use crate::record::HeaderError;
-use crate::stream::StreamState;
+use fencelog_types::{BatchAck, StreamState};
 use std::fmt;
 use std::io;
 use std::sync::Arc;
@@ -226,7 +226,7 @@ pub enum WriteError {
     /// A multi-stream batch of which at least one operation was refused:
     /// nothing of it was applied. One outcome per operation, in order:
     /// what it would have answered, or why it was refused.
-    BatchRefused(Vec<Result<crate::writer::BatchAck, WriteError>>),
+    BatchRefused(Vec<Result<BatchAck, WriteError>>),
     /// A record's headers break [`crate::validate_headers`].
     BadHeaders {
         /// Which record of the batch, from 0.

@@ -18,10 +18,12 @@
 //! ```
 //!
 //! This file is the facade: every module is private and the items below
-//! are what an embedder uses. The simulated disk ([`sim`]), the internals
-//! the engine's own suites reach into (`testing`), the fuzz target bodies
-//! (`fuzz`) and the deliberate bugs (`set_mutation`) exist only with the
-//! `sim`, `fuzz` and `mutations` features.
+//! are what an embedder uses; the plain values among them (records, acks,
+//! stream states and settings, fence history) are `fencelog_types`'s. The
+//! simulated disk ([`sim`]), the internals the engine's own suites reach
+//! into (`testing`), the fuzz target bodies (`fuzz`) and the deliberate
+//! bugs (`set_mutation`) exist only with the `sim`, `fuzz` and `mutations`
+//! features.
 
 #![warn(missing_docs)]
 
@@ -36,14 +38,17 @@ mod engine;
 mod error;
 mod fence;
 mod files;
+mod frame_cache;
 #[cfg(feature = "fuzz")]
 pub mod fuzz;
 mod index;
 mod locks;
 mod metrics;
 mod name;
+mod op;
 mod reader;
 mod reclaim;
+mod reclaim_signal;
 mod record;
 mod recovery;
 mod seek;
@@ -58,14 +63,19 @@ pub mod testing;
 mod writer;
 
 pub use checks::{validate_short_name, validate_stream_config, BATCH_OPS_MAX};
-pub use codec::checkpoint::{AppliedState, CursorEntry, FenceBy, FenceEvent, ProducerEntry};
+pub use codec::checkpoint::AppliedState;
 /// The on-disk format version this build writes (the segment header's
 /// version field), shown by `fencelog --version`.
 pub use codec::FORMAT_VERSION;
-pub use codec::{Retention, StreamConfig};
 pub use config::{Config, Durability};
 pub use engine::Engine;
 pub use error::{Corruption, OpenError, ReadError, StorageFailure, WriteError};
+/// The plain values that cross the wire, under the names they always had
+/// here.
+pub use fencelog_types::{
+    Ack, BatchAck, CursorEntry, FenceBy, FenceEvent, Header, ProducerEntry, Record, RecordIn,
+    Retention, StreamConfig, StreamState,
+};
 pub use metrics::Metrics;
 pub use mutation::{
     node_mutation, session_mutation, snapshot_links_active_segment, wal_mutation, NodeMutation,
@@ -74,16 +84,14 @@ pub use mutation::{
 #[cfg(feature = "mutations")]
 pub use mutation::{set_mutation, Mutation};
 pub use name::{validate_stream_name, NameError};
+pub use op::{AppendOptions, Applied, BatchAction, BatchOp, ProducerSeq, WriteOp};
 pub use reader::ReadBatch;
-pub use reclaim::ReclaimReport;
+pub use reclaim_signal::ReclaimReport;
 pub use record::{
-    validate_headers, Header, HeaderError, Record, RecordIn, HEADERS_PER_RECORD_MAX,
-    HEADER_BYTES_PER_RECORD_MAX, HEADER_NAME_BYTES_MAX,
+    validate_headers, HeaderError, HEADERS_PER_RECORD_MAX, HEADER_BYTES_PER_RECORD_MAX,
+    HEADER_NAME_BYTES_MAX,
 };
 pub use recovery::{RecoveryReport, Truncation};
 pub use segment::parse_segment_name;
 pub use storage::{DirStorage, Storage, StorageFile, LOCK_FILE_NAME};
-pub use stream::StreamState;
-pub use writer::{
-    Ack, AppendOptions, Applied, BatchAck, BatchAction, BatchOp, PendingWrite, ProducerSeq, WriteOp,
-};
+pub use writer::PendingWrite;

@@ -16,11 +16,12 @@ use crate::error::{Corruption, ReadError};
 use crate::index::FrameLoc;
 use crate::locks;
 use crate::name::validate_stream_name;
-use crate::record::{header_bytes, Header, Record};
+use crate::record::header_bytes;
 use crate::segment::{Segment, Segments};
 use crate::shared::Shared;
 use crate::stream::StreamShared;
 use bytes::Bytes;
+use fencelog_types::{Header, Record};
 
 /// The answer to a read: durable records from `start_seq` on, and the
 /// stream's durable `next_seq` at the time of the read.
@@ -275,49 +276,4 @@ fn frame_bytes(
     };
     let bytes = locks::lock(&shared.active_frames).get_or_read((loc.segment, loc.offset), read)?;
     Ok((bytes, 0))
-}
-
-/// Most frames the cache tracks; past it, new frames are read privately.
-const FRAME_CACHE_ENTRIES_MAX: usize = 4096;
-
-/// Frames of the active segment by (segment, offset), held weakly: an
-/// entry lives exactly as long as some reader holds the frame's bytes, so
-/// the cache shares copies without keeping any. Frames never change once
-/// published (segments are append-only, indices never reused), so a copy
-/// read once is right for every later reader.
-#[derive(Default)]
-pub(crate) struct FrameCache {
-    frames: std::collections::HashMap<(u64, u64), std::sync::Weak<Vec<u8>>>,
-}
-
-/// A frame's bytes shared by its readers.
-struct SharedFrame(std::sync::Arc<Vec<u8>>);
-
-impl AsRef<[u8]> for SharedFrame {
-    fn as_ref(&self) -> &[u8] {
-        &self.0
-    }
-}
-
-impl FrameCache {
-    /// The frame at `key`: a live copy if a reader holds one, else `read`
-    /// (under the cache's lock, so concurrent readers of a new frame wait
-    /// for one read instead of each making their own copy).
-    fn get_or_read<E>(
-        &mut self,
-        key: (u64, u64),
-        read: impl FnOnce() -> Result<Vec<u8>, E>,
-    ) -> Result<Bytes, E> {
-        if let Some(live) = self.frames.get(&key).and_then(|w| w.upgrade()) {
-            return Ok(Bytes::from_owner(SharedFrame(live)));
-        }
-        let frame = std::sync::Arc::new(read()?);
-        if self.frames.len() >= FRAME_CACHE_ENTRIES_MAX {
-            self.frames.retain(|_, w| w.strong_count() > 0);
-        }
-        if self.frames.len() < FRAME_CACHE_ENTRIES_MAX {
-            self.frames.insert(key, std::sync::Arc::downgrade(&frame));
-        }
-        Ok(Bytes::from_owner(SharedFrame(frame)))
-    }
 }

@@ -1,15 +1,14 @@
-//! Records as the engine takes and returns them: a body and an optional
-//! list of headers, and the limits on headers, checked before anything
-//! reaches the writer.
+//! The limits on a record's headers and their check, run before anything
+//! reaches the writer. The records themselves (`Header`, `RecordIn`,
+//! `Record`) are plain values of `fencelog_types`.
 //!
-//! Headers are (name, value) byte pairs in the order given; names may
-//! repeat. Names are 1..=255 bytes (UTF-8 recommended, not required),
-//! values any bytes. On disk they are part of the records payload of a
+//! Names are 1..=255 bytes, values any bytes, within the per-record
+//! limits below. On disk headers are part of the records payload of a
 //! frame with the HEADERS flag (see the format tables in docs/design.md):
 //! per record `u16 header_count`, per header `u16 name_len`, name,
 //! `u32 value_len`, value, then `u32 body_len`, body.
 
-use bytes::Bytes;
+use fencelog_types::Header;
 use std::fmt;
 
 /// The limits are the format's (`codec::payload`), so a record the engine
@@ -17,65 +16,6 @@ use std::fmt;
 pub use crate::codec::{
     HEADERS_PER_RECORD_MAX, HEADER_BYTES_PER_RECORD_MAX, HEADER_NAME_BYTES_MAX,
 };
-
-/// One header of a record.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Header {
-    /// 1..=255 bytes.
-    pub name: Bytes,
-    /// Any bytes, within the record's header budget.
-    pub value: Bytes,
-}
-
-impl Header {
-    /// A header from anything that turns into bytes.
-    pub fn new(name: impl Into<Bytes>, value: impl Into<Bytes>) -> Self {
-        Header {
-            name: name.into(),
-            value: value.into(),
-        }
-    }
-}
-
-/// A record to append: its body and its headers (usually none).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RecordIn {
-    /// The record's bytes.
-    pub body: Bytes,
-    /// In order; empty for most records.
-    pub headers: Vec<Header>,
-}
-
-impl RecordIn {
-    /// A record without headers.
-    pub fn new(body: impl Into<Bytes>) -> Self {
-        RecordIn {
-            body: body.into(),
-            headers: Vec::new(),
-        }
-    }
-
-    /// The same record with one more header.
-    pub fn with_header(mut self, name: impl Into<Bytes>, value: impl Into<Bytes>) -> Self {
-        self.headers.push(Header::new(name, value));
-        self
-    }
-}
-
-/// One record as a reader sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Record {
-    /// Its place in the stream: seqs run from 0 without gaps.
-    pub seq: u64,
-    /// The token of the append that wrote it.
-    pub fencing_token: u64,
-    /// When the writer committed it (Unix ms, never decreasing per stream).
-    pub timestamp_ms: u64,
-    /// Its headers, in the order they were appended; empty for most.
-    pub headers: Vec<Header>,
-    /// A zero-copy slice of the segment where the segment is memory-mapped.
-    pub body: Bytes,
-}
 
 /// Why a record's headers were refused.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,8 +4,10 @@
 use crate::config::Config;
 use crate::error::StorageFailure;
 use crate::files::ManifestFile;
+use crate::frame_cache::FrameCache;
 use crate::locks;
 use crate::metrics::Metrics;
+use crate::reclaim_signal::Signal;
 use crate::segment::Segments;
 use crate::storage::Storage;
 use crate::stream::{StreamMap, StreamShared};
@@ -43,11 +45,11 @@ pub(crate) struct Shared {
     pub applied: Mutex<Option<crate::codec::checkpoint::AppliedState>>,
     /// Wakes the reclaimer: the writer (trims, deletes, retention, copies),
     /// [`crate::Engine::reclaim`] and shutdown.
-    pub reclaim: Arc<crate::reclaim::Signal>,
+    pub reclaim: Arc<Signal>,
     /// Frames of the active segment that some reader holds right now, so
     /// concurrent readers of one frame (a thousand live tails) share one
     /// copy of it instead of reading their own.
-    pub active_frames: Mutex<crate::reader::FrameCache>,
+    pub active_frames: Mutex<FrameCache>,
     pub metrics: Metrics,
 }
 
@@ -67,28 +69,6 @@ pub(crate) struct Start {
     pub applied: Option<crate::codec::checkpoint::AppliedState>,
 }
 
-impl Start {
-    /// What `recovered` hands the engine.
-    pub(crate) fn recovered(
-        config: Config,
-        storage: Arc<dyn Storage>,
-        r: crate::recovery::Recovered,
-    ) -> Self {
-        Start {
-            config,
-            storage,
-            streams: r.streams,
-            segments: r.segments,
-            manifest: r.manifest,
-            published_group: r.next_group_id - 1,
-            active_len: r.active_len,
-            sealed_bytes: r.sealed_bytes,
-            checkpoint_bytes: r.checkpoint_bytes,
-            applied: r.applied,
-        }
-    }
-}
-
 impl Shared {
     /// The state a freshly recovered log starts from.
     pub(crate) fn new(s: Start) -> Self {
@@ -103,7 +83,7 @@ impl Shared {
             active_allocated: AtomicU64::new(s.active_len),
             checkpoint_bytes: AtomicU64::new(s.checkpoint_bytes),
             applied: Mutex::new(s.applied),
-            reclaim: Arc::new(crate::reclaim::Signal::default()),
+            reclaim: Arc::new(Signal::default()),
             poisoned: OnceLock::new(),
             shutting_down: AtomicBool::new(false),
             waiters: Mutex::new(HashMap::new()),

@@ -9,10 +9,12 @@
 //! every CRC, length, bound and the name order before handing an entry out.
 
 use super::payload::{
-    Retention, CURSOR_NAME_BYTES_MAX, MEMBERSHIP_BYTES_MAX, PRODUCER_ID_BYTES_MAX,
+    decode_retention, encode_retention, CURSOR_NAME_BYTES_MAX, MEMBERSHIP_BYTES_MAX,
+    PRODUCER_ID_BYTES_MAX,
 };
 use super::{check_crc, check_short_name, u32_at, u64_at, BytesIn, DecodeError, FORMAT_VERSION};
 use crate::name::validate_stream_name_bytes;
+use fencelog_types::{CursorEntry, FenceBy, FenceEvent, ProducerEntry, Retention};
 
 pub const CHECKPOINT_MAGIC: [u8; 8] = *b"FLCKPT02";
 pub const CHECKPOINT_END_MAGIC: [u8; 8] = *b"FLCKPTND";
@@ -29,96 +31,6 @@ const DELETED: u16 = 1 << 1;
 const AGE_SET: u16 = 1 << 2;
 const BYTES_SET: u16 = 1 << 3;
 const RESPECT_CURSORS: u16 = 1 << 4;
-
-/// What made a token take effect on a stream (fence history).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum FenceBy {
-    /// An append that carried a higher token (or created the stream).
-    Append = 1,
-    /// A fence.
-    Fence = 2,
-    /// A trim.
-    Trim = 3,
-    /// A seal.
-    Seal = 4,
-    /// A delete (the tombstone).
-    Delete = 5,
-    /// A Config frame that carried a higher token (a refinement of the
-    /// lead's list, recorded in format-v2.md).
-    Config = 6,
-}
-
-impl FenceBy {
-    fn from_u8(b: u8) -> Option<FenceBy> {
-        Some(match b {
-            1 => FenceBy::Append,
-            2 => FenceBy::Fence,
-            3 => FenceBy::Trim,
-            4 => FenceBy::Seal,
-            5 => FenceBy::Delete,
-            6 => FenceBy::Config,
-            _ => return None,
-        })
-    }
-
-    /// The name the HTTP API uses (`by`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FenceBy::Append => "append",
-            FenceBy::Fence => "fence",
-            FenceBy::Trim => "trim",
-            FenceBy::Seal => "seal",
-            FenceBy::Delete => "delete",
-            FenceBy::Config => "config",
-        }
-    }
-}
-
-/// One token that took effect on a stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FenceEvent {
-    /// The token that took effect.
-    pub token: u64,
-    /// The stream's `next_seq` when it took effect.
-    pub first_seq: u64,
-    /// When (the writer's clock, Unix ms).
-    pub timestamp_ms: u64,
-    /// What carried it.
-    pub by: FenceBy,
-}
-
-/// A producer's last applied append (issue 11).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProducerEntry {
-    /// The producer's id.
-    pub id: String,
-    /// Its last applied producer_seq.
-    pub producer_seq: u64,
-    /// That append's first record's seq.
-    pub first_seq: u64,
-    /// That append's last record's seq.
-    pub last_seq: u64,
-    /// The token that append carried.
-    pub token: u64,
-    /// That append's timestamp (Unix ms).
-    pub timestamp_ms: u64,
-    /// For LRU eviction: the group that last used it.
-    pub last_used_group: u64,
-}
-
-/// A named, fenced consumer position (issue 11).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CursorEntry {
-    /// The cursor's name.
-    pub name: String,
-    /// The highest token a commit of it carried.
-    pub token: u64,
-    /// The seq it points at (the next record to consume).
-    pub seq: u64,
-    /// When it was last committed (the writer's clock, Unix ms).
-    pub timestamp_ms: u64,
-}
 
 /// One stream's fencing state, as a checkpoint keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -175,8 +87,8 @@ impl StreamEntry {
         assert!(
             self.producers.len() <= u16::MAX as usize && self.cursors.len() <= u16::MAX as usize
         );
-        let (age_set, age) = self.retention_age_s.encode();
-        let (bytes_set, bytes) = self.retention_bytes.encode();
+        let (age_set, age) = encode_retention(self.retention_age_s);
+        let (bytes_set, bytes) = encode_retention(self.retention_bytes);
         let flags = (self.sealed as u16 * SEALED)
             | (self.deleted as u16 * DELETED)
             | (age_set as u16 * AGE_SET)
@@ -251,8 +163,8 @@ impl StreamEntry {
                 .to_string(),
             sealed: flags & SEALED != 0,
             deleted: flags & DELETED != 0,
-            retention_age_s: Retention::decode(flags & AGE_SET != 0, age)?,
-            retention_bytes: Retention::decode(flags & BYTES_SET != 0, bytes)?,
+            retention_age_s: decode_retention(flags & AGE_SET != 0, age)?,
+            retention_bytes: decode_retention(flags & BYTES_SET != 0, bytes)?,
             respect_cursors: flags & RESPECT_CURSORS != 0,
             as_of_group,
             highest_token,
@@ -339,6 +251,19 @@ fn decode_producers(r: &mut BytesIn<'_>) -> Result<Vec<ProducerEntry>, DecodeErr
     Ok(out)
 }
 
+/// A fence history cause as its byte stores it (`FenceBy as u8`).
+fn fence_by(b: u8) -> Option<FenceBy> {
+    Some(match b {
+        1 => FenceBy::Append,
+        2 => FenceBy::Fence,
+        3 => FenceBy::Trim,
+        4 => FenceBy::Seal,
+        5 => FenceBy::Delete,
+        6 => FenceBy::Config,
+        _ => return None,
+    })
+}
+
 fn decode_history(r: &mut BytesIn<'_>) -> Result<Vec<FenceEvent>, DecodeError> {
     let count = r.u8()? as usize;
     if count > FENCE_HISTORY_MAX {
@@ -349,8 +274,7 @@ fn decode_history(r: &mut BytesIn<'_>) -> Result<Vec<FenceEvent>, DecodeError> {
         let token = r.u64()?;
         let first_seq = r.u64()?;
         let timestamp_ms = r.u64()?;
-        let by = FenceBy::from_u8(r.u8()?)
-            .ok_or(DecodeError::BadField("unknown fence history cause"))?;
+        let by = fence_by(r.u8()?).ok_or(DecodeError::BadField("unknown fence history cause"))?;
         out.push(FenceEvent {
             token,
             first_seq,

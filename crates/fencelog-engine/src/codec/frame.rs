@@ -4,13 +4,14 @@
 //! single CRC either passes or the frame is not there.
 
 use super::payload::{
-    check_records, decode_cursor_name, decode_producer, encode_cursor_name, encode_records_area,
-    records_area_len, AppliedMark, ProducerTrailer, RecordIter, RecordSpec, RecordsArea,
-    StreamConfig, CONFIG_PAYLOAD_BYTES,
+    check_records, decode_config, decode_cursor_name, decode_producer, encode_config,
+    encode_cursor_name, encode_records_area, records_area_len, AppliedMark, ProducerTrailer,
+    RecordIter, RecordSpec, RecordsArea, CONFIG_PAYLOAD_BYTES,
 };
 use super::{u16_at, u32_at, u64_at, BytesIn, DecodeError, FORMAT_VERSION, FORMAT_VERSION_V1};
 use crate::name::{validate_stream_name_bytes, STREAM_NAME_BYTES_MAX};
 use bytes::Bytes;
+use fencelog_types::StreamConfig;
 
 /// The first 4 bytes of every frame (little-endian), the resync marker.
 pub const FRAME_MAGIC: u32 = 0x4652_4D31;
@@ -350,7 +351,7 @@ pub fn encode_frame_with(
         PayloadSpec::Records { producer, records } => {
             encode_records_area(out, producer.as_ref(), records)
         }
-        PayloadSpec::Config(c) => c.encode(out),
+        PayloadSpec::Config(c) => encode_config(c, out),
         PayloadSpec::Cursor(name) => encode_cursor_name(out, name),
         PayloadSpec::Applied(a) => a.encode(out),
     }
@@ -510,7 +511,7 @@ fn decode_payload<'a>(h: &FrameHeader, payload: &'a [u8]) -> Result<Payload<'a>,
             }
             Payload::Empty
         }
-        FrameKind::Config => Payload::Config(StreamConfig::decode(payload)?),
+        FrameKind::Config => Payload::Config(decode_config(payload)?),
         FrameKind::Cursor => Payload::Cursor(decode_cursor_name(payload)?),
         FrameKind::Applied => Payload::Applied(AppliedMark::decode(payload)?),
     })

@@ -1,5 +1,6 @@
 use super::*;
-use crate::codec::payload::{Retention, HEADER_BYTES_PER_RECORD_MAX};
+use crate::codec::payload::HEADER_BYTES_PER_RECORD_MAX;
+use fencelog_types::Retention;
 
 fn spec(kind: FrameKind, name: &str) -> FrameSpec<'_> {
     FrameSpec {

@@ -6,6 +6,7 @@
 //! accepts.
 
 use super::{check_short_name, BytesIn, DecodeError};
+use fencelog_types::{Retention, StreamConfig};
 
 /// Longest producer id (issue 11), `[A-Za-z0-9._:-]`.
 pub const PRODUCER_ID_BYTES_MAX: usize = 64;
@@ -39,97 +40,63 @@ pub struct ProducerTrailer<'a> {
     pub seq: u64,
 }
 
-/// One retention setting as a Config frame stores it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Retention {
-    /// Not set on the stream: the server's default applies.
-    #[default]
-    Default,
-    /// Set, without a limit.
-    Unlimited,
-    /// Set to this limit (seconds or bytes).
-    Limit(u64),
-}
-
-impl Retention {
-    /// (set, value) as Config payloads and checkpoint entries store it.
-    pub(super) fn encode(self) -> (bool, u64) {
-        match self {
-            Retention::Default => (false, 0),
-            Retention::Unlimited => (true, RETENTION_UNLIMITED),
-            Retention::Limit(v) => {
-                assert!(v != RETENTION_UNLIMITED, "u64::MAX means unlimited");
-                (true, v)
-            }
-        }
-    }
-
-    /// The setting stored as (set, value).
-    pub(super) fn decode(set: bool, value: u64) -> Result<Retention, DecodeError> {
-        match (set, value) {
-            (false, 0) => Ok(Retention::Default),
-            (false, _) => Err(DecodeError::BadField(
-                "a retention value that is not set must be 0",
-            )),
-            (true, RETENTION_UNLIMITED) => Ok(Retention::Unlimited),
-            (true, v) => Ok(Retention::Limit(v)),
-        }
-    }
-
-    /// The limit in force, with the server's `default` where unset.
-    pub fn effective(self, default: Option<u64>) -> Option<u64> {
-        match self {
-            Retention::Default => default,
-            Retention::Unlimited => None,
-            Retention::Limit(v) => Some(v),
+/// A retention setting as Config payloads and checkpoint entries store it:
+/// (set, value), `u64::MAX` for unlimited.
+pub(super) fn encode_retention(r: Retention) -> (bool, u64) {
+    match r {
+        Retention::Default => (false, 0),
+        Retention::Unlimited => (true, RETENTION_UNLIMITED),
+        Retention::Limit(v) => {
+            assert!(v != RETENTION_UNLIMITED, "u64::MAX means unlimited");
+            (true, v)
         }
     }
 }
 
-/// A stream's retention settings: the payload of a Config frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct StreamConfig {
-    /// Records older than this many seconds are trimmed.
-    pub retention_age_s: Retention,
-    /// Records are trimmed from the front while the stream holds more bytes.
-    pub retention_bytes: Retention,
-    /// Retention never trims past a cursor (issue 11).
-    pub respect_cursors: bool,
+/// The setting stored as (set, value).
+pub(super) fn decode_retention(set: bool, value: u64) -> Result<Retention, DecodeError> {
+    match (set, value) {
+        (false, 0) => Ok(Retention::Default),
+        (false, _) => Err(DecodeError::BadField(
+            "a retention value that is not set must be 0",
+        )),
+        (true, RETENTION_UNLIMITED) => Ok(Retention::Unlimited),
+        (true, v) => Ok(Retention::Limit(v)),
+    }
 }
 
-impl StreamConfig {
-    /// Appends the 24-byte payload.
-    pub fn encode(&self, out: &mut Vec<u8>) {
-        let (age_set, age) = self.retention_age_s.encode();
-        let (bytes_set, bytes) = self.retention_bytes.encode();
-        let flags = (age_set as u32 * CONFIG_AGE_SET)
-            | (bytes_set as u32 * CONFIG_BYTES_SET)
-            | (self.respect_cursors as u32 * CONFIG_RESPECT_CURSORS);
-        out.extend_from_slice(&flags.to_le_bytes());
-        out.extend_from_slice(&0u32.to_le_bytes());
-        out.extend_from_slice(&age.to_le_bytes());
-        out.extend_from_slice(&bytes.to_le_bytes());
-    }
+/// Appends the 24-byte payload of a Config frame: a stream's retention
+/// settings.
+pub fn encode_config(c: &StreamConfig, out: &mut Vec<u8>) {
+    let (age_set, age) = encode_retention(c.retention_age_s);
+    let (bytes_set, bytes) = encode_retention(c.retention_bytes);
+    let flags = (age_set as u32 * CONFIG_AGE_SET)
+        | (bytes_set as u32 * CONFIG_BYTES_SET)
+        | (c.respect_cursors as u32 * CONFIG_RESPECT_CURSORS);
+    out.extend_from_slice(&flags.to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+    out.extend_from_slice(&age.to_le_bytes());
+    out.extend_from_slice(&bytes.to_le_bytes());
+}
 
-    /// Decodes and checks a 24-byte payload.
-    pub fn decode(payload: &[u8]) -> Result<StreamConfig, DecodeError> {
-        let mut r = BytesIn::new(payload);
-        let flags = r.u32()?;
-        if flags & !(CONFIG_AGE_SET | CONFIG_BYTES_SET | CONFIG_RESPECT_CURSORS) != 0 {
-            return Err(DecodeError::BadField("unknown config flags"));
-        }
-        if r.u32()? != 0 {
-            return Err(DecodeError::BadReserved);
-        }
-        let age = r.u64()?;
-        let bytes = r.u64()?;
-        r.finish()?;
-        Ok(StreamConfig {
-            retention_age_s: Retention::decode(flags & CONFIG_AGE_SET != 0, age)?,
-            retention_bytes: Retention::decode(flags & CONFIG_BYTES_SET != 0, bytes)?,
-            respect_cursors: flags & CONFIG_RESPECT_CURSORS != 0,
-        })
+/// Decodes and checks a Config frame's 24-byte payload.
+pub fn decode_config(payload: &[u8]) -> Result<StreamConfig, DecodeError> {
+    let mut r = BytesIn::new(payload);
+    let flags = r.u32()?;
+    if flags & !(CONFIG_AGE_SET | CONFIG_BYTES_SET | CONFIG_RESPECT_CURSORS) != 0 {
+        return Err(DecodeError::BadField("unknown config flags"));
     }
+    if r.u32()? != 0 {
+        return Err(DecodeError::BadReserved);
+    }
+    let age = r.u64()?;
+    let bytes = r.u64()?;
+    r.finish()?;
+    Ok(StreamConfig {
+        retention_age_s: decode_retention(flags & CONFIG_AGE_SET != 0, age)?,
+        retention_bytes: decode_retention(flags & CONFIG_BYTES_SET != 0, bytes)?,
+        respect_cursors: flags & CONFIG_RESPECT_CURSORS != 0,
+    })
 }
 
 /// The payload of an Applied marker (issue 14): openraft's LogId of the

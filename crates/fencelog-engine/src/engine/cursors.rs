@@ -3,10 +3,10 @@
 //! ([`Engine::commit_cursor`]).
 
 use super::Engine;
-use crate::codec::checkpoint::CursorEntry;
 use crate::error::ReadError;
 use crate::locks;
 use crate::name::validate_stream_name;
+use fencelog_types::CursorEntry;
 
 impl Engine {
     /// Cursor `name` of `stream`, if it was ever committed.

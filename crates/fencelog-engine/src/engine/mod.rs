@@ -1,10 +1,12 @@
 //! [`Engine`]: the cloneable handle an embedder holds. It opens a log
 //! (recovery, then the writer thread), runs the checks that cost no writer
-//! time, hands writes to the writer ([`writes`]), and serves reads and waits
-//! from published (durable) state ([`reads`]).
+//! time, hands writes to the writer ([`writes`], and [`records`] for records
+//! with headers), and serves reads and waits from published (durable)
+//! state ([`reads`]).
 
 mod cursors;
 mod reads;
+mod records;
 mod replicated;
 mod writes;
 
@@ -13,7 +15,7 @@ use crate::error::{OpenError, StorageFailure, WriteError};
 use crate::locks;
 use crate::metrics::Metrics;
 use crate::recovery::{self, RecoveryReport};
-use crate::shared::{Shared, Start};
+use crate::shared::Shared;
 use crate::storage::{DirStorage, Storage};
 use crate::writer::{self, Msg};
 use std::path::Path;
@@ -86,7 +88,7 @@ impl Engine {
         let (tx, rx) = mpsc::channel(config.queue_depth_max);
         let (next_group_id, active_len) = (recovered.next_group_id, recovered.active_len);
         let report = recovered.report.clone();
-        let shared = Arc::new(Shared::new(Start::recovered(config, storage, recovered)));
+        let shared = Arc::new(Shared::new(recovered.into_start(config, storage)));
         writer::spawn(shared.clone(), rx, next_group_id, active_len)
             .map_err(|e| OpenError::io("starting the writer thread", e))?;
         crate::reclaim::spawn(&shared, &tx)

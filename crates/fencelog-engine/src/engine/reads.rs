@@ -2,13 +2,13 @@
 //! the fence history, and waiting for a stream to grow.
 
 use super::{Engine, WaiterGuard};
-use crate::codec::checkpoint::{FenceEvent, ProducerEntry};
 use crate::error::ReadError;
 use crate::locks;
 use crate::name::validate_stream_name;
 use crate::reader::{self, ReadBatch};
 use crate::seek;
-use crate::stream::{StreamShared, StreamState};
+use crate::stream::StreamShared;
+use fencelog_types::{FenceEvent, ProducerEntry, StreamState};
 use std::ops::Bound;
 use std::sync::Arc;
 use std::time::Duration;

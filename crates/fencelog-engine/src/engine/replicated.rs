@@ -16,7 +16,8 @@ use super::Engine;
 use crate::codec::checkpoint::AppliedState;
 use crate::error::WriteError;
 use crate::locks;
-use crate::writer::{Applied, ApplyEntry, Op, Request, WriteOp};
+use crate::op::{Applied, WriteOp};
+use crate::writer::{ApplyEntry, Op, Request};
 use std::collections::VecDeque;
 use tokio::sync::oneshot;
 

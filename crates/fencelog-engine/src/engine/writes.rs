@@ -6,17 +6,13 @@
 
 use super::Engine;
 use crate::checks;
-use crate::codec::checkpoint::CursorEntry;
-use crate::codec::StreamConfig;
 use crate::error::WriteError;
 use crate::fence::{self, Refusal};
 use crate::locks;
-use crate::record::RecordIn;
-use crate::stream::StreamState;
-use crate::writer::{
-    Ack, AppendOptions, Applied, BatchAck, BatchOp, Msg, PendingWrite, Request, WriteOp,
-};
+use crate::op::{AppendOptions, Applied, BatchOp, WriteOp};
+use crate::writer::{Msg, PendingWrite, Request};
 use bytes::Bytes;
+use fencelog_types::{Ack, BatchAck, CursorEntry, StreamConfig, StreamState};
 use std::sync::atomic::Ordering;
 
 /// Which of the engine's checks a write gets besides its input's.
@@ -173,7 +169,7 @@ impl Engine {
     }
 
     /// [`Engine::write`], waited for.
-    async fn written(&self, op: WriteOp) -> Result<Applied, WriteError> {
+    pub(super) async fn written(&self, op: WriteOp) -> Result<Applied, WriteError> {
         self.write(op)?.await
     }
 
@@ -211,47 +207,6 @@ impl Engine {
             token: fencing_token,
             records,
             headers: Vec::new(),
-            options,
-        };
-        self.written(op).await.map(Applied::into_ack)
-    }
-
-    /// Appends records that may carry headers, atomically, like
-    /// [`Engine::append`] (which is this without headers, and what this
-    /// does when no record has any, so such a batch is byte for byte a
-    /// plain append). Every record's headers are checked against the
-    /// limits, and their bytes count against the batch byte limit, before
-    /// anything reaches the writer.
-    pub async fn append_records(
-        &self,
-        stream: &str,
-        fencing_token: u64,
-        records: Vec<RecordIn>,
-        match_seq_num: Option<u64>,
-    ) -> Result<Ack, WriteError> {
-        let options = AppendOptions {
-            match_seq_num,
-            ..Default::default()
-        };
-        self.append_records_with(stream, fencing_token, records, options)
-            .await
-    }
-
-    /// [`Engine::append_records`] with an idempotent producer and a
-    /// deadline, as [`Engine::append_with`].
-    pub async fn append_records_with(
-        &self,
-        stream: &str,
-        fencing_token: u64,
-        records: Vec<RecordIn>,
-        options: AppendOptions,
-    ) -> Result<Ack, WriteError> {
-        let (records, headers) = records.into_iter().map(|r| (r.body, r.headers)).unzip();
-        let op = WriteOp::Append {
-            stream: stream.into(),
-            token: fencing_token,
-            records,
-            headers,
             options,
         };
         self.written(op).await.map(Applied::into_ack)

@@ -6,11 +6,12 @@
 //! `Durability::OnFlush` the writer flushes before the file is synced, so
 //! no checkpoint covers a group a crash can lose.
 
-use super::{failed, ReclaimReport, Writer};
+use super::{failed, Writer};
 use crate::codec::checkpoint::{CheckpointEncoder, CheckpointHeader, CHECKPOINT_HEADER_BYTES};
 use crate::error::{StorageFailure, WriteError};
 use crate::files::{checkpoint_name, checkpoint_tmp_name};
 use crate::locks;
+use crate::reclaim_signal::ReclaimReport;
 use crate::shared::Shared;
 use crate::storage::StorageFile;
 use std::sync::atomic::Ordering;

@@ -9,12 +9,13 @@
 //! latency; the writer copies only what is still live when it gets there.
 
 use super::live::{Live, Sealed};
-use super::{ReclaimReport, Writer};
+use super::Writer;
 use crate::codec::decode_frame;
 use crate::config::{COMPACTION_LIVE_PERCENT, RELOCATE_REQUEST_BYTES_MAX};
 use crate::error::WriteError;
 use crate::index::FrameLoc;
 use crate::locks;
+use crate::reclaim_signal::ReclaimReport;
 use crate::shared::Shared;
 use crate::writer::{Op, Relocation};
 use bytes::Bytes;

@@ -4,10 +4,10 @@
 //! unlisted but present (removed at the next open).
 
 use super::live::Sealed;
-use super::ReclaimReport;
 use crate::codec::manifest::Manifest;
 use crate::error::StorageFailure;
 use crate::locks;
+use crate::reclaim_signal::ReclaimReport;
 use crate::shared::Shared;
 
 pub(super) fn run(

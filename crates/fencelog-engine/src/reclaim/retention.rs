@@ -4,11 +4,12 @@
 //! defaults. The trims go through the writer (kind Trim, flag RETENTION,
 //! the stream's own token), so the token and `next_seq` are untouched.
 
-use super::{ReclaimReport, Writer};
+use super::Writer;
 use crate::codec::decode_frame;
 use crate::error::WriteError;
 use crate::index::FrameLoc;
 use crate::locks;
+use crate::reclaim_signal::ReclaimReport;
 use crate::shared::Shared;
 use crate::stream::StreamShared;
 use crate::writer::Op;

@@ -45,9 +45,11 @@ use crate::codec::{decode_segment_header, FORMAT_VERSION, SEGMENT_HEADER_BYTES};
 use crate::config::Config;
 use crate::error::{Corruption, OpenError};
 use crate::segment::{segment_name, Segment, Segments};
+use crate::shared::Start;
 use crate::storage::Storage;
 use crate::stream::StreamMap;
 use scan::Scan;
+use std::sync::Arc;
 
 /// The first group id ever written; 0 is never a group.
 pub const FIRST_GROUP_ID: u64 = 1;
@@ -117,6 +119,24 @@ pub struct Recovered {
     pub applied: Option<AppliedState>,
     /// What recovery found and did.
     pub report: RecoveryReport,
+}
+
+impl Recovered {
+    /// What the engine's shared state starts from.
+    pub(crate) fn into_start(self, config: Config, storage: Arc<dyn Storage>) -> Start {
+        Start {
+            config,
+            storage,
+            streams: self.streams,
+            segments: self.segments,
+            manifest: self.manifest,
+            published_group: self.next_group_id - 1,
+            active_len: self.active_len,
+            sealed_bytes: self.sealed_bytes,
+            checkpoint_bytes: self.checkpoint_bytes,
+            applied: self.applied,
+        }
+    }
 }
 
 /// Opens `name` and maps it whole.

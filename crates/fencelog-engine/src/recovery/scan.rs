@@ -6,7 +6,7 @@
 //! checkpoint), but a live records frame is still an index candidate.
 
 use super::state::{self, Core, Found, Misfit};
-use super::tail::{self, Cut};
+use super::tail::{self, Cut, Position};
 use super::{corrupt, FIRST_GROUP_ID};
 use crate::codec::checkpoint::AppliedState;
 use crate::codec::{
@@ -158,7 +158,8 @@ impl Scan {
             let frame = match decode_frame(&view[off..], self.version) {
                 Ok(f) => f,
                 Err(e) => {
-                    return tail::decide(self, name, view, off, is_last, e.to_string()).map(Some)
+                    return tail::decide(&self.position(), name, view, off, is_last, e.to_string())
+                        .map(Some)
                 }
             };
             let at = off as u64;
@@ -169,7 +170,18 @@ impl Scan {
                 self.close_group();
             }
         }
-        tail::unfinished_group(self, name, view.len() as u64, is_last)
+        tail::unfinished_group(&self.position(), name, view.len() as u64, is_last)
+    }
+
+    /// Where the scan stands, for [`tail`]'s decisions.
+    fn position(&self) -> Position {
+        Position {
+            open_group_start: self.open_group_start,
+            open_group_id: self.open_group_id,
+            last_closed_group: self.last_closed_group,
+            version: self.version,
+            unordered_tail: self.unordered_tail,
+        }
     }
 
     /// Group ids: frames of one group are adjacent; groups count up by one.

@@ -4,9 +4,10 @@
 //! candidates each records frame leaves.
 
 use crate::carried::{Carried, ProducerWrite};
-use crate::codec::checkpoint::{FenceBy, FenceEvent, StreamEntry, FENCE_HISTORY_MAX};
-use crate::codec::{Frame, FrameKind, Payload, StreamConfig};
+use crate::codec::checkpoint::{StreamEntry, FENCE_HISTORY_MAX};
+use crate::codec::{Frame, FrameKind, Payload};
 use crate::fence::{self, Change, FenceState, ReplayViolation, Replayed};
+use fencelog_types::{FenceBy, FenceEvent, StreamConfig};
 
 /// Everything a checkpoint keeps of a stream.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -11,11 +11,24 @@
 //! never flushed; their Raft entries are applied again). Every segment
 //! before the last was synced by its roll, so damage there still refuses.
 
-use super::scan::Scan;
 use super::{corrupt, RecoveryReport, Truncation};
 use crate::codec::{decode_frame, FORMAT_VERSION, FORMAT_VERSION_V1, FRAME_MAGIC};
 use crate::error::OpenError;
 use crate::storage::{Storage, StorageFile};
+
+/// Where the scan stands in a segment that stopped decoding or ended:
+/// what deciding its tail looks at.
+pub(super) struct Position {
+    /// Where the open (not yet closed) group starts, if one is open.
+    pub open_group_start: Option<u64>,
+    pub open_group_id: u64,
+    pub last_closed_group: u64,
+    /// The segment's format version.
+    pub version: u32,
+    /// Unsynced groups of the last segment may have reached the disk in
+    /// any order (`Durability::OnFlush`).
+    pub unordered_tail: bool,
+}
 
 /// Where to cut the last segment, and why.
 pub(super) struct Cut {
@@ -32,7 +45,7 @@ pub(super) struct Cut {
 /// starts at the open group (its earlier frames were never acknowledged
 /// either) or at `off`.
 pub(super) fn decide(
-    scan: &Scan,
+    pos: &Position,
     name: &str,
     view: &[u8],
     off: usize,
@@ -43,16 +56,16 @@ pub(super) fn decide(
         return Err(corrupt(name, off as u64, reason));
     }
     // The group that may be torn: the open one, or the next.
-    let torn_group = if scan.open_group_start.is_some() {
-        scan.open_group_id
+    let torn_group = if pos.open_group_start.is_some() {
+        pos.open_group_id
     } else {
-        scan.last_closed_group + 1
+        pos.last_closed_group + 1
     };
-    let later = match (scan.unordered_tail && !mutated!(OrderedTailOnFlush))
+    let later = match (pos.unordered_tail && !mutated!(OrderedTailOnFlush))
         || mutated!(TruncateAnyBadFrame)
     {
         true => None,
-        false => find_frame_after(view, off + 1, torn_group + 1, scan.version),
+        false => find_frame_after(view, off + 1, torn_group + 1, pos.version),
     };
     if let Some((at, g)) = later {
         return Err(corrupt(
@@ -62,8 +75,8 @@ pub(super) fn decide(
         ));
     }
     Ok(Cut {
-        offset: scan.open_group_start.unwrap_or(off as u64),
-        zero_tail: scan.open_group_start.is_none() && view[off..].iter().all(|&b| b == 0),
+        offset: pos.open_group_start.unwrap_or(off as u64),
+        zero_tail: pos.open_group_start.is_none() && view[off..].iter().all(|&b| b == 0),
         reason,
     })
 }
@@ -71,12 +84,12 @@ pub(super) fn decide(
 /// Every frame decoded but the segment ends inside a group: in the last
 /// segment that group is the torn tail, anywhere else the log is broken.
 pub(super) fn unfinished_group(
-    scan: &Scan,
+    pos: &Position,
     name: &str,
     len: u64,
     is_last: bool,
 ) -> Result<Option<Cut>, OpenError> {
-    let Some(start) = scan.open_group_start else {
+    let Some(start) = pos.open_group_start else {
         return Ok(None);
     };
     if !is_last {

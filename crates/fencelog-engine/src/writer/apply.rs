@@ -10,14 +10,14 @@ use super::batch::plan_batch;
 use super::plan::{
     answers_state, needs_carried, pending, plan_one, IndexChange, Lookup, Out, Pending,
 };
-use super::protocol::{Answer, Applied, ApplyEntry, BatchAction, Op};
-use super::write_op::WriteOp;
+use super::protocol::{Answer, ApplyEntry, Op};
 use crate::checks::{validate_short_name, validate_stream_config, BATCH_OPS_MAX};
 use crate::codec::{encode_frame_with, AppliedMark, FrameKind, PayloadSpec, FRAME_RECORDS_MAX};
 use crate::error::WriteError;
 use crate::name::validate_stream_name;
+use crate::op::{Applied, BatchAction, WriteOp};
 use crate::record::validate_headers;
-use crate::record::Header;
+use fencelog_types::Header;
 use std::collections::HashMap;
 
 /// Plans `entry`'s ops and its marker; answers one result per op.
@@ -115,7 +115,7 @@ fn check_records(count: usize) -> Result<(), WriteError> {
 
 /// A batch's shape, as [`crate::Engine::check_batch_ops`] checks it but
 /// with the format's caps instead of this engine's limits.
-fn check_batch_format(ops: &[super::protocol::BatchOp]) -> Result<(), WriteError> {
+fn check_batch_format(ops: &[crate::op::BatchOp]) -> Result<(), WriteError> {
     if ops.is_empty() || ops.len() > BATCH_OPS_MAX {
         return Err(WriteError::BadInput(format!(
             "a batch has 1..={BATCH_OPS_MAX} operations, this one {}",

@@ -8,10 +8,10 @@
 //! applies all of them or none (format-v2.md, "Group semantics").
 
 use super::plan::{pending, plan_append, plan_state, AppendArgs, Lookup, Out, Pending, Saved};
-use super::protocol::{BatchAck, BatchAction, BatchOp};
-use crate::codec::checkpoint::FenceBy;
 use crate::error::WriteError;
 use crate::fence;
+use crate::op::{BatchAction, BatchOp};
+use fencelog_types::{BatchAck, FenceBy};
 use std::collections::HashMap;
 
 /// Plans `ops` all or nothing; see the module comment.

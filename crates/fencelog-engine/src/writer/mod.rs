@@ -3,14 +3,16 @@
 //!
 //! One loop iteration is one group, in phases, each in its own module:
 //! [`collect`] takes everything waiting (up to the group limits, lingering
-//! briefly for callers about to come back); [`plan`] applies the fencing
+//! briefly for callers about to come back); [`group`] applies the fencing
 //! rule in arrival order against pending state and encodes all accepted
-//! frames into one buffer (pure); [`persist`] writes it and calls
-//! `sync_data` once; [`publish`] makes it visible, then answers and wakes
-//! readers. Nobody hears "ok" — or "stale" decided against pending state —
-//! before the sync returns. Requests that queue while a sync runs form the
-//! next group, which is the whole of group commit: no timers. Between
-//! groups the writer polls its queue briefly before it sleeps
+//! frames into one buffer (pure: each request through [`plan`], a
+//! multi-stream batch through [`batch`], a committed Raft entry through
+//! [`apply`]); [`persist`] writes it and calls `sync_data` once;
+//! [`publish`] makes it visible, then answers and wakes readers. Nobody
+//! hears "ok" — or "stale" decided against pending state — before the
+//! sync returns. Requests that queue while a sync runs form the next
+//! group, which is the whole of group commit: no timers. Between groups
+//! the writer polls its queue briefly before it sleeps
 //! ([`collect::next_request`]), so a caller coming straight back is not
 //! also kept waiting for a wake-up.
 //!
@@ -21,21 +23,22 @@
 mod apply;
 mod batch;
 mod collect;
+mod group;
 mod persist;
 mod plan;
 mod protocol;
 mod publish;
-mod write_op;
+mod request;
 
-pub use protocol::{Ack, AppendOptions, Applied, BatchAck, BatchAction, BatchOp, ProducerSeq};
 pub(crate) use protocol::{ApplyEntry, Msg, Op, Relocation, Reply, Request};
-pub use write_op::{PendingWrite, WriteOp};
+pub use request::PendingWrite;
 
 use crate::error::{StorageFailure, WriteError};
 use crate::locks;
 use crate::shared::Shared;
 use crate::stream::StreamShared;
 use collect::{collect, next_request, Control, GroupLimits, Linger};
+use fencelog_types::StreamConfig;
 use persist::{PersistError, Tail};
 use plan::{Budget, Context, Defaults, Durable, Lookup, Plan};
 use protocol::Answer;
@@ -115,7 +118,7 @@ impl Lookup<Arc<StreamShared>> for Published<'_> {
         inner.carried().cloned().unwrap_or_default()
     }
 
-    fn config(&mut self, name: &str) -> crate::StreamConfig {
+    fn config(&mut self, name: &str) -> StreamConfig {
         let Some(s) = self.0.stream(name) else {
             return Default::default();
         };
@@ -320,7 +323,7 @@ impl Writer {
             frames,
             counts,
             applied,
-        } = plan::plan(
+        } = group::plan(
             &mut self.requests,
             &mut self.answers,
             &mut self.buf,
@@ -385,6 +388,7 @@ mod tests {
     use crate::sim::SimStorage;
     use crate::storage::Storage;
     use bytes::Bytes;
+    use fencelog_types::Ack;
     use tokio::sync::oneshot;
 
     /// A writer over a fresh simulated disk, driven on the test's thread.
@@ -396,7 +400,7 @@ mod tests {
         let storage: Arc<dyn Storage> = Arc::new(sim);
         let recovered = crate::recovery::recover(&*storage, &config).unwrap();
         let (next_group_id, active_len) = (recovered.next_group_id, recovered.active_len);
-        let start = crate::shared::Start::recovered(config, storage, recovered);
+        let start = recovered.into_start(config, storage);
         let shared = Arc::new(Shared::new(start));
         let (tx, rx) = mpsc::channel(queue);
         let w = Writer::new(shared, rx, next_group_id, active_len);

@@ -1,8 +1,9 @@
-//! The planning step, pure: a group of requests and the pending per-stream
-//! state become encoded frames in one buffer, the index changes to publish
-//! once they are durable, every request's answer, and counters. No locks,
-//! no I/O, no clock: the writer looks durable state up through the
-//! [`Lookup`] and passes the time in.
+//! The planning step, pure: each request of a group, against the pending
+//! per-stream state, becomes encoded frames in one buffer, the index
+//! changes to publish once they are durable, its answer, and counters
+//! ([`super::group`] runs it over a whole group). No locks, no I/O, no
+//! clock: the writer looks durable state up through the [`Lookup`] and
+//! passes the time in.
 //!
 //! The fencing rule ([`crate::fence`]) is applied in arrival order against
 //! *pending* state: the durable state plus the frames planned so far in the
@@ -12,21 +13,20 @@
 //! before it in the group (or published before the group) killed it.
 
 use super::protocol::{
-    records_frame_len, refusal_error, trailer_len, Ack, Answer, Op, ProducerSeq, Relocated,
-    Relocation, Request,
+    records_frame_len, refusal_error, trailer_len, Answer, Op, Relocated, Relocation,
 };
 use crate::carried::{Carried, ProducerWrite};
-use crate::codec::checkpoint::{AppliedState, CursorEntry, FenceBy, FenceEvent};
+use crate::codec::checkpoint::AppliedState;
 use crate::codec::{
-    encode_frame, encode_frame_with, encode_relocated, set_last_in_group, FrameKind, FrameSpec,
-    PayloadSpec, ProducerTrailer, RecordSpec, StreamConfig, FLAG_RETENTION,
+    encode_frame, encode_frame_with, encode_relocated, FrameKind, FrameSpec, PayloadSpec,
+    ProducerTrailer, RecordSpec, FLAG_RETENTION,
 };
 use crate::error::WriteError;
 use crate::fence::{self, Change, Effect, FenceState, Refusal};
-use crate::record::Header;
-use crate::stream::StreamState;
+use crate::op::ProducerSeq;
 use bytes::Bytes;
-use std::collections::{HashMap, VecDeque};
+use fencelog_types::{Ack, CursorEntry, FenceBy, FenceEvent, Header, StreamConfig, StreamState};
+use std::collections::HashMap;
 
 /// A stream's durable state as the group starts, and what publishing needs
 /// to reach it (`H`: the stream's shared state in the engine).
@@ -344,85 +344,6 @@ impl Out<'_> {
             _ => {}
         }
     }
-}
-
-/// Plans group `ctx.group_id`: takes every request off the front of
-/// `requests` (so a request is either still there or has its answer in
-/// `answers`), encodes the accepted ones into `buf` (cleared first), and
-/// answers each in arrival order. Timestamps are `ctx.now_ms`, but never
-/// below a stream's last one.
-pub(super) fn plan<H>(
-    requests: &mut VecDeque<Request>,
-    answers: &mut Vec<Answer>,
-    buf: &mut Vec<u8>,
-    ctx: Context,
-    lookup: &mut impl Lookup<H>,
-) -> Plan<H> {
-    buf.clear();
-    let mut streams: HashMap<Box<str>, Pending<H>> = HashMap::new();
-    let mut frames = Vec::new();
-    let mut counts = Counts::default();
-    let mut applied = None;
-    let mut out = Out {
-        buf,
-        frames: &mut frames,
-        counts: &mut counts,
-        ctx,
-    };
-    while let Some(req) = requests.pop_front() {
-        let answer = match req.op {
-            Op::Relocate { frames, reply } => Answer::Relocated(
-                reply,
-                Ok(plan_relocate(&mut out, &mut streams, lookup, frames)),
-            ),
-            Op::Apply { entry, reply } => {
-                let results = super::apply::plan_apply(&mut out, &mut streams, lookup, &entry);
-                applied = Some(carry_membership(applied.take(), entry.mark));
-                Answer::Applied(reply, Ok(results))
-            }
-            Op::Batch {
-                ops,
-                not_after_ms,
-                reply,
-            } => Answer::Batch(
-                reply,
-                super::batch::plan_batch(&mut out, &mut streams, lookup, ops, not_after_ms),
-            ),
-            op => {
-                let p = pending(&mut streams, lookup, &req.stream);
-                if needs_carried(&op) {
-                    p.load_carried(lookup, &req.stream);
-                }
-                if answers_state(&op) {
-                    p.load_config(lookup, &req.stream);
-                }
-                plan_one(&mut out, p, &req.stream, op)
-            }
-        };
-        answers.push(answer);
-    }
-    if let Some(last) = frames.last() {
-        set_last_in_group(&mut buf[last.offset_in_buf..], true);
-    }
-    Plan {
-        streams,
-        frames,
-        counts,
-        applied,
-    }
-}
-
-/// The group's marker after `mark`: `mark`, holding the membership of the
-/// group's earlier marker `before` when it leaves membership unchanged
-/// (empty), so a group of several entries publishes the last membership
-/// any of them set, as recovery reads it back.
-fn carry_membership(before: Option<AppliedState>, mut mark: AppliedState) -> AppliedState {
-    if mark.membership.is_empty() && !mutated!(GroupMarkerForgetsMembership) {
-        if let Some(b) = before {
-            mark.membership = b.membership;
-        }
-    }
-    mark
 }
 
 pub(super) fn pending<'s, H>(
@@ -835,7 +756,7 @@ fn plan_config<H>(
 /// Compaction's copies: each frame still live — its stream not deleted,
 /// not trimmed past it, and the durable index pointing at the copy the
 /// reclaimer read — is copied with flag RELOCATED and a new group id.
-fn plan_relocate<H>(
+pub(super) fn plan_relocate<H>(
     out: &mut Out<'_>,
     streams: &mut HashMap<Box<str>, Pending<H>>,
     lookup: &mut impl Lookup<H>,

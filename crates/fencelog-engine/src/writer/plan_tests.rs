@@ -1,5 +1,9 @@
 use super::*;
-use crate::codec::{decode_frame, FrameHeader, Retention, FORMAT_VERSION};
+use crate::codec::{decode_frame, FrameHeader, FORMAT_VERSION};
+use crate::writer::group::plan;
+use crate::writer::protocol::Request;
+use fencelog_types::{BatchAck, Retention};
+use std::collections::VecDeque;
 use tokio::sync::oneshot::{self, Receiver};
 
 type AppendRx = Receiver<Result<Ack, WriteError>>;
@@ -550,9 +554,9 @@ fn relocations_dead_on_arrival_are_not_written() {
     assert_eq!(plan.counts.dead_on_arrival, 2);
 }
 
-type BatchRx = Receiver<Result<Vec<crate::writer::BatchAck>, WriteError>>;
+type BatchRx = Receiver<Result<Vec<BatchAck>, WriteError>>;
 
-fn batch(ops: Vec<crate::writer::BatchOp>) -> (Request, BatchRx) {
+fn batch(ops: Vec<crate::op::BatchOp>) -> (Request, BatchRx) {
     let (reply, rx) = oneshot::channel();
     let op = Op::Batch {
         ops,
@@ -568,11 +572,11 @@ fn batch(ops: Vec<crate::writer::BatchOp>) -> (Request, BatchRx) {
     )
 }
 
-fn batch_append(stream: &str, token: u64) -> crate::writer::BatchOp {
-    crate::writer::BatchOp {
+fn batch_append(stream: &str, token: u64) -> crate::op::BatchOp {
+    crate::op::BatchOp {
         stream: stream.into(),
         fencing_token: token,
-        action: crate::writer::BatchAction::Append {
+        action: crate::op::BatchAction::Append {
             records: vec![Bytes::from(format!("{stream}-b"))],
             match_seq_num: None,
         },

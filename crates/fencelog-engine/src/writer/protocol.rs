@@ -1,92 +1,14 @@
 //! What the engine handle (and the reclaimer) send the writer, and how the
 //! writer answers.
 
-use super::write_op::WriteOp;
-use crate::codec::checkpoint::{AppliedState, CursorEntry};
-use crate::codec::{frame_len, StreamConfig, APPLIED_FIXED_BYTES, FRAME_HEADER_BYTES};
+use crate::codec::checkpoint::AppliedState;
+use crate::codec::{frame_len, APPLIED_FIXED_BYTES, FRAME_HEADER_BYTES};
 use crate::error::WriteError;
 use crate::fence::Refusal;
-use crate::record::Header;
-use crate::stream::StreamState;
+use crate::op::{Applied, BatchAction, BatchOp, ProducerSeq, WriteOp};
 use bytes::Bytes;
+use fencelog_types::{Ack, BatchAck, CursorEntry, Header, StreamConfig, StreamState};
 use tokio::sync::oneshot;
-
-/// What a successful append returns.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ack {
-    /// Seq of the batch's first record.
-    pub first_seq: u64,
-    /// Seq of the batch's last record.
-    pub last_seq: u64,
-    /// The stream's `next_seq` right after the batch.
-    pub next_seq: u64,
-    /// The token the batch was accepted with.
-    pub fencing_token: u64,
-    /// The timestamp every record of the batch carries (Unix ms).
-    pub timestamp_ms: u64,
-    /// An idempotent producer's retry of its last applied append: this is
-    /// that append's original ack, and nothing was written (issue 11).
-    pub duplicate: bool,
-}
-
-/// An idempotent producer's identity on an append (issue 11): its id and
-/// its own sequence number for this append.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProducerSeq {
-    /// 1..=64 bytes of `[A-Za-z0-9._:-]`.
-    pub id: String,
-    /// Continues the producer's last applied seq on the stream by one; a
-    /// producer the stream does not know may start anywhere.
-    pub seq: u64,
-}
-
-/// What an append may carry besides its token and records.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AppendOptions {
-    /// Append only if the stream's `next_seq` equals it.
-    pub match_seq_num: Option<u64>,
-    /// An idempotent producer's id and seq: a retry of its last applied
-    /// append is answered with the original ack and writes nothing.
-    pub producer: Option<ProducerSeq>,
-    /// Accept only if the writer's timestamp for the batch is at most this
-    /// (Unix ms, the writer's clock).
-    pub not_after_ms: Option<u64>,
-}
-
-/// One operation of a multi-stream batch ([`crate::Engine::batch`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BatchOp {
-    /// The stream it changes.
-    pub stream: String,
-    /// The token it carries, checked as a single operation's would be.
-    pub fencing_token: u64,
-    /// What it does.
-    pub action: BatchAction,
-}
-
-/// What one batch operation does.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BatchAction {
-    /// Append these records (`match_seq_num` as for a single append).
-    Append {
-        /// At least one record, within the single append's limits.
-        records: Vec<Bytes>,
-        /// Append only if the stream's `next_seq` (after the batch's
-        /// earlier operations) equals it.
-        match_seq_num: Option<u64>,
-    },
-    /// Fence the stream (creating it if need be).
-    Fence,
-}
-
-/// One batch operation's acknowledgement.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BatchAck {
-    /// An append's ack.
-    Append(Ack),
-    /// A fence's: the stream's state after it.
-    Fence(StreamState),
-}
 
 /// A message on the writer's queue.
 pub(crate) enum Msg {
@@ -189,54 +111,6 @@ pub(crate) struct ApplyEntry {
     pub mark: AppliedState,
 }
 
-/// What an applied op did: an append's ack or a state change's state.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Applied {
-    /// An accepted append.
-    Appended(Ack),
-    /// An accepted fence, trim, seal, delete or config: the stream's
-    /// state after it.
-    State(StreamState),
-    /// An accepted cursor commit.
-    Cursor(CursorEntry),
-    /// An accepted multi-stream batch: one ack per op.
-    Batch(Vec<BatchAck>),
-}
-
-impl Applied {
-    /// An append's ack; the writer answers an append with nothing else.
-    pub(crate) fn into_ack(self) -> Ack {
-        match self {
-            Applied::Appended(ack) => ack,
-            other => unreachable!("an append answered {other:?}"),
-        }
-    }
-
-    /// A fence's, trim's, seal's, delete's or config's state.
-    pub(crate) fn into_state(self) -> StreamState {
-        match self {
-            Applied::State(state) => state,
-            other => unreachable!("a state change answered {other:?}"),
-        }
-    }
-
-    /// A cursor commit's cursor.
-    pub(crate) fn into_cursor(self) -> CursorEntry {
-        match self {
-            Applied::Cursor(cursor) => cursor,
-            other => unreachable!("a cursor commit answered {other:?}"),
-        }
-    }
-
-    /// A batch's acks.
-    pub(crate) fn into_batch(self) -> Vec<BatchAck> {
-        match self {
-            Applied::Batch(acks) => acks,
-            other => unreachable!("a batch answered {other:?}"),
-        }
-    }
-}
-
 /// What an append carries besides its token, records and
 /// `match_seq_num`; at least one field is set (else it is `None` in
 /// [`Op::Append`]).
@@ -315,7 +189,7 @@ impl Request {
             Op::Config { .. } => FRAME_HEADER_BYTES + self.stream.len() + 24,
             Op::Apply { entry, .. } => {
                 let marker = FRAME_HEADER_BYTES + APPLIED_FIXED_BYTES + entry.mark.membership.len();
-                entry.ops.iter().map(WriteOp::encoded_len).sum::<usize>() + marker
+                entry.ops.iter().map(op_len).sum::<usize>() + marker
             }
             _ => FRAME_HEADER_BYTES + self.stream.len(),
         }
@@ -337,6 +211,30 @@ impl Request {
             Op::Relocate { reply, .. } => drop(reply.send(Err(err))),
             Op::Apply { reply, .. } => drop(reply.send(Err(err))),
         }
+    }
+}
+
+/// Bytes an op's frames will take in a group.
+pub(super) fn op_len(op: &WriteOp) -> usize {
+    match op {
+        WriteOp::Append {
+            stream,
+            records,
+            headers,
+            options,
+            ..
+        } => {
+            records_frame_len(stream, records, headers)
+                + options.producer.as_ref().map_or(0, trailer_len)
+        }
+        WriteOp::Fence { stream, .. }
+        | WriteOp::Trim { stream, .. }
+        | WriteOp::Seal { stream, .. }
+        | WriteOp::Delete { stream, .. }
+        | WriteOp::Retain { stream, .. } => FRAME_HEADER_BYTES + stream.len(),
+        WriteOp::Config { stream, .. } => FRAME_HEADER_BYTES + stream.len() + 24,
+        WriteOp::Cursor { stream, name, .. } => FRAME_HEADER_BYTES + stream.len() + 1 + name.len(),
+        WriteOp::Batch { ops, .. } => ops.iter().map(BatchOp::encoded_len).sum(),
     }
 }
 

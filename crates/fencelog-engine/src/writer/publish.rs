@@ -12,6 +12,7 @@ use crate::locks;
 use crate::metrics::Metrics;
 use crate::shared::Shared;
 use crate::stream::{Inner, StreamShared};
+use fencelog_types::{BatchAck, StreamState};
 use prometheus_client::metrics::counter::Counter;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
@@ -199,7 +200,7 @@ pub(super) fn answer(shared: &Shared, answers: &mut Vec<Answer>) {
             }
             Answer::Batch(tx, Ok(mut acks)) => {
                 for a in &mut acks {
-                    if let super::BatchAck::Fence(state) = a {
+                    if let BatchAck::Fence(state) = a {
                         fill_bytes(shared, state);
                     }
                 }
@@ -208,10 +209,10 @@ pub(super) fn answer(shared: &Shared, answers: &mut Vec<Answer>) {
             Answer::Applied(tx, Ok(mut results)) => {
                 for r in results.iter_mut().flatten() {
                     match r {
-                        super::Applied::State(state) => fill_bytes(shared, state),
-                        super::Applied::Batch(acks) => {
+                        crate::op::Applied::State(state) => fill_bytes(shared, state),
+                        crate::op::Applied::Batch(acks) => {
                             for a in acks {
-                                if let super::BatchAck::Fence(state) = a {
+                                if let BatchAck::Fence(state) = a {
                                     fill_bytes(shared, state);
                                 }
                             }
@@ -228,7 +229,7 @@ pub(super) fn answer(shared: &Shared, answers: &mut Vec<Answer>) {
 
 /// The part of a state answer planning does not know: the stream's size,
 /// from the published stream (so as of the group's end).
-fn fill_bytes(shared: &Shared, state: &mut crate::stream::StreamState) {
+fn fill_bytes(shared: &Shared, state: &mut StreamState) {
     if let Some(s) = shared.stream(&state.stream) {
         state.bytes = locks::lock(&s.inner).index.bytes();
     }
