@@ -1,5 +1,5 @@
-//! Per-stream state that format v2 defines for issue 11 — idempotent
-//! producers and fenced cursors. The writer plans producer appends and
+//! Per-stream state that format v2 defines for idempotent producers and
+//! fenced cursors. The writer plans producer appends and
 //! cursor commits with it, recovery replays their frames with the same
 //! functions (so the state a restart rebuilds, LRU order and evictions
 //! included, is the state the writer had), and the checkpoint carries it,

@@ -41,7 +41,8 @@ pub const PREALLOC_BYTES_DEFAULT: u64 = 4 << 20;
 /// round trip; a writer asleep by then costs each of them a wake-up, which
 /// on a virtual machine with an idle vCPU is tens of µs of latency
 /// (measured here, 1 client: append p50 261 µs sleeping at once, 225–232
-/// µs polling for 200 µs; BENCHMARKS.md, stop 39). Polling yields the
+/// µs polling for 200 µs; docs/benchmark-history.md, "Kept: the writer
+/// polls for the next request before it sleeps"). Polling yields the
 /// core to anything runnable, and a writer that finds nothing sleeps as
 /// before, so an idle engine costs at most this much CPU per group.
 pub const WRITER_SPIN_US_DEFAULT: u64 = 200;
@@ -52,7 +53,7 @@ pub const WRITER_SPIN_US_LIMIT: u64 = 10_000;
 /// delete, retention or roll nudges it at once).
 pub const RECLAIM_INTERVAL_MS_DEFAULT: u64 = 10_000;
 /// Bytes per second compaction copies at most, so appends keep their
-/// latency (issue 10: p99 during compaction ≤ 2× p99 without).
+/// latency (the target: p99 during compaction ≤ 2× p99 without).
 pub const COMPACTION_BYTES_PER_SECOND_DEFAULT: u64 = 32 << 20;
 /// A sealed segment with less than this share of live bytes is compacted;
 /// keeping every one at least this live bounds the disk at 1.25 × live.
@@ -94,7 +95,7 @@ pub struct Config {
     /// data directory past it are refused with
     /// [`crate::WriteError::InsufficientStorage`] before the disk is full.
     pub data_bytes_max: Option<u64>,
-    /// Idempotent producers remembered per stream (issue 11).
+    /// Idempotent producers remembered per stream.
     pub producers_per_stream_max: usize,
     /// How often the reclaimer runs when not nudged; 0 runs it only when
     /// [`crate::Engine::reclaim`] is called (the tests' deterministic mode).
@@ -107,7 +108,8 @@ pub struct Config {
     /// [`crate::Engine::retention_due`], since a trim decided by each
     /// replica's own clock would make the replicas differ.
     pub retention_in_reclaim: bool,
-    /// When a group's frames become durable (issue 14).
+    /// When a group's frames become durable: every group, or on flush
+    /// for a cluster's shard engines.
     pub durability: Durability,
     /// How long the writer polls for the next request after a group before
     /// it sleeps ([`WRITER_SPIN_US_DEFAULT`]); 0 sleeps at once.

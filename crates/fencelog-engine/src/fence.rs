@@ -21,7 +21,7 @@
 //!    stream), and a higher one recreates it — by an append or a fence; a
 //!    trim, seal, delete or config of a stream that does not exist (or of
 //!    a tombstone) is [`Refusal::NotFound`];
-//! 5. producer sequence (issue 11): an unknown producer below the token
+//! 5. idempotent producer sequence: an unknown producer below the token
 //!    floor is fenced; a known one must continue at its last seq + 1;
 //! 6. `match_seq_num` ≠ `next_seq` → [`Refusal::SeqMismatch`];
 //! 7. a deadline the writer's timestamp passes → [`Refusal::DeadlineExceeded`].
@@ -113,7 +113,7 @@ pub enum Change {
     Config,
 }
 
-/// The producer part of an append (issue 11): its id's last applied seq
+/// The producer part of an idempotent append: its id's last applied seq
 /// on this stream, if known, and the stream's floor for unknown ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProducerCheck {
@@ -328,7 +328,7 @@ pub fn check_config(state: FenceState, token: Option<u64>) -> Result<u64, Refusa
     }
 }
 
-/// The cursor rule (issue 11): a cursor's token never goes down, it moves
+/// The cursor rule: a cursor's token never goes down, it moves
 /// backwards only with a strictly higher token, and never past the tail.
 pub fn check_cursor(
     state: FenceState,

@@ -7,7 +7,7 @@
 use bytes::Bytes;
 use fencelog_types::{Ack, BatchAck, CursorEntry, Header, StreamConfig, StreamState};
 
-/// An idempotent producer's identity on an append (issue 11): its id and
+/// An idempotent producer's identity on an append: its id and
 /// its own sequence number for this append.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProducerSeq {

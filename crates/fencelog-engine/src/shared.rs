@@ -41,7 +41,7 @@ pub(crate) struct Shared {
     /// Streams someone is waiting on; entries live only while waited on, so
     /// idle streams cost no memory here.
     pub waiters: Mutex<HashMap<Box<str>, Arc<Notify>>>,
-    /// The last applied Raft position (issue 14), carried by checkpoints.
+    /// The last applied Raft position (cluster mode), carried by checkpoints.
     pub applied: Mutex<Option<crate::codec::checkpoint::AppliedState>>,
     /// Wakes the reclaimer: the writer (trims, deletes, retention, copies),
     /// [`crate::Engine::reclaim`] and shutdown.

@@ -4,10 +4,11 @@
 //!
 //! The fields the rejection fast path and the writer's planning read on
 //! every append are atomics; the rest — the index, the fence history, the
-//! retention settings, issue 11's producers and cursors, and the group that
-//! last changed the stream — sit behind the stream's one lock, under which
-//! the writer publishes a stream's whole state at once, readers collect
-//! frame locations, and the checkpointer captures a consistent copy.
+//! retention settings, the idempotent producers and cursors, and the
+//! group that last changed the stream — sit behind the stream's one
+//! lock, under which the writer publishes a stream's whole state at once,
+//! readers collect frame locations, and the checkpointer captures a
+//! consistent copy.
 
 use crate::carried::Carried;
 use crate::codec::checkpoint::{StreamEntry, FENCE_HISTORY_MAX};

@@ -1,7 +1,8 @@
 //! The CHECKPOINT file (`docs/design.md`, "CHECKPOINT"): every stream's
 //! fencing state, so that segments holding the frames that carried it can
-//! be deleted. A 64-byte header, the applied section (issue 14), one
-//! length- and CRC-framed entry per stream in name order, and a trailer
+//! be deleted. A 64-byte header, the applied section (a shard engine's
+//! Raft position in cluster mode), one length- and CRC-framed entry per
+//! stream in name order, and a trailer
 //! that proves nothing was cut off.
 //!
 //! Encoding is streaming ([`CheckpointEncoder`]) so a checkpoint of many
@@ -20,7 +21,8 @@ pub const CHECKPOINT_MAGIC: [u8; 8] = *b"FLCKPT02";
 pub const CHECKPOINT_END_MAGIC: [u8; 8] = *b"FLCKPTND";
 pub const CHECKPOINT_HEADER_BYTES: usize = 64;
 pub const CHECKPOINT_TRAILER_BYTES: usize = 24;
-/// Fence history entries kept per stream (issue 11 §4), newest last.
+/// Fence history entries kept per stream (what `Engine::fence_history`
+/// answers), newest last.
 pub const FENCE_HISTORY_MAX: usize = 64;
 /// Largest entry the decoder believes (a stream with the most producers
 /// and cursors the counts allow stays far below it).
@@ -55,7 +57,7 @@ pub struct StreamEntry {
     pub cursors: Vec<CursorEntry>,
 }
 
-/// The applied Raft position of a shard engine (issue 14).
+/// The applied Raft position of a shard engine (cluster mode).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AppliedState {
     /// The Raft term of the LogId.

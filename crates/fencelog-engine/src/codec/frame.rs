@@ -52,9 +52,9 @@ pub enum FrameKind {
     Delete = 5,
     /// The stream's retention settings.
     Config = 6,
-    /// A named consumer position (issue 11).
+    /// A named consumer position (a fenced cursor).
     Cursor = 7,
-    /// The applied Raft log id of a shard engine (issue 14); no stream.
+    /// The applied Raft log id of a shard engine (cluster mode); no stream.
     Applied = 8,
 }
 
@@ -180,8 +180,8 @@ impl<'a> Frame<'a> {
     }
 
     /// The producer trailer, if the frame has one.
-    // Encoded by the writer of issue 11 (producers); until it lands, the
-    // codec's tests and the fuzz targets are its users.
+    // The writer encodes the trailer and recovery matches the payload
+    // directly; the codec's tests read it here.
     #[cfg_attr(not(feature = "sim"), allow(dead_code))]
     pub fn producer(&self) -> Option<ProducerTrailer<'a>> {
         match self.payload {
@@ -211,10 +211,10 @@ pub struct FrameSpec<'a> {
     pub name: &'a str,
 }
 
-/// A payload to encode with [`encode_frame_with`]. The writer encodes
-/// configs and records with headers; the other payloads belong to the
-/// writers of issues 11 and 14, and until those land the codec's tests and
-/// the fuzz targets encode them.
+/// A payload to encode with [`encode_frame_with`]: the writer encodes
+/// each kind (records with a producer trailer or headers, configs, cursor
+/// commits, a shard engine's Applied markers), and so do the codec's tests
+/// and the fuzz targets.
 #[derive(Debug, Clone, Copy)]
 #[cfg_attr(not(feature = "sim"), allow(dead_code))]
 pub enum PayloadSpec<'a> {

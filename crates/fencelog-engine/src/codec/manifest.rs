@@ -1,5 +1,5 @@
 //! The MANIFEST file (`docs/design.md`, "MANIFEST"): which segments must
-//! exist, which checkpoint is current, and (replicated mode, issue 14) how
+//! exist, which checkpoint is current, and (replicated mode) how
 //! far the log is known flushed. Rewritten whole, through a temp file and a
 //! rename, so it is always one valid version or the previous one.
 
@@ -12,7 +12,7 @@ pub const MANIFEST_HEADER_BYTES: usize = 72;
 /// hole adds one range).
 pub const MANIFEST_RANGES_MAX: usize = 1 << 20;
 
-/// How far a replicated engine's log is known durable (issue 14). Local
+/// How far a replicated engine's log is known durable. Local
 /// mode never sets it; it is carried through every rewrite.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Flushed {

@@ -8,17 +8,17 @@
 use super::{check_short_name, BytesIn, DecodeError};
 use fencelog_types::{Retention, StreamConfig};
 
-/// Longest producer id (issue 11), `[A-Za-z0-9._:-]`.
+/// Longest idempotent producer id, `[A-Za-z0-9._:-]`.
 pub const PRODUCER_ID_BYTES_MAX: usize = 64;
-/// Longest cursor name (issue 11), the stream-name charset.
+/// Longest consumer cursor name, the stream-name charset.
 pub const CURSOR_NAME_BYTES_MAX: usize = 64;
-/// Most headers one record carries (issue 16).
+/// Most headers one record carries.
 pub const HEADERS_PER_RECORD_MAX: usize = 64;
 /// Most header bytes (names plus values) one record carries.
 pub const HEADER_BYTES_PER_RECORD_MAX: usize = 8 << 10;
 /// Longest header name.
 pub const HEADER_NAME_BYTES_MAX: usize = 255;
-/// Largest membership blob an Applied marker carries (issue 14).
+/// Largest membership blob an Applied marker carries (cluster mode).
 pub const MEMBERSHIP_BYTES_MAX: usize = 1 << 20;
 /// Bytes of a Config payload.
 pub const CONFIG_PAYLOAD_BYTES: usize = 24;
@@ -99,7 +99,7 @@ pub fn decode_config(payload: &[u8]) -> Result<StreamConfig, DecodeError> {
     })
 }
 
-/// The payload of an Applied marker (issue 14): openraft's LogId of the
+/// The payload of an Applied marker (cluster mode): openraft's LogId of the
 /// last Raft entry the group applies, and the membership when it changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AppliedMark<'a> {

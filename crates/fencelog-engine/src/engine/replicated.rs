@@ -1,4 +1,4 @@
-//! The shard engine of a cluster node (issue 14): committed Raft entries
+//! The shard engine of a cluster node: committed Raft entries
 //! applied through the writer and the fencing rule, each with its Applied
 //! marker in the same group, and the applied position they leave.
 //!
@@ -101,7 +101,7 @@ impl Engine {
     /// `bytes` for streams that set none: `(stream, first_seq)` for every
     /// stream it would trim. Nothing is written: the leader proposes each
     /// as [`WriteOp::Retain`], and apply decides it through
-    /// `fence::check_retention` on every replica alike (issue 14).
+    /// `fence::check_retention` on every replica alike.
     pub fn retention_due(
         &self,
         now_ms: u64,
@@ -116,7 +116,7 @@ impl Engine {
 
     /// The applied Raft position (LogId and last membership) this log
     /// holds now: its last durable Applied marker, or its checkpoint's
-    /// (issue 14; a local engine has none).
+    /// (a local engine has none).
     pub fn applied(&self) -> Option<AppliedState> {
         locks::lock(&self.shared().applied).clone()
     }

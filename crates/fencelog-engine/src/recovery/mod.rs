@@ -115,7 +115,7 @@ pub struct Recovered {
     pub(crate) checkpoint_bytes: u64,
     /// Bytes of the sealed segments.
     pub(crate) sealed_bytes: u64,
-    /// The last Applied marker's position (issue 14).
+    /// The last Applied marker's position (a shard engine's, cluster mode).
     pub applied: Option<AppliedState>,
     /// What recovery found and did.
     pub report: RecoveryReport,

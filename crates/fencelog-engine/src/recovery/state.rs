@@ -1,6 +1,6 @@
 //! A stream's state as recovery rebuilds it, and the replay of one frame
 //! onto it: the fence rule read backwards ([`crate::fence::check_replay`]),
-//! the producer and cursor rules for issue 11's state, and the index
+//! the idempotent producer and cursor rules, and the index
 //! candidates each records frame leaves.
 
 use crate::carried::{Carried, ProducerWrite};
@@ -75,7 +75,7 @@ impl Found {
 /// Why a frame does not fit the state it is replayed onto.
 pub(crate) enum Misfit {
     Rule(ReplayViolation),
-    /// A producer or cursor frame the issue-11 rules refuse.
+    /// A producer or cursor frame the producer or cursor rules refuse.
     Carried(String),
     /// A relocated copy (or a frame the checkpoint already covers) of
     /// records the stream never had.

@@ -1,4 +1,4 @@
-//! Planning a committed Raft entry of a shard engine (issue 14), pure like
+//! Planning a committed Raft entry of a shard engine, pure like
 //! the rest of [`super::plan`]: each op goes through the same fencing rule
 //! and frame encoding as a local request, in order against pending state,
 //! at the leader's timestamp (never the clock), with no disk-budget

@@ -1,4 +1,4 @@
-//! Planning a multi-stream batch (issue 11 §5), pure: every operation is
+//! Planning a multi-stream batch, pure: every operation is
 //! planned with the single-operation functions against pending state, the
 //! earlier operations of the batch included, in the group being planned.
 //! If any is refused, the whole batch is rolled back — its frames cut

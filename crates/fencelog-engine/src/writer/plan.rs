@@ -268,8 +268,8 @@ pub(super) struct Plan<H> {
     /// In log order.
     pub frames: Vec<PlannedFrame>,
     pub counts: Counts,
-    /// The last Applied marker the group writes (issue 14), as planned:
-    /// `membership` empty when unchanged.
+    /// The last Applied marker the group writes (a shard engine's), as
+    /// planned: `membership` empty when unchanged.
     pub applied: Option<AppliedState>,
 }
 

@@ -69,7 +69,7 @@ pub(crate) enum Op {
         config: StreamConfig,
         reply: Reply<StreamState>,
     },
-    /// A fenced cursor commit (issue 11).
+    /// A fenced cursor commit.
     Cursor {
         name: Box<str>,
         token: u64,
@@ -92,7 +92,7 @@ pub(crate) enum Op {
         frames: Vec<Relocation>,
         reply: Reply<Relocated>,
     },
-    /// One committed Raft entry of a shard engine (issue 14): its ops, in
+    /// One committed Raft entry of a shard engine (cluster mode): its ops, in
     /// order, at the leader's timestamp, then its Applied marker, all in
     /// the same group.
     Apply {
@@ -123,8 +123,8 @@ pub(crate) struct AppendExtra {
 }
 
 impl AppendExtra {
-    /// `None` when the append carries none of it: the plain append's path
-    /// allocates nothing more than before issue 11 and 16.
+    /// `None` when the append carries none of it: a plain append allocates
+    /// nothing for headers, a producer or a deadline.
     pub(crate) fn boxed(
         headers: Vec<Vec<Header>>,
         producer: Option<ProducerSeq>,
@@ -144,8 +144,9 @@ impl AppendExtra {
 /// Upper bound on a request's size. Every request is moved by value
 /// through the queue, the collector and the planner; past 128 bytes those
 /// moves compile to `memcpy` calls, which cost a plain append ~8% more
-/// instructions when issue 11's fields sat inline (callgrind, 9.0k → 9.9k
-/// instructions per append). Rare fields go behind a box instead.
+/// instructions when the producer and deadline fields sat inline
+/// (callgrind, 9.0k → 9.9k instructions per append). Rare fields go
+/// behind a box instead.
 pub(crate) const REQUEST_BYTES_MAX: usize = 96;
 const _: () = assert!(std::mem::size_of::<Request>() <= REQUEST_BYTES_MAX);
 

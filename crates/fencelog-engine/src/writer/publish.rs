@@ -97,7 +97,7 @@ pub(super) fn publish(
 
 /// The shard engine's applied position moves to the group's last marker,
 /// before the group counts as published: a checkpoint covering the group
-/// then carries a position at least this new (issue 14).
+/// then carries a position at least this new.
 fn publish_applied(shared: &Shared, mut a: AppliedState) {
     let mut applied = locks::lock(&shared.applied);
     if let Some(prev) = applied.as_ref() {
@@ -250,7 +250,7 @@ pub(super) fn fail_group(shared: &Shared, failure: StorageFailure, answers: &mut
 /// state that never became durable would not be explained by durable
 /// state — and the engine goes on.
 ///
-/// Except a group holding a Raft entry (issue 14): the entries queued
+/// Except a group holding a Raft entry (cluster mode): the entries queued
 /// behind it (`Engine::apply_entries`) would otherwise be applied past it,
 /// and a restart would resume after the hole. openraft takes the failed
 /// apply as fatal anyway, so the shard engine is poisoned: nothing queued

@@ -1,4 +1,4 @@
-//! Issue 11 §5 at the engine: a multi-stream batch is all or nothing,
+//! Multi-stream batches at the engine: a batch is all or nothing,
 //! checked against the state its own earlier operations leave, and
 //! durable as one unit.
 

@@ -1,4 +1,4 @@
-//! Issue 4 §4: torn tails, zero and garbage tails, random bit flips,
+//! Corruption at rest: torn tails, zero and garbage tails, random bit flips,
 //! truncated headers, missing, empty and foreign files.
 
 use crate::support::corruption::{corruption, lifecycle_corruption, CorruptionSuite};
@@ -24,8 +24,8 @@ fn damage_at_rest_is_cut_or_refused_never_served() {
     }
 }
 
-/// Issue 10: bit flips and truncation in a checkpoint, flips in the
-/// MANIFEST and in compacted segments are refused with file and offset.
+/// The lifecycle's files: bit flips and truncation in a checkpoint, flips
+/// in the MANIFEST and in compacted segments are refused with file and offset.
 #[test]
 fn damaged_checkpoints_manifests_and_compacted_segments_are_refused() {
     let seed = env_or("FENCELOG_CORRUPTION_SEED2", 0xC0_0002);

@@ -1,4 +1,4 @@
-//! Issue 4 §2: power loss at every storage call of scripted workloads.
+//! Power loss at every storage call of scripted workloads.
 //! `FENCELOG_CRASH_RANDOM` raises the random resolutions per point (64 by
 //! default when more than 8 operations are unsynced) and
 //! `FENCELOG_CRASH_EXTRA` the random ones added to the exhaustive subsets.

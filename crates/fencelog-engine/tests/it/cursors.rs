@@ -1,4 +1,4 @@
-//! Issue 11 §6 at the engine: fenced consumer cursors — their own highest
+//! Fenced consumer cursors at the engine — their own highest
 //! token, never backwards but with a strictly higher token, never past the
 //! tail, durable across restarts and reclamation.
 

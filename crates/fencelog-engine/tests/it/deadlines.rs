@@ -1,4 +1,4 @@
-//! Issue 11 §3 at the engine: a write carrying `not_after_ms` is accepted
+//! Deadlines at the engine: a write carrying `not_after_ms` is accepted
 //! only if the writer's timestamp for it is at most that; otherwise it is
 //! refused with the writer's time and nothing changes — for appends,
 //! fences, trims and seals, and inside multi-stream batches.

@@ -1,4 +1,4 @@
-//! Issue 11's proof on the simulated disk: at every storage call of a
+//! The exactly-once proof on the simulated disk: at every storage call of a
 //! script of idempotent appends, deadline-carrying appends, multi-stream
 //! batches (accepted and refused) and cursor commits, cut the power
 //! (resolving the unsynced writes several ways) or fail the call with EIO,

@@ -1,4 +1,4 @@
-//! Issue 4 §3 (engine level): every storage call failed once and
+//! Storage faults at the engine level: every storage call failed once and
 //! persistently with EIO, ENOSPC and a short write, during a workload and
 //! during recovery.
 

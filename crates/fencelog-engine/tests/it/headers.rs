@@ -1,4 +1,4 @@
-//! Record headers at the engine (issue 16 §2): stored in frames with flag
+//! Record headers at the engine: stored in frames with flag
 //! HEADERS and returned exactly — names, values, order, repeats, empty and
 //! non-UTF-8 values — after a restart and after compaction copied the
 //! frame; batches without headers keep version 1's bytes; the limits are

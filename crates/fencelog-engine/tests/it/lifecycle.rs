@@ -1,4 +1,4 @@
-//! Issue 10's contract at the engine: trim, seal, delete and config with
+//! The lifecycle's contract at the engine: trim, seal, delete and config with
 //! their exact answers, fenced like every write, and all of it (and the
 //! fence history) still there after a restart.
 
@@ -258,8 +258,8 @@ async fn trims_seals_tombstones_configs_and_fence_history_survive_a_restart() {
 }
 
 /// The MANIFEST lists every segment; one missing — the last included —
-/// refuses to open, naming it (issue 12's "last segment deleted while
-/// stopped").
+/// refuses to open, naming it: a last segment deleted while the engine
+/// was stopped is not taken for the end of the log.
 #[tokio::test]
 async fn a_segment_missing_from_the_manifest_refuses_to_open_naming_it() {
     let dir = tempfile::tempdir().unwrap();

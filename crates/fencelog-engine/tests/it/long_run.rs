@@ -1,4 +1,4 @@
-//! Issue 10's long run: small (64 KiB) segments, one stream with a steady
+//! The lifecycle's long run: small (64 KiB) segments, one stream with a steady
 //! flow and retention of a few hundred KiB, another with one record per
 //! thousand of the first. After many segment rolls the bytes on disk stay
 //! within 1.25 × live bytes + 2 segments at every reclamation pass; the

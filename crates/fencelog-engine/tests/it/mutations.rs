@@ -111,7 +111,7 @@ fn serving_unsynced_records_is_caught() {
     assert_caught(m, with_mutation(m, || fault_points(&fault_suite())));
 }
 
-/// A writer that panics poisons the engine (issue 9 §4), so it loses no
+/// A writer that panics poisons the engine, so it loses no
 /// acknowledged write, but it refuses writes the disk never failed: the
 /// crash suite's check that writes succeed after every recovery notices.
 /// (The protocol simulation models exactly this as a storage fault and
@@ -156,7 +156,7 @@ fn a_checkpoint_that_forgets_tombstones_is_caught() {
     );
 }
 
-/// Issue 12: a last segment deleted while the server was stopped must be
+/// A last segment deleted while the server was stopped must be
 /// refused, not taken for the end of the log.
 #[test]
 fn ignoring_a_missing_last_segment_is_caught() {
@@ -261,7 +261,7 @@ fn an_applied_marker_not_in_its_group_is_caught_by_the_apply_crash_suite() {
 
 /// A refused group holding a Raft entry that leaves the shard engine
 /// open lets the entries queued behind it apply past the refused one: the
-/// many-entries fault suite finds the hole after a reopen (issue 14).
+/// many-entries fault suite finds the hole after a reopen.
 #[test]
 fn a_refused_entry_that_lets_later_ones_apply_is_caught() {
     let r = std::thread::spawn(|| {
@@ -277,7 +277,7 @@ fn a_refused_entry_that_lets_later_ones_apply_is_caught() {
 
 /// Entries applied together share a group: the suite that applies them
 /// so finds a group whose last marker loses the membership an earlier
-/// entry of the group set (issue 14).
+/// entry of the group set.
 #[test]
 fn a_group_marker_that_forgets_membership_is_caught_by_the_together_suite() {
     let how = crate::replicated_crash::How {
@@ -309,7 +309,7 @@ fn apply_suite_catches(m: Mutation, how: crate::replicated_crash::How) {
     println!("caught: {e}");
 }
 
-/// A trim, seal or delete let through apply without its fence (issue 14)
+/// A trim, seal or delete let through apply without its fence
 /// is caught by the apply test of stale lifecycle ops.
 #[test]
 fn an_unfenced_applied_lifecycle_op_is_caught() {
@@ -318,8 +318,9 @@ fn an_unfenced_applied_lifecycle_op_is_caught() {
     });
 }
 
-/// Issue 11 through apply (issue 14): a duplicate written again, or a
-/// deadline compared with the replica's clock, is caught by the apply test.
+/// Idempotent producers and deadlines through apply: a duplicate written
+/// again, or a deadline compared with the replica's clock, is caught by
+/// the apply test.
 #[test]
 fn an_applied_duplicate_written_again_is_caught() {
     replicated_test_fails(Mutation::DuplicateWritten, || {
@@ -334,7 +335,8 @@ fn an_applied_deadline_at_the_local_clock_is_caught() {
     });
 }
 
-/// Issue 11 in the simulation: a retry of an applied idempotent append
+/// Idempotent producers and deadlines in the simulation: a retry of an
+/// applied idempotent append
 /// written again, and a deadline not checked, are violations it finds.
 #[test]
 fn sim_catches_a_duplicate_written_again() {
@@ -367,7 +369,8 @@ fn sim_catches_a_writer_that_drops_headers() {
     assert_sim_catches(Mutation::HeadersDropped);
 }
 
-/// A flush answered without its sync (issue 14's shard engines): a crash
+/// A flush answered without its sync (the `OnFlush` mode of a cluster's
+/// shard engines): a crash
 /// after it loses groups below the durable floor the flush promised.
 #[test]
 fn a_flush_that_does_not_sync_is_caught() {

@@ -1,5 +1,6 @@
-//! Tests of issue 11's tests: each deliberate bug behind the `mutations`
-//! feature that breaks one of its guarantees must make the suite guarding
+//! Tests of the exactly-once tests: each deliberate bug behind the
+//! `mutations` feature that breaks a guarantee of the idempotent
+//! producers, deadlines, batches or cursors must make the suite guarding
 //! that guarantee fail.
 
 use crate::exactly_once::crash_suite;

@@ -1,4 +1,4 @@
-//! Issue 11 §1-2 at the engine: idempotent producers. A retry of the last
+//! Idempotent producers at the engine. A retry of the last
 //! applied (producer_id, producer_seq) answers the original ack and writes
 //! nothing — after a restart, after a higher token, after the frames that
 //! carried it were reclaimed; stale and skipping seqs are refused; the

@@ -1,4 +1,4 @@
-//! Issue 4 §5: the fencing protocol under hostile timing, in one process.
+//! The fencing protocol under hostile timing, in one process.
 //!
 //! A lease service hands out increasing tokens; 3–5 workers acquire a lease,
 //! write, freeze past the lease, wake up and write again with the token they
@@ -10,11 +10,11 @@
 //! checked online (token floors, no acks after a failure, state after each
 //! reopen) and against the final recovered log.
 //!
-//! Issue 11: half the appends are idempotent (a producer id per lease,
-//! `producer_seq` from 0). A worker whose append's outcome is unknown
-//! retries it — same seq, records and token — across power losses and
-//! kills, until it is acknowledged (also as a duplicate) or refused for
-//! good; giving up after an unknown outcome, it asks "did my write land?"
+//! Idempotent producers and deadlines: half the appends are idempotent
+//! (a producer id per lease, `producer_seq` from 0). A worker whose
+//! append's outcome is unknown retries it — same seq, records and
+//! token — across power losses and kills, until it is acknowledged (also
+//! as a duplicate) or refused for good; giving up after an unknown outcome, it asks "did my write land?"
 //! (the producer lookup). A quarter of the appends carry `not_after_ms`,
 //! some already past. The checker adds: every idempotent append applied
 //! at most once (the final log holds each once; a second answer is the
@@ -1613,7 +1613,7 @@ fn fencing_protocol_under_hostile_timing() {
     assert!(st.power_losses > seeds && st.kills > 0 && st.faults_fired > 0);
     assert!(st.trims_ok > 0 && st.seals_ok > 0 && st.deletes_ok > 0 && st.sealed_refusals > 0);
     assert!(st.reclaims > 0);
-    // Issue 11: retrying idempotent producers and deadline-bound appends.
+    // Retrying idempotent producers and deadline-bound appends.
     assert!(st.idempotent_sent > 0 && st.idempotent_retries > 0 && st.duplicate_answers > 0);
     assert!(st.deadline_refusals > 0 && st.deadline_acks > 0);
 }

@@ -1,6 +1,6 @@
-//! The replicated entry point (issue 14): `apply_batch` runs the fencing
-//! rule in order against pending state at the leader's timestamp, and the
-//! entry's Applied marker is durable with its effects.
+//! The replicated entry point of a cluster's shard engines: `apply_batch`
+//! runs the fencing rule in order against pending state at the leader's
+//! timestamp, and the entry's Applied marker is durable with its effects.
 
 use bytes::Bytes;
 use fencelog_engine::{
@@ -186,7 +186,7 @@ fn producer_append(token: u64, seq: u64, body: &str, not_after_ms: Option<u64>) 
     }
 }
 
-/// Issue 11 through apply (issue 14): an idempotent producer's retry of
+/// Idempotent producers and deadlines through apply: a producer's retry of
 /// its last applied append, even after a fence raised the token past it,
 /// is answered with the original ack and writes nothing; a deadline is
 /// compared with the entry's timestamp (the leader's, clamped), never the
@@ -269,7 +269,7 @@ pub(crate) async fn producers_and_deadlines_are_decided_by_the_entry() {
     assert_eq!(e.state("p").unwrap().highest_token, 4);
 }
 
-/// Trim, seal and delete through apply (issue 14): each is decided by the
+/// Trim, seal and delete through apply: each is decided by the
 /// fencing rule in log order against pending state (a stale trim after a
 /// seal in the same entry is refused as sealed, a stale delete as stale),
 /// and the states survive a restart with the entry's Applied marker.
@@ -335,7 +335,7 @@ async fn applied_trim_seal_and_delete_are_fenced_and_durable() {
     assert!(e.state("d").unwrap().deleted);
 }
 
-/// Issue 14's config, cursor and batch ops through apply: decided by the
+/// Config, cursor and batch ops through apply: decided by the
 /// fencing rule in order, at the entry's timestamp, all or nothing for a
 /// batch, and the same after a restart.
 #[tokio::test]
@@ -489,7 +489,7 @@ pub(crate) async fn stale_lifecycle_ops_are_refused() {
     assert_eq!((s.first_seq, s.sealed, s.deleted), (0, false, false));
 }
 
-/// Retention in a shard engine (issue 14): its reclaimer trims nothing by
+/// Retention in a shard engine: its reclaimer trims nothing by
 /// itself; `retention_due` says where the leader's clock wants each front
 /// (the stream's own setting or the given defaults); a `Retain` op moves
 /// the front forward only, never past `next_seq`, under the stream's own

@@ -1,4 +1,4 @@
-//! The replicated write path (issue 14: `Engine::apply_batch`, a cluster
+//! The replicated write path (`Engine::apply_batch`, a cluster
 //! node's Raft apply) under power loss at every storage call and under an
 //! I/O error at every call. Every entry's ops are applied with its Applied
 //! marker in one durable group, so whatever the disk kept:

@@ -1,4 +1,4 @@
-//! Issue 9 §4: a panic on the writer thread poisons the engine exactly like
+//! A panic on the writer thread poisons the engine exactly like
 //! a storage failure. The group in flight is answered `StorageFailed`
 //! (outcome unknown), every later write `Poisoned`, the engine reports
 //! itself unhealthy, reads of acknowledged records keep working although

@@ -1,4 +1,4 @@
-//! What compaction must never copy (issue 10): a frame that died between
+//! What compaction must never copy: a frame that died between
 //! the reclaimer reading it and the writer copying it (trimmed in the
 //! meantime), and a frame damaged at rest, whose CRC no longer matches.
 //! Both run on a real directory; the first holds the writer at a gate so

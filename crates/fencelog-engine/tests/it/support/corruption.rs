@@ -349,7 +349,7 @@ pub fn corruption(suite: &CorruptionSuite) -> Result<CorruptionStats, String> {
     Ok(ck.stats)
 }
 
-/// Issue 12: the first or the LAST segment deleted while the server was
+/// The first or the LAST segment deleted while the server was
 /// stopped, or the MANIFEST that lists them, is refused naming the file —
 /// never taken for a shorter log. A roll cut between its new segment
 /// becoming durable and the MANIFEST naming it is adopted (nothing can be

@@ -285,7 +285,7 @@ pub async fn append_with(
     append_opts(e, stream, token, bodies, headers, options).await
 }
 
-/// [`append_with`] with a producer and a deadline (issue 11).
+/// [`append_with`] with an idempotent producer and a deadline.
 pub async fn append_opts(
     e: &Engine,
     stream: &str,
