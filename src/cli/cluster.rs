@@ -1,4 +1,4 @@
-//! `fencelog cluster status|add|remove|transfer` (issue 14): the admin API
+//! `fencelog cluster status|add|remove|transfer`: the admin API
 //! of any node of a cluster. `--json` prints the node's JSON answer as one
 //! line; errors are reported like every client command's (exit 1 when
 //! unavailable or not done in time, 4 when refused).

@@ -1,5 +1,5 @@
 //! `fencelog dev-cluster`: a three-node cluster on loopback in one
-//! command, for trying the cluster out (issue 14). Each node is a child
+//! command, for trying cluster mode out. Each node is a child
 //! `fencelog serve --cluster` of this very binary, with its own data
 //! directory and log file under `--data-dir`; Ctrl-C or SIGTERM stops all
 //! three (SIGTERM to each child by its PID, then waiting for it).

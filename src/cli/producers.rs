@@ -1,5 +1,6 @@
-//! Issue 11's commands: `fencelog producer STREAM ID` ("did my write
-//! land?"), `fencelog fences STREAM` (the fence history, newest first) and
+//! The commands of idempotent producers, fence history and cursors:
+//! `fencelog producer STREAM ID` ("did my write land?"), `fencelog fences
+//! STREAM` (the fence history, newest first) and
 //! `fencelog cursor STREAM NAME [--set SEQ --token T]`.
 
 use super::common::{self, ServerArgs, EXIT_OK, EXIT_REJECTED};

@@ -38,8 +38,9 @@ pub fn write_stale_body(
 /// the text `WriteError::StaleToken` displays, written without
 /// `core::fmt`: it is fixed text around three numbers and never needs
 /// escaping, and formatting it was about a seventh of a stale rejection's
-/// instructions on the server (BENCHMARKS.md). A test holds the two to
-/// the same bytes.
+/// instructions on the server (docs/benchmark-history.md, "instructions
+/// per request on the HTTP path"). A test holds the two to the same
+/// bytes.
 pub fn write_stale_refusal(
     out: &mut Vec<u8>,
     stream: &str,

@@ -5,11 +5,11 @@
 pub const FENCING_TOKEN: &str = "fencing-token";
 /// Append only if the stream's `next_seq` equals it (raw and batch appends).
 pub const MATCH_SEQ_NUM: &str = "match-seq-num";
-/// An idempotent producer's id on a raw or binary-batch append (issue 11).
+/// An idempotent producer's id on a raw or binary-batch append.
 pub const PRODUCER_ID: &str = "producer-id";
 /// The producer's seq for this append; required with `Producer-Id`.
 pub const PRODUCER_SEQ: &str = "producer-seq";
-/// The write's deadline, Unix ms of the writer's clock (issue 11).
+/// The write's deadline, Unix ms of the writer's clock.
 pub const NOT_AFTER_MS: &str = "not-after-ms";
 /// SSE resume: the next seq to send, as the last event's `id` said.
 pub const LAST_EVENT_ID: &str = "last-event-id";

@@ -1,5 +1,6 @@
-//! Issue 11's answers and requests: an idempotent producer's last applied
-//! append (`GET /v1/streams/{stream}/producers/{id}`), the fence history
+//! Idempotent producers, fence history, cursors and batches on the wire:
+//! an idempotent producer's last applied append
+//! (`GET /v1/streams/{stream}/producers/{id}`), the fence history
 //! (`GET .../fences`), fenced cursors (`PUT`/`GET .../cursors/{name}`,
 //! `GET .../cursors`) and multi-stream batches (`POST /v1/batch`).
 

@@ -40,7 +40,7 @@ pub struct StreamInfo {
     /// Retention by size in force, in bytes; `null` is unlimited.
     #[serde(default)]
     pub retention_bytes: Option<u64>,
-    /// Retention never trims past a cursor (issue 11).
+    /// Retention never trims past a fenced cursor.
     #[serde(default)]
     pub retention_respect_cursors: bool,
     /// Bytes on disk of the stream's readable records.

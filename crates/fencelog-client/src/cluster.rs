@@ -1,4 +1,4 @@
-//! The cluster admin API (`/_cluster/admin/…`, issue 14), as JSON values:
+//! The cluster admin API (`/_cluster/admin/…`), as JSON values:
 //! `fencelog cluster status|add|remove|transfer` prints them. Any node
 //! answers; the membership operations wait until done (or their timeout).
 

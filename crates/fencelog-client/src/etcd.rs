@@ -25,7 +25,7 @@
 //! authority: the worker presents its token and treats
 //! [`ClientError::StaleToken`] as "you lost ownership, stop".
 //!
-//! # Exactly once and deadlines (issue 11)
+//! # Exactly once and deadlines
 //!
 //! The worker appends through an idempotent [`Producer`] whose id is its
 //! name: a lost answer is retried with the same `producer_seq`, and the

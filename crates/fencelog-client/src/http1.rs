@@ -6,8 +6,9 @@
 //! hundred bytes, its dispatcher (the request's `HeaderMap` and `Uri`,
 //! its encoder, the body channel, the driver polled beside the answer)
 //! cost the client crate ~1.8× redis-rs's CPU per request
-//! (BENCHMARKS.md, issue 13). A fencelog server's answers are plain:
-//! a `content-length` or chunked body, nothing else.
+//! (docs/benchmark-history.md, "the client crate's own HTTP/1.1"). A
+//! fencelog server's answers are plain: a `content-length` or chunked
+//! body, nothing else.
 //!
 //! What an answer may be, and what this reader refuses (the connection
 //! is then closed, the outcome unknown): a head within

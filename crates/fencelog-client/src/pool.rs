@@ -6,9 +6,10 @@
 //! reqwest's layers (its pool and connector services, a task per
 //! connection that every request is handed to and back from) cost about
 //! three times redis-rs's CPU per request; hyper's client connection,
-//! used here before, still ~1.8× (BENCHMARKS.md). Here the task that
-//! sends a request writes it and reads its answer on the socket itself:
-//! one task's work, no hand-off.
+//! used here before, still ~1.8× (docs/benchmark-history.md, "the client
+//! crate's own HTTP/1.1"). Here the task that sends a request writes it
+//! and reads its answer on the socket itself: one task's work, no
+//! hand-off.
 //!
 //! **The resend rule.** A request is sent again only when it provably never
 //! left: a pooled connection the kernel says the server has closed is not

@@ -1,4 +1,4 @@
-//! Issue 11 in the client: an idempotent [`Producer`] that assigns
+//! Idempotent producers in the client: a [`Producer`] that assigns
 //! `producer_seq` itself and retries transport failures and unknown
 //! outcomes with the same seq — so "outcome unknown" disappears for its
 //! appends — plus "did my write land?", the fence history, cursors and

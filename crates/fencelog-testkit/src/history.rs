@@ -1,4 +1,4 @@
-//! The history checker (issue 14): what clients were told, recorded with
+//! The history checker: what clients were told, recorded with
 //! logical invoke/complete ticks, judged against every replica's final log.
 //! Pure (no I/O, no engine types), so the protocol simulation and the
 //! real-process cluster tests feed it alike.
@@ -20,7 +20,7 @@
 //!   covers every append acknowledged before the read was sent (tail
 //!   answers are linearizable) and never passes the final one;
 //! - with trims, seals, deletes and idempotent producers in the history
-//!   (issue 14's kill loop drives them), the rules of
+//!   (the cluster's leader kill loop drives them), the rules of
 //!   [`crate::history_lifecycle`]: a record may be missing only below an
 //!   unrefused trim's point, or from a stream an unrefused delete removed;
 //!   no body is in a log twice (a producer's retry written again); nothing

@@ -1,5 +1,6 @@
 //! The history checker's rules for trims, seals, deletes and idempotent
-//! producers (issue 14's kill loop drives them through real clusters).
+//! producers (the cluster's leader kill loop drives them through real
+//! clusters).
 //! Pure, like [`crate::history`].
 
 use crate::history::{Call, FinalLog, Op, Outcome};
