@@ -1,6 +1,7 @@
 //! Engine benchmarks: the frame codec, the stale-token fast path, and
-//! durable appends under group commit. BENCHMARKS.md holds the figures, the
-//! disk they ran on and the targets they are compared with.
+//! durable appends under group commit. BENCHMARKS.md holds today's
+//! figures; docs/benchmark-history.md the disk they ran on, the model and
+//! the targets they are compared with.
 //!
 //! The durable benches write to a fresh directory under `FENCELOG_BENCH_DIR`
 //! (default: the system temp dir), so the disk measured is the one fio must
@@ -154,7 +155,8 @@ fn durable(c: &mut Criterion, rt: &tokio::runtime::Runtime, appenders: usize, ba
     let groups = m.groups_committed.get().max(1);
     // The writer's write + fdatasync per group against the time per
     // group: the rest is the turnaround (answers, callers woken, their
-    // next appends collected and planned), the T of BENCHMARKS.md.
+    // next appends collected and planned), the turnaround T of
+    // docs/benchmark-history.md.
     let text = m.encode();
     let sum = |name: &str| -> f64 {
         let line = text.lines().find(|l| l.starts_with(name));

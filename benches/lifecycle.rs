@@ -1,5 +1,6 @@
-//! Issue 10's reclamation figures, in one run on one engine (BENCHMARKS.md,
-//! "Lifecycle"): append p50/p99 with and without compaction running,
+//! The lifecycle's reclamation figures, in one run on one engine
+//! (BENCHMARKS.md, the "Lifecycle" rows; the runs in
+//! docs/benchmark-history.md): append p50/p99 with and without compaction running,
 //! compaction throughput, restart time of a directory compacted many times,
 //! and bytes on disk against live bytes over the run.
 //!

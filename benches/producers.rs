@@ -1,4 +1,4 @@
-//! Issue 11's performance claim: appends with an idempotent producer id
+//! The idempotent producers' performance claim: appends with a producer id
 //! keep at least 90% of the throughput of plain appends, measured in the
 //! same run. Plain and producer rounds are interleaved (this disk's sync
 //! latency drifts by 10x between minutes, so two runs minutes apart could

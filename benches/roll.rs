@@ -1,6 +1,7 @@
-//! What a segment roll costs now that it also rewrites the MANIFEST (issue
-//! 12: durable knowledge of the last segment outside that segment;
-//! BENCHMARKS.md, "The roll's MANIFEST rewrite").
+//! What a segment roll costs now that it also rewrites the MANIFEST
+//! (durable knowledge of the last segment outside that segment, so that a
+//! deleted last segment is refused; docs/benchmark-history.md, "The roll's
+//! MANIFEST rewrite").
 //!
 //! Three samples on one disk, one writer each, every append awaited:
 //! appends that each roll a segment (4 KiB segments, 3000-byte records),

@@ -3,9 +3,9 @@
 # counted by callgrind, for plain appends and appends with a producer id,
 # raw (headers) and JSON (fields):
 #   benches/ab/server_ab.sh [FENCELOG_BIN...]   (default: target/release/fencelog)
-# AB_MODES="plain" skips the producer appends (for a binary older than issue 11);
+# AB_MODES="plain" skips the producer appends (for a binary older than idempotent producers);
 # AB_MODES="plain session" compares a plain append with one through the
-# pipelined append session (session_appends.py, issue 13).
+# pipelined append session (session_appends.py).
 # Each binary serves a fresh data directory on tmpfs under valgrind; the
 # client (server_appends.py) sends 1000 and then 3000 appends to fresh
 # servers, and the difference / 2000 is the per-append cost (start-up and

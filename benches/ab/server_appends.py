@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Sends N awaited appends of one 100-byte record over one keep-alive
-connection: plain ones, or each carrying a producer id and seq (issue 11);
+connection: plain ones, or each carrying an idempotent producer's id and seq;
 raw bodies with headers (Fencing-Token, Producer-Id, Producer-Seq), or
 JSON bodies with the fields. Used by server_ab.sh, which runs the server
 under callgrind.

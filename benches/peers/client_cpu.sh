@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 13's client target: CPU per request of the load generator's own
+# The client target (at most 1.3× redis-rs's): CPU per request of the load generator's own
 # process while it drives fencelog through the client crate
 # (`--body client`: fencelog_client::Client, its HTTP/1.1 pool; and
 # `--body client-reqwest`: the same client on reqwest, as before) and Redis

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Issue 14's figures: a 3-node cluster on loopback against one node, in one
-# run, same binary, same machine (all nodes and the load generator share
-# the cores and the disk). Rounds interleave (single, cluster, single, ...)
-# so a neighbour's load hits both.
+# Cluster mode's figures: a 3-node cluster on loopback against one node,
+# in one run, same binary, same machine (all nodes and the load generator
+# share the cores and the disk). Rounds interleave (single, cluster,
+# single, ...) so a neighbour's load hits both.
 #
 #   benches/peers/cluster.sh [target/release/fencelog] > benches/peers/cluster.jsonl
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Consumers (issue 13): read throughput of one stream of FILL_BYTES
+# Consumers: read throughput of one stream of FILL_BYTES
 # (default 1 GiB) of 1 KiB records from the page cache, with the
 # project's own Rust client over the binary read format and over JSON,
 # against `cat` of the same segment files, in one run, rounds interleaved

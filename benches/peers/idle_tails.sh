@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Idle live tails (issue 13): the server's resident memory per idle SSE
+# Idle live tails: the server's resident memory per idle SSE
 # tail. TAILS (default 10000) connections each open a live tail on one
 # stream, and each is counted only once it has received the tail's
 # `caught_up` event (so the server holds it as a parked tail, not a

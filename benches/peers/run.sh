@@ -195,7 +195,7 @@ WORKLOADS=(
     "--workload append --clients 64 --batch 16"
     "--workload reject --clients 16"
     "--workload reject --clients 64"
-    # Issue 13: one connection, appends pipelined (fencelog's append
+    # One connection, appends pipelined (fencelog's append
     # session; Redis's Lua append, --window commands per pipeline).
     "--workload session --window 4096"
 )
@@ -244,7 +244,7 @@ for w in "${WORKLOADS[@]}"; do
         *) bench nats "$NATS_PID" "${NATS_ARGS[@]}" $w ;;
     esac
 done
-# Issue 13: the client crate itself (its HTTP/1.1 pool) doing the same
+# The client crate itself (its HTTP/1.1 pool) doing the same
 # requests as redis-rs in the Redis rows above; report.py compares the
 # load generator's own CPU per request (client_cpu_us_per_request).
 bench fencelog-client "$FL_PID" "${FL_ARGS[@]}" --workload reject --clients 16 --body client

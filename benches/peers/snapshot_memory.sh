@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 14: what a shard snapshot costs in memory. Three nodes, one shard,
+# Cluster mode: what a shard snapshot costs in memory. Three nodes, one shard,
 # a snapshot every 100 entries. One follower is stopped, FILL_MIB MiB of
 # records (RECORD_KIB KiB each) are appended through the leader until its
 # log is purged past the follower, then the follower is started again and

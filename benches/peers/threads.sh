@@ -5,8 +5,9 @@
 # (/proc/PID/task/TID/status) of every server thread over the load,
 # grouped by thread name and divided by the requests answered. Also the
 # appends per group commit (the server's own metrics). Steadier than a
-# profile and needs nothing but /proc: the figures issue 13's appends
-# against rejections are argued from (docs/benchmark-history.md, stop 39).
+# profile and needs nothing but /proc: the figures that the comparison of
+# appends with rejections rests on (docs/benchmark-history.md, "Where an
+# append's server CPU goes, by thread").
 #
 #   benches/peers/threads.sh target/release/fencelog            # append and reject, 64 clients
 #   ROUNDS=3 DURATION=4 CLIENTS=64 benches/peers/threads.sh BIN

@@ -1,4 +1,4 @@
-//! Issue 12 §2 audit log against the real binary: every token rise is a
+//! The audit log against the real binary: every token rise is a
 //! structured info line with the principal, stream, old and new token;
 //! a flood of stale writers is logged aggregated (at most a line a second
 //! per stream and principal, with the count and the lowest and highest

@@ -1,4 +1,4 @@
-//! Issue 12 §2 against the real binary: every route of the route table ×
+//! Scoped tokens against the real binary: every route of the route table ×
 //! every scope × a stream inside and outside the token's prefix, with the
 //! exact 401 and 403 bodies; listing filtered to the prefix; `/metrics` open
 //! on `--metrics-listen`; `fencelog token create` output pasted into the
@@ -129,12 +129,12 @@ async fn states(http: &reqwest::Client, base: &str) -> Vec<Value> {
     out
 }
 
-/// Issue 12 §2's mapping from operation to scope, spelled out here so the
+/// The mapping from operation to scope, spelled out here so the
 /// route table (which the test below walks) cannot drift from it: trim,
 /// seal, delete and stream config each have their own scope.
 const MAPPING: &[(&str, Access)] = &[
     ("append", Access::Scope(Scope::Append)),
-    // Issue 13: the pipelined append session appends.
+    // The pipelined append session appends.
     ("appendSession", Access::Scope(Scope::Append)),
     ("read", Access::Scope(Scope::Read)),
     ("fence", Access::Scope(Scope::Fence)),
@@ -144,8 +144,9 @@ const MAPPING: &[(&str, Access)] = &[
     ("config", Access::Scope(Scope::Config)),
     ("state", Access::Scope(Scope::Read)),
     ("list", Access::Scope(Scope::Read)),
-    // Issue 11: lookups read; a cursor commit and a batch append (each
-    // batch op is authorized again with its own scope on its stream).
+    // Producers, fence history, cursors and batches: lookups read; a
+    // cursor commit and a batch append (each batch op is authorized
+    // again with its own scope on its stream).
     ("producer", Access::Scope(Scope::Read)),
     ("fences", Access::Scope(Scope::Read)),
     ("put_cursor", Access::Scope(Scope::Append)),
@@ -175,7 +176,7 @@ async fn every_route_every_scope_inside_and_outside_the_prefix() {
 }
 
 /// The walk of the test above against the server at `base`, whose config
-/// is [`write_config`]'s (also a cluster node's, issue 14).
+/// is [`write_config`]'s (also a cluster node's).
 pub(crate) async fn every_route_every_scope(http: &reqwest::Client, base: &str) {
     let http = http.clone();
     let base = base.to_string();

@@ -1,4 +1,4 @@
-//! The CLI explains itself (issue 16 §3), against the real binary: server
+//! The CLI explains itself, against the real binary: server
 //! addresses as people write them, the actual cause of a failure, "no such
 //! route" told apart from a missing stream, arguments checked before
 //! anything is sent, a tail that says when it lost and regained the server

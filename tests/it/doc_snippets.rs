@@ -1,6 +1,6 @@
 //! The shell snippets of README.md and docs/clients.md, run top to bottom
 //! as written against a real server, so the documentation cannot drift
-//! from the binary (issue 16 §4).
+//! from the binary.
 //!
 //! Every ```` ```sh ```` block runs, unless the line before it is
 //! `<!-- snippet: not run (WHY) -->`. A block is split into commands (a

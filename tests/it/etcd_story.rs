@@ -512,7 +512,7 @@ async fn owner_cut_off_from_etcd_writes_until_fenced_then_is_refused() {
     );
 }
 
-/// Issue 11's deadlines in the story: A appends with `not_after_ms` = its
+/// Deadlines in the story: A appends with `not_after_ms` = its
 /// lease's expiry minus a margin. Cut off from etcd, its lease runs out
 /// while nobody has taken over yet — and fencelog already refuses its next
 /// write (`deadline_exceeded`: the writer's time is past A's lease), so the

@@ -1,8 +1,8 @@
-//! Issue 4 §3, over HTTP: a full disk. The real server on a 2 MiB tmpfs is
+//! Storage faults over HTTP: a full disk. The real server on a 2 MiB tmpfs is
 //! filled until a write fails: that write and every later one get 507 with
 //! the JSON error; since the space runs out while zero-filling ahead of a
 //! group, before any of its data is written, nothing changed and the
-//! engine is not poisoned (issue 12 §3): `/healthz` stays 200, reads keep
+//! engine is not poisoned: `/healthz` stays 200, reads keep
 //! answering, and once the filesystem grows appends succeed again without
 //! a restart; after a crash and restart nothing acknowledged is missing.
 //!
@@ -144,8 +144,8 @@ async fn real_server_on_a_full_tmpfs() {
         }
     }
     // The disk filled up while zero-filling ahead of a group, before any
-    // of its data was written (issue 12 §3, finding 4): a clean 507,
-    // nothing changed, and the engine is not poisoned.
+    // of its data was written: a clean 507, nothing changed, and the
+    // engine is not poisoned.
     let first = refusal.expect("2 MiB never filled up");
     assert!(
         matches!(

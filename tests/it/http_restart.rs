@@ -123,7 +123,7 @@ async fn sigterm_drains_and_exits_zero() {
     assert_eq!(api_of(&srv).bodies("s").await, ["one", "two"]);
 }
 
-/// Issue 12: the last segment file deleted while the server was stopped.
+/// The last segment file deleted while the server was stopped.
 /// The MANIFEST lists it, so `fencelog serve` refuses to start — exit 5,
 /// the file named in the log, nothing served — instead of coming up
 /// without the acknowledged records (and accepting a token below one it

@@ -1,4 +1,4 @@
-//! Issue 4 §6: the real `fencelog serve` process, SIGKILLed over and over.
+//! The real `fencelog serve` process, SIGKILLed over and over.
 //!
 //! Each cycle starts the built binary on the same data directory, checks
 //! through the API that every record ever acknowledged is still there at

@@ -130,7 +130,7 @@ async fn open_loop_rate_is_bounded_by_schedule() {
     assert!(report.requests <= 200 + 4, "{}", report.requests);
 }
 
-/// Issue 13's pipelined append session through the client crate's
+/// The pipelined append session through the client crate's
 /// `AppendSession`: one connection, every acknowledged record read back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_run_verifies_every_acknowledged_record() {

@@ -1,5 +1,6 @@
-//! Issue 12 §3 against the real binary: clients that do not read, uploads
-//! that stall, descriptors that run out, a full writer queue. Each case
+//! Misbehaving clients against the real binary: clients that do not
+//! read, uploads that stall, descriptors that run out, a full writer
+//! queue. Each case
 //! ends with the data unchanged (everything acknowledged is there, nothing
 //! else) and the server healthy.
 
@@ -439,7 +440,7 @@ async fn idle_connections_past_the_descriptor_limit_never_break_a_roll() {
     srv.sigterm_and_wait();
 }
 
-/// Issue 12: the soft descriptor limit is raised to the hard one at start,
+/// The soft descriptor limit is raised to the hard one at start,
 /// and the default connection cap comes from the raised limit (half of it
 /// after a reserve for segments), as the startup line says.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,4 +1,4 @@
-//! Issue 12 §3 "one request, one reading", against the real binary: every
+//! "One request, one reading", against the real binary: every
 //! way a request could mean two things is a 400 (415 for an encoding or a
 //! content type the route does not take) with the JSON error body, and each
 //! ends with the data unchanged and the server healthy.

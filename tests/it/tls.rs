@@ -1,4 +1,4 @@
-//! Issue 12 §1 against the real binary: HTTPS with a certificate rcgen
+//! TLS against the real binary: HTTPS with a certificate rcgen
 //! makes, the Rust client and the CLI with `--ca-cert`, a plaintext request
 //! on the TLS port answered with a JSON 400, and a SIGHUP that swaps the
 //! certificate without dropping a live tail.

@@ -192,7 +192,7 @@ def test_unavailable_when_storage_refuses_before_writing(spawn) -> None:
         acked = _fill(c, "s", fencelog.Unavailable)
         # The space ahead could not be zero-filled, so none of the refused
         # group was written: its outcome is known (nothing changed), and
-        # the engine is not poisoned (issue 12 §3).
+        # the engine is not poisoned.
         with pytest.raises(fencelog.Unavailable) as again:
             c.append("s", 1, b"x" * 100_000)
         e = again.value

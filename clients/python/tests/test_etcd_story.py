@@ -2,7 +2,7 @@
 etcd lease and writes; A is frozen (SIGSTOP) past its lease; worker B takes
 the lock with a higher token and writes; A wakes up and its late write is
 refused with StaleFencingToken, and the producer lookup tells it what of
-its own landed. And issue 11's deadlines: A frozen past its lease with no
+its own landed. And deadlines: A frozen past its lease with no
 successor yet is refused by its own not_after_ms (deadline_exceeded). The
 workers are examples/etcd_worker.py run as processes."""
 

@@ -1,4 +1,4 @@
-"""Issue 11 in the Python client, against the real server: idempotent
+"""The Python client against the real server: idempotent
 producers (a lost answer retried with the same producer_seq comes back as
 a duplicate, one copy on the stream), deadlines, "did my write land?", the
 fence history, fenced cursors and multi-stream batches — and every new
