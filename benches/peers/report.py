@@ -172,7 +172,7 @@ def targets(rows):
     if t and t.get("visibility"):
         p99 = t["visibility"]["p99_us"]
         lines.append(f"| append → SSE visible p99 ≤ 2 ms, 1 producer | {fmt_us(p99)}: {'met' if p99 <= 2000 else 'MISSED'} |")
-    lines += issue13_targets(rows)
+    lines += target_rows(rows)
     return "\n".join(lines)
 
 
@@ -183,7 +183,7 @@ def cpu_per_request_us(r):
     return cpu / r["requests"] * 1e6
 
 
-def issue13_targets(rows):
+def target_rows(rows):
     """The further targets against Redis (and PostgreSQL, and redis-rs for
     the client), all from this run."""
     f = lambda w, c, b=1: find(rows, "fencelog", w, c, b)

@@ -161,7 +161,7 @@ const MAPPING: &[(&str, Access)] = &[
 ];
 
 #[test]
-fn the_route_table_declares_the_issue_12_scope_of_every_route() {
+fn the_route_table_declares_the_scope_of_every_route() {
     let table: Vec<(&str, Access)> = ROUTES.iter().map(|r| (r.operation_id, r.access)).collect();
     assert_eq!(table, MAPPING);
 }
