@@ -29,7 +29,7 @@ use crate::error::Answer;
 use crate::header_view::HeaderView;
 use crate::http_metrics::APPEND_ROUTE;
 use crate::state::AppState;
-use crate::{ops, params, records};
+use crate::{params, records};
 use axum::body::Body;
 use axum::http::{Method, Request};
 use axum::response::{IntoResponse, Response};
@@ -94,8 +94,8 @@ impl AppendRoute {
         body: Incoming,
     ) -> Answer {
         let started = Instant::now();
-        let answer = match ops::headers_over_limit(&self.state, headers) {
-            Some(refused) => Answer::Response(refused),
+        let answer = match self.state.limits.headers_over_limit(headers.size_bytes()) {
+            Some(refused) => Answer::Response(refused.into_response()),
             None => self.admitted(target, stream, headers, body).await,
         };
         self.state

@@ -5,7 +5,7 @@
 //! trickle uploads) make others wait — and are eventually closed by the
 //! write and body timeouts — instead of growing the process.
 
-use crate::error::ApiError;
+use crate::error::{ApiError, RETRY_AFTER_S};
 use bytes::Bytes;
 use fencelog_api::{ErrorCode, Field};
 use std::sync::Arc;
@@ -22,9 +22,6 @@ pub const UPLOAD_BYTES_DEFAULT: usize = 64 << 20;
 pub const WAIT_DEFAULT: Duration = Duration::from_secs(5);
 /// The semaphore's own bound on permits.
 const PERMITS_MAX: usize = Semaphore::MAX_PERMITS;
-
-/// Seconds a client is told to wait in `Retry-After` when overloaded.
-pub const RETRY_AFTER_S: u64 = 1;
 
 #[derive(Debug, Clone)]
 pub struct MemoryBudget {

@@ -9,6 +9,10 @@ use fencelog_api::{fixed_json, ErrorBody, ErrorCode, Field};
 use fencelog_engine::{ReadError, StorageFailure, WriteError};
 use serde_json::Value;
 
+/// Seconds a client is told to wait in `Retry-After` when overloaded
+/// (the writer's queue is full, or the memory budget has no room).
+pub const RETRY_AFTER_S: u64 = 1;
+
 /// An error answer: its [`ErrorBody`], sent with the code's status (and
 /// a cluster node's leader hint, when it has one for the request).
 #[derive(Debug, Clone, PartialEq)]
@@ -232,8 +236,9 @@ fn write_answer(stream: &str, err: WriteError) -> ApiError {
         // Nothing was written and the engine goes on: no outcome_unknown,
         // and a retry later is safe.
         WriteError::NotWritten(failure) => ApiError::storage(&failure, message),
-        WriteError::Overloaded { .. } => ApiError::new(ErrorCode::Overloaded, message)
-            .with(Field::RetryAfterS, crate::budget::RETRY_AFTER_S),
+        WriteError::Overloaded { .. } => {
+            ApiError::new(ErrorCode::Overloaded, message).with(Field::RetryAfterS, RETRY_AFTER_S)
+        }
         WriteError::ShuttingDown => ApiError::new(ErrorCode::Unavailable, message),
         WriteError::BadInput(_) => ApiError::bad_request(message),
         WriteError::ProducerFenced { floor } => ApiError::new(ErrorCode::ProducerFenced, message)

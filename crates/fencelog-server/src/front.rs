@@ -38,7 +38,7 @@
 use crate::append_route::AppendRoute;
 use crate::error::Answer;
 use crate::front_head::{self, Head};
-use crate::server::Shutdown;
+use crate::shutdown::Shutdown;
 use axum::body::Body;
 use axum::http::{header, HeaderName, HeaderValue, Request, Response, StatusCode};
 use axum::Router;
@@ -731,11 +731,12 @@ mod tests {
     async fn the_front_s_share_of_a_connection_s_task_is_small() {
         let dir = tempfile::tempdir().unwrap();
         let config = fencelog_engine::Config::default();
-        let state =
-            crate::AppState::new(fencelog_engine::Engine::open_with(dir.path(), config).unwrap());
+        let state = crate::state::AppState::new(
+            fencelog_engine::Engine::open_with(dir.path(), config).unwrap(),
+        );
         let front = Front {
             route: Arc::new(AppendRoute::new(state.clone())),
-            router: crate::app(state),
+            router: crate::router::app(state),
             head_timeout: Duration::from_secs(1),
             cap_bytes: 8192,
             keep_alive: HeaderValue::from_static("timeout=9"),

@@ -1,14 +1,11 @@
 //! The HTTP layer's metrics, next to the engine's on `GET /metrics`:
 //! requests and their latency by route and status, what reads returned,
-//! and live tails. Labels come from the route table (the matched path,
-//! never the raw URI), the method and the status, so their number is
-//! bounded by the API itself.
+//! and live tails. Labels are the route (a path of the route table,
+//! which the router's middleware finds for each request: never the raw
+//! URI), the method and the status, so their number is bounded by the
+//! API itself.
 
-use crate::state::AppState;
-use axum::extract::{MatchedPath, Request, State};
 use axum::http::Method;
-use axum::middleware::Next;
-use axum::response::Response;
 use fencelog_engine::Record;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -35,19 +32,8 @@ struct RequestLabels {
     status: u16,
 }
 
-/// The route table's own copy of a matched path: the label, unallocated.
-fn route_label(request: &Request) -> &'static str {
-    let Some(matched) = request.extensions().get::<MatchedPath>() else {
-        return UNMATCHED_ROUTE;
-    };
-    let path = matched.as_str();
-    crate::openapi::ROUTES
-        .iter()
-        .find(|r| r.path == path)
-        .map_or(UNMATCHED_ROUTE, |r| r.path)
-}
-
-fn method_label(method: &Method) -> Cow<'static, str> {
+/// The method's label: borrowed for the standard methods.
+pub(crate) fn method_label(method: &Method) -> Cow<'static, str> {
     // `Method::as_str` of a standard method is a static string, but its
     // signature ties it to the method.
     Cow::Borrowed(match *method {
@@ -185,24 +171,6 @@ impl Drop for TailGuard {
     fn drop(&mut self) {
         self.0.tails_live.dec();
     }
-}
-
-/// Middleware, the only one in front of the router: counts and times
-/// every request by its route and status, and refuses headers over the
-/// limit (one layer for both, because every layer costs each request a
-/// boxed future and a clone of the service behind it).
-pub async fn track(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let route = route_label(&request);
-    let method = method_label(request.method());
-    let response = match crate::ops::headers_over_limit(&state, request.headers()) {
-        Some(refused) => refused,
-        None => next.run(request).await,
-    };
-    state
-        .http_metrics
-        .answered(method, route, response.status().as_u16(), started);
-    response
 }
 
 /// The append route's label, for the fast path in front of the router

@@ -56,8 +56,10 @@ pub mod params;
 pub mod producers;
 pub mod records;
 mod rewind;
+mod router;
 pub mod server;
 pub mod session;
+mod shutdown;
 pub mod sse;
 pub mod start;
 pub mod state;
@@ -66,36 +68,10 @@ mod strict_json;
 pub mod tls;
 mod writes;
 
-use axum::Router;
-
 pub use append_body::AppendBody;
 pub use error::ApiError;
+pub use router::app;
 pub use server::Shutdown;
 pub use server::{serve, serve_metrics, serve_router, Routes, ServerConfig};
 pub use state::{AppState, HttpLimits};
 pub use tls::Tls;
-
-/// The whole API as a router, built from [`openapi::ROUTES`]: each route
-/// behind [`auth::check`] with the access it declares.
-pub fn app(state: AppState) -> Router {
-    let mut router = Router::new();
-    for route in openapi::ROUTES {
-        let guard =
-            axum::middleware::from_fn_with_state((state.auth.clone(), route.access), auth::check);
-        let mut handler = (route.handler)();
-        if openapi::REDIRECTED.contains(&route.operation_id) {
-            let redirect =
-                axum::middleware::from_fn_with_state(state.clone(), writes::redirect_writes);
-            handler = handler.route_layer(redirect);
-        }
-        router = router.route(route.path, handler.route_layer(guard));
-    }
-    router
-        .fallback(ops::not_found)
-        .method_not_allowed_fallback(ops::method_not_allowed)
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            http_metrics::track,
-        ))
-        .with_state(state)
-}

@@ -1,7 +1,6 @@
 //! Operator endpoints and the catch-all answers.
 
 use crate::error::ApiError;
-use crate::header_view::HeaderView;
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::header;
@@ -42,28 +41,4 @@ pub async fn method_not_allowed() -> ApiError {
         ErrorCode::MethodNotAllowed,
         "method not allowed on this route",
     )
-}
-
-/// 431 with the JSON body when a request's headers are over the limit
-/// (hyper's own buffer limit is a backstop further out, see `conn_io`).
-/// Called by [`crate::http_metrics::track`], the one middleware in front
-/// of the router, so the refusal is counted like any other answer.
-pub fn headers_over_limit<H: HeaderView + ?Sized>(
-    state: &AppState,
-    headers: &H,
-) -> Option<Response> {
-    let bytes = headers.size_bytes();
-    let limit = state.limits.header_bytes_max;
-    if bytes > limit {
-        return Some(
-            ApiError::new(
-                ErrorCode::HeadersTooLarge,
-                format!(
-                    "the request headers are {bytes} bytes, over the server's limit of {limit}"
-                ),
-            )
-            .into_response(),
-        );
-    }
-    None
 }

@@ -6,11 +6,12 @@
 //! in-flight requests finish for at most the drain timeout, then shut the
 //! engine down so everything queued is committed and synced.
 
-use crate::app;
 use crate::append_route::AppendRoute;
 use crate::conn_io::ConnIo;
 use crate::front::{Front, Left, KEEP_ALIVE};
 use crate::rewind::Rewind;
+use crate::router::app;
+pub use crate::shutdown::{ConnHold, Shutdown};
 use crate::state::AppState;
 use crate::tls::Tls;
 use axum::http::HeaderValue;
@@ -26,7 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, Semaphore};
 use tower::ServiceExt;
 
 /// Connections served at once by default; the CLI derives its default
@@ -42,35 +43,6 @@ pub const HEADER_BYTES_MAX_DEFAULT: usize = 64 << 10;
 /// memory and the CPU to fill it). 128 KiB (256 KiB in the kernel) keeps a
 /// 1 ms path at well over 200 MB/s.
 pub const SEND_BUFFER_BYTES_DEFAULT: usize = 128 << 10;
-
-/// Resolves once the server starts shutting down; never, for a router that
-/// is not run by [`crate::serve`].
-#[derive(Clone)]
-pub struct Shutdown(watch::Receiver<bool>);
-
-impl Shutdown {
-    /// A signal that never fires, plus nothing to fire it with.
-    pub fn never() -> Self {
-        let (_tx, rx) = watch::channel(false);
-        Shutdown(rx)
-    }
-
-    pub fn new() -> (watch::Sender<bool>, Self) {
-        let (tx, rx) = watch::channel(false);
-        (tx, Shutdown(rx))
-    }
-
-    pub fn is_triggered(&self) -> bool {
-        *self.0.borrow()
-    }
-
-    pub async fn wait(&mut self) {
-        // A dropped sender means nobody can ever shut us down.
-        if self.0.wait_for(|down| *down).await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    }
-}
 
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -223,7 +195,7 @@ pub async fn serve_router<R: Into<Routes>>(
             config: config.clone(),
             shutdown: shutdown.clone(),
             peer,
-            hold: ConnHold(Arc::new((permit, conn_alive.clone()))),
+            hold: ConnHold::new(permit, conn_alive.clone()),
         };
         tokio::spawn(conn.run(tcp));
     }
@@ -263,13 +235,6 @@ struct Conn {
     peer: SocketAddr,
     hold: ConnHold,
 }
-
-/// A connection's slot under the connection cap and in the shutdown
-/// drain. An upgrade request carries a clone (an extension), so an append
-/// session (`crate::session`), which outlives the HTTP connection it
-/// upgraded, still counts against both.
-#[derive(Clone)]
-pub struct ConnHold(#[allow(dead_code)] Arc<(OwnedSemaphorePermit, mpsc::Sender<()>)>);
 
 /// Which way a request is answered: the append route's fast path, or the
 /// router's service call.

@@ -31,7 +31,7 @@ use crate::backend::{Elsewhere, Pending, Refused, SessionWrites};
 use crate::budget::{overloaded, Lease, Pool};
 use crate::error::ApiError;
 use crate::params::stream_name;
-use crate::server::ConnHold;
+use crate::shutdown::ConnHold;
 use crate::state::AppState;
 use axum::extract::rejection::PathRejection;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;

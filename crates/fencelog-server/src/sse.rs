@@ -33,7 +33,7 @@ use crate::chunked::{Chunks, Framed};
 use crate::error::{read_error, ApiError};
 use crate::http_metrics::{HttpMetrics, TailGuard};
 use crate::params::ReadParams;
-use crate::server::Shutdown;
+use crate::shutdown::Shutdown;
 use crate::start;
 use crate::state::AppState;
 use axum::body::Body;

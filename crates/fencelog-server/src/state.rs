@@ -6,9 +6,9 @@ use crate::audit::Audit;
 use crate::auth::{Auth, Caller};
 use crate::backend::{Backend, EngineBackend};
 use crate::budget::MemoryBudget;
-use crate::error::{write_error, Answer};
+use crate::error::{write_error, Answer, ApiError};
 use crate::http_metrics::HttpMetrics;
-use crate::server::Shutdown;
+use crate::shutdown::Shutdown;
 use axum::response::{IntoResponse, Response};
 use fencelog_api::ErrorCode;
 use fencelog_engine::{Config, Engine, SessionMutation, WriteError};
@@ -70,6 +70,23 @@ impl HttpLimits {
             session_appends_max: SESSION_APPENDS_MAX_DEFAULT,
             session_bytes_max: SESSION_BYTES_MAX_DEFAULT,
         }
+    }
+
+    /// The 431 for a request whose header names and values take `bytes`,
+    /// when that is over [`HttpLimits::header_bytes_max`] (hyper's own
+    /// buffer limit is a backstop further out, see `conn_io`). The
+    /// router's one middleware and the append route in front of it check
+    /// it first, so the refusal is counted like any other answer.
+    pub(crate) fn headers_over_limit(&self, bytes: usize) -> Option<ApiError> {
+        let limit = self.header_bytes_max;
+        (bytes > limit).then(|| {
+            ApiError::new(
+                ErrorCode::HeadersTooLarge,
+                format!(
+                    "the request headers are {bytes} bytes, over the server's limit of {limit}"
+                ),
+            )
+        })
     }
 }
 
