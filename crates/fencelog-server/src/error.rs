@@ -103,15 +103,10 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// The answer to a stale token on `stream`, written without building an
-/// [`ErrorBody`]: the bytes are exactly those of `write_error`'s answer
-/// (fencelog-api's `stale` module holds the two to the same text).
-pub fn stale_response(stream: &str, presented: u64, highest: u64, next_seq: u64) -> Response {
-    let body = stale_body(stream, presented, highest, next_seq);
-    json_response(status(ErrorCode::StaleFencingToken), body)
-}
-
-/// The body of [`stale_response`].
+/// The body of the answer to a stale token on `stream`, written without
+/// building an [`ErrorBody`]: the bytes are exactly those of
+/// `write_error`'s answer (fencelog-api's `stale` module holds the two to
+/// the same text, and a test below the answers).
 pub fn stale_body(stream: &str, presented: u64, highest: u64, next_seq: u64) -> Vec<u8> {
     // The engine's message is about 110 bytes; room for it at once.
     let mut body = Vec::with_capacity(fixed_json::stale_body_bytes(stream.len(), 128));
@@ -135,7 +130,7 @@ pub fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
 /// the append route gives back, so that the HTTP/1.1 front can write its
 /// usual outcomes (an ack, a stale refusal) straight from the bytes,
 /// instead of building a `Response` — a `HeaderMap` for its one header,
-/// a boxed body — only to take it apart again (`crate::front`).
+/// a boxed body — only to take it apart again (`crate::server::front`).
 pub enum Answer {
     /// `status` with `body` as `application/json`, exactly what
     /// [`json_response`] makes of them.
@@ -171,7 +166,7 @@ impl From<Response> for Answer {
 }
 
 /// So a handler that answers some refusals as prepared responses (see
-/// [`stale_response`]) can still refuse the rest with `?`.
+/// [`stale_body`]) can still refuse the rest with `?`.
 impl From<ApiError> for Response {
     fn from(e: ApiError) -> Response {
         e.into_response()
@@ -179,7 +174,7 @@ impl From<ApiError> for Response {
 }
 
 /// Maps a refused append or fence on `stream`. Logging is the caller's
-/// (`AppState::write_refused`, which aggregates stale rejections).
+/// (`AppState::write_refused_answer`, which aggregates stale rejections).
 pub fn write_error(stream: &str, err: WriteError) -> ApiError {
     write_answer(stream, err).on_stream(stream)
 }
@@ -310,6 +305,13 @@ fn read_answer(stream: &str, err: ReadError) -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The whole answer to a stale token, as the write routes send it
+    /// ([`Answer::Json`] of [`stale_body`]).
+    fn stale_response(stream: &str, presented: u64, highest: u64, next_seq: u64) -> Response {
+        let body = stale_body(stream, presented, highest, next_seq);
+        json_response(status(ErrorCode::StaleFencingToken), body)
+    }
 
     /// The prepared stale answer says exactly what the general mapping
     /// says: same status, same type, same bytes (message included).

@@ -4,7 +4,7 @@
 //! body forms; and the paused worker that learns its write landed.
 
 use fencelog_engine::Config;
-use fencelog_server::ServerConfig;
+use fencelog_server::server::ServerConfig;
 use fencelog_testkit::http::{records_json, stale_body, Api, TestServer};
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
