@@ -6,6 +6,11 @@
 //! saying which scope it needs. With no tokens configured the server runs
 //! open ([`Auth::Open`]) — the CLI allows that only on a loopback address
 //! or with `--insecure-no-auth`.
+//!
+//! The parts: `scope.rs` what a token may do and what a route needs,
+//! `tokens.rs` the configured tokens and who a request is from, `admit.rs`
+//! the per-route decision (as middleware and as a plain call), `secret.rs`
+//! hashing, comparing and making secrets.
 
 mod admit;
 mod scope;

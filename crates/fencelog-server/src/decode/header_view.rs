@@ -6,8 +6,8 @@
 //! Why: building a `HeaderMap` (parsing and lowercasing each name,
 //! hashing it in, sharing each value, and dropping it all again) and
 //! hashing every name looked up cost a stale rejection through the front
-//! ~5k of its ~23k server instructions (callgrind, BENCHMARKS.md, issue
-//! 13), while a producer's request carries four or five headers, which a
+//! ~5k of its ~23k server instructions (callgrind, BENCHMARKS.md), while
+//! a producer's request carries four or five headers, which a
 //! scan of the parsed slices finds sooner. The append path
 //! (`routes/records.rs`, [`crate::auth`], [`crate::routes::body`], [`crate::decode::params`])
 //! reads through this trait only, so both ways in read a request alike.

@@ -5,8 +5,8 @@
 //! Why: through axum, each request pays for the route match, the
 //! middleware's boxed futures, a clone of the service stack, the path
 //! extractors and an extension map; callgrind counted ~19k instructions of
-//! the ~52k a stale rejection cost on the server there (BENCHMARKS.md,
-//! issue 13). Here the same steps run as plain calls, in the same order
+//! the ~52k a stale rejection cost on the server there (BENCHMARKS.md).
+//! Here the same steps run as plain calls, in the same order
 //! the router takes them:
 //!
 //! 1. [`crate::state::HttpLimits::headers_over_limit`] (what the router's one middleware,

@@ -72,7 +72,8 @@ impl Conn {
         // Boxed: a TLS session (rustls' state, inline in the handshake and
         // connection futures) would otherwise size every connection's
         // task, plaintext ones too — and an idle SSE tail's task is a
-        // large part of what the tail costs (issue 13).
+        // large part of what the tail costs (BENCHMARKS.md, memory per idle
+        // live tail).
         Box::pin(self.tls(tcp, tls)).await
     }
 

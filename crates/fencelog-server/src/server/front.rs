@@ -7,7 +7,7 @@
 //! Why: for a producer's small requests hyper's dispatcher (its parser
 //! state, the body channel, the per-request timer, response encoding)
 //! costs more instructions than the whole append route (callgrind,
-//! BENCHMARKS.md, issue 13). Here a request is parsed with httparse out of
+//! BENCHMARKS.md). Here a request is parsed with httparse out of
 //! one buffer, its body is a slice of that buffer, the same code hyper's
 //! path calls answers it (the append route, [`AppendRoute::serve`], or the
 //! router), and the answer is written as hyper would write it.

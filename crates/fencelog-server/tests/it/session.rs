@@ -1,5 +1,5 @@
-//! The pipelined append session (`GET /v1/streams/{stream}/session`, issue
-//! 13) against a real server: answers in exactly the order sent, each
+//! The pipelined append session (`GET /v1/streams/{stream}/session`)
+//! against a real server: answers in exactly the order sent, each
 //! append refused or accepted as the single-request route would (the same
 //! bodies), durable after a restart, bounded when the client stops
 //! reading, bad messages ending the session with an exact body and
