@@ -11,6 +11,7 @@ use crate::decode::params::{
 };
 use crate::error::{read_error, write_error, ApiError};
 use crate::routes::body::{json_object, read_capped};
+use crate::routes::start::cursor_not_found;
 use crate::routes::writes;
 use crate::state::AppState;
 use axum::body::Body;
@@ -131,16 +132,6 @@ async fn cursor_body(
     let token = token_from_json(obj.get("fencing_token"))?;
     let seq = required_seq("seq", obj.get("seq"))?;
     Ok((token, seq))
-}
-
-/// The 404 of a cursor the stream does not have.
-pub fn cursor_not_found(stream: &str, name: &str) -> ApiError {
-    ApiError::new(
-        ErrorCode::CursorNotFound,
-        format!("stream {stream} has no cursor {name:?}"),
-    )
-    .with(Field::Stream, stream)
-    .with(Field::Cursor, name)
 }
 
 /// `GET /v1/streams/{stream}/cursors/{name}`.

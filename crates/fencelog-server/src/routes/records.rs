@@ -12,8 +12,7 @@ use crate::decode::params::{
 use crate::error::{json_response, read_error, write_error, Answer, ApiError};
 use crate::routes::body::{read_capped, Incoming, Upload};
 use crate::routes::chunked::{self, Framed, Source};
-use crate::routes::start;
-use crate::routes::{sse, writes};
+use crate::routes::{sse, start, writes};
 use crate::state::AppState;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, Request, State};
@@ -23,11 +22,9 @@ use axum::Extension;
 use bytes::Bytes;
 use fencelog_api::read::param;
 use fencelog_api::read_batch::{self, RecordFrames};
-use fencelog_api::{
-    batch, fixed_json, header as wire, next_start_seq, AppendAck, Field, ReadStart,
-};
+use fencelog_api::{batch, fixed_json, header as wire, next_start_seq, AppendAck, Field};
 use fencelog_engine::{
-    validate_headers, Ack, Applied, Engine, Header, HeaderError, ReadBatch, ReadError, RecordIn,
+    validate_headers, Ack, Applied, Header, HeaderError, ReadBatch, ReadError, RecordIn,
     WriteError, HEADERS_PER_RECORD_MAX, HEADER_BYTES_PER_RECORD_MAX,
 };
 use std::collections::HashMap;
@@ -253,31 +250,6 @@ fn batch_records_v2(
     batch::split_records_v2(body).map_err(|e| ApiError::bad_request(e.to_string()))
 }
 
-/// Where `cursor=NAME` says a read or tail starts; with another start too
-/// it is a 400 (which one?).
-fn cursor_start(
-    engine: &Engine,
-    stream: &str,
-    name: &str,
-    q: &QueryParams,
-) -> Result<ReadStart, ApiError> {
-    let starts = [
-        param::START_SEQ,
-        param::TAIL_OFFSET,
-        param::START_TIMESTAMP_MS,
-    ];
-    if let Some(other) = starts.iter().find(|p| q.str(p).is_some()) {
-        return Err(ApiError::bad_request(format!(
-            "give {other} or cursor, not both"
-        )));
-    }
-    match engine.cursor(stream, name) {
-        Ok(Some(c)) => Ok(ReadStart::Seq(c.seq)),
-        Ok(None) => Err(crate::routes::producers::cursor_not_found(stream, name)),
-        Err(e) => Err(read_error(stream, e)),
-    }
-}
-
 fn wants_event_stream(headers: &HeaderMap) -> bool {
     headers
         .get_all(header::ACCEPT)
@@ -334,7 +306,7 @@ async fn read_stream(
     let mut params = ReadParams::parse(&q)?;
     let engine = state.backend.read(stream).await?;
     if let Some(name) = q.str("cursor") {
-        params.start = cursor_start(&engine, stream, name, &q)?;
+        params.start = start::cursor_start(&engine, stream, name, &q)?;
     }
     if params.follow || wants_event_stream(headers) {
         if params.until_timestamp_ms.is_some() {

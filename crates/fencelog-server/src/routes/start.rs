@@ -1,9 +1,12 @@
-//! Where a read or a tail starts: `start_seq`, `tail_offset` or
-//! `start_timestamp_ms`, resolved against the stream's durable state, and
-//! `clamp` for a start below the trim point.
+//! Where a read or a tail starts: `start_seq`, `tail_offset`,
+//! `start_timestamp_ms` or a cursor's seq (`cursor=`), resolved against
+//! the stream's durable state, and `clamp` for a start below the trim
+//! point.
 
+use crate::decode::params::QueryParams;
 use crate::error::{read_error, ApiError};
-use fencelog_api::ReadStart;
+use fencelog_api::read::param;
+use fencelog_api::{ErrorCode, Field, ReadStart};
 use fencelog_engine::{Engine, ReadError, StreamState};
 
 /// The stream's durable state; a tombstone is [`ReadError::NotFound`], as
@@ -37,4 +40,39 @@ pub fn resolve(
         Ok(if clamp { seq.max(s.first_seq) } else { seq })
     });
     resolved.map_err(|e| read_error(stream, e))
+}
+
+/// Where `cursor=NAME` says a read or tail starts; with another start too
+/// it is a 400 (which one?).
+pub fn cursor_start(
+    engine: &Engine,
+    stream: &str,
+    name: &str,
+    q: &QueryParams,
+) -> Result<ReadStart, ApiError> {
+    let starts = [
+        param::START_SEQ,
+        param::TAIL_OFFSET,
+        param::START_TIMESTAMP_MS,
+    ];
+    if let Some(other) = starts.iter().find(|p| q.str(p).is_some()) {
+        return Err(ApiError::bad_request(format!(
+            "give {other} or cursor, not both"
+        )));
+    }
+    match engine.cursor(stream, name) {
+        Ok(Some(c)) => Ok(ReadStart::Seq(c.seq)),
+        Ok(None) => Err(cursor_not_found(stream, name)),
+        Err(e) => Err(read_error(stream, e)),
+    }
+}
+
+/// The 404 of a cursor the stream does not have.
+pub fn cursor_not_found(stream: &str, name: &str) -> ApiError {
+    ApiError::new(
+        ErrorCode::CursorNotFound,
+        format!("stream {stream} has no cursor {name:?}"),
+    )
+    .with(Field::Stream, stream)
+    .with(Field::Cursor, name)
 }

@@ -68,6 +68,9 @@ impl HttpLimits {
     /// buffer limit is a backstop further out, see `conn_io`). The
     /// router's one middleware and the append route in front of it check
     /// it first, so the refusal is counted like any other answer.
+    // Inline: every request the append route answers in front of the
+    // router makes this call, and its usual answer should cost a compare.
+    #[inline]
     pub(crate) fn headers_over_limit(&self, bytes: usize) -> Option<ApiError> {
         let limit = self.header_bytes_max;
         (bytes > limit).then(|| {
