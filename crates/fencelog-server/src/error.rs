@@ -261,7 +261,8 @@ fn write_answer(stream: &str, err: WriteError) -> ApiError {
                 .with(Field::NextSeq, next_seq)
         }
         // A batch's answer is built by its handler, which knows each op's
-        // stream ([`crate::batch`]); this is the fallback without them.
+        // stream (`POST /v1/batch`, in routes/producers.rs); this is the
+        // fallback without them.
         WriteError::BatchRefused(_) => ApiError::new(ErrorCode::BadRequest, message),
         WriteError::BadHeaders { error, .. } if error.is_limit() => ApiError::too_large(message),
         WriteError::BadHeaders { .. } => ApiError::bad_request(message),
