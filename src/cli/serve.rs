@@ -13,8 +13,8 @@ use fencelog_engine::config::{
 };
 use fencelog_engine::Engine;
 use fencelog_server::auth::{Auth, AuthSettings};
-use fencelog_server::budget::{self, MemoryBudget};
-use fencelog_server::{self as http, AppState, HttpLimits, ServerConfig, Tls};
+use fencelog_server::server::{self as http, ServerConfig, Tls};
+use fencelog_server::state::{AppState, HttpLimits, MemoryBudget};
 use std::io::Write;
 use std::net::ToSocketAddrs;
 use std::path::PathBuf;
@@ -414,11 +414,11 @@ impl Settings {
             response_budget_bytes: args
                 .response_budget_bytes
                 .or(file.response_budget_bytes)
-                .unwrap_or(budget::RESPONSE_BYTES_DEFAULT),
+                .unwrap_or(MemoryBudget::RESPONSE_BYTES_DEFAULT),
             upload_budget_bytes: args
                 .upload_budget_bytes
                 .or(file.upload_budget_bytes)
-                .unwrap_or(budget::UPLOAD_BYTES_DEFAULT),
+                .unwrap_or(MemoryBudget::UPLOAD_BYTES_DEFAULT),
             tls_cert: args.tls_cert.clone().or(file.tls_cert),
             tls_key: args.tls_key.clone().or(file.tls_key),
             metrics_listen: args.metrics_listen.clone().or(file.metrics_listen),
@@ -646,7 +646,7 @@ impl Prepared {
         let budget = MemoryBudget::new(
             settings.response_budget_bytes,
             settings.upload_budget_bytes,
-            budget::WAIT_DEFAULT,
+            MemoryBudget::WAIT_DEFAULT,
         );
         Ok(Prepared {
             config,

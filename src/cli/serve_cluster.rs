@@ -12,7 +12,7 @@ use fencelog_cluster::node::{Node, NodeOptions, Timing};
 use fencelog_cluster::shard::{SHARDS_DEFAULT, SHARDS_MAX};
 use fencelog_server::auth::Auth;
 use fencelog_server::server::serve_with;
-use fencelog_server::AppState;
+use fencelog_server::state::AppState;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::ExitCode;

@@ -6,7 +6,7 @@
 
 use crate::support::{serve, BIN};
 use fencelog_server::auth::{hash_secret, to_hex, Access, Scope};
-use fencelog_server::openapi::ROUTES;
+use fencelog_server::routes::ROUTES;
 use fencelog_testkit::process::ServerProcess;
 use serde_json::{json, Value};
 use std::path::Path;

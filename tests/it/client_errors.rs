@@ -5,7 +5,7 @@ use bytes::Bytes;
 use fencelog_client::{Client, ClientError, ReadOptions};
 use fencelog_engine::sim::HookedStorage;
 use fencelog_engine::{Config, DirStorage, Engine};
-use fencelog_server::ServerConfig;
+use fencelog_server::server::ServerConfig;
 use fencelog_testkit::http::TestServer;
 use std::io;
 use std::net::SocketAddr;

@@ -4,7 +4,7 @@
 
 use fencelog_client::{Client, ClientError, ReadOptions, Retention, StreamConfig, TailEvent};
 use fencelog_engine::Config;
-use fencelog_server::ServerConfig;
+use fencelog_server::server::ServerConfig;
 use fencelog_testkit::http::TestServer;
 use futures_util::StreamExt;
 

@@ -5,7 +5,7 @@
 
 use fencelog_client::{Client, ClientError, ReadOptions};
 use fencelog_engine::Config;
-use fencelog_server::ServerConfig;
+use fencelog_server::server::ServerConfig;
 use fencelog_testkit::http::TestServer;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};

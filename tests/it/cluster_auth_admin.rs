@@ -167,7 +167,7 @@ fn location_and_hint(resp: &reqwest::Response) -> (Option<String>, Option<String
 
 /// The route table's scope for `method` on a stream write `path`.
 fn needed(method: &str, path: &str) -> Scope {
-    let route = fencelog_server::openapi::ROUTES
+    let route = fencelog_server::routes::ROUTES
         .iter()
         .find(|r| r.method == method && r.path == path);
     match route.map(|r| r.access) {

@@ -9,6 +9,10 @@ use fencelog_api::{fixed_json, ErrorBody, ErrorCode, Field};
 use fencelog_engine::{ReadError, StorageFailure, WriteError};
 use serde_json::Value;
 
+/// Seconds a client is told to wait in `Retry-After` when overloaded
+/// (the writer's queue is full, or the memory budget has no room).
+pub const RETRY_AFTER_S: u64 = 1;
+
 /// An error answer: its [`ErrorBody`], sent with the code's status (and
 /// a cluster node's leader hint, when it has one for the request).
 #[derive(Debug, Clone, PartialEq)]
@@ -99,15 +103,10 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// The answer to a stale token on `stream`, written without building an
-/// [`ErrorBody`]: the bytes are exactly those of `write_error`'s answer
-/// (fencelog-api's `stale` module holds the two to the same text).
-pub fn stale_response(stream: &str, presented: u64, highest: u64, next_seq: u64) -> Response {
-    let body = stale_body(stream, presented, highest, next_seq);
-    json_response(status(ErrorCode::StaleFencingToken), body)
-}
-
-/// The body of [`stale_response`].
+/// The body of the answer to a stale token on `stream`, written without
+/// building an [`ErrorBody`]: the bytes are exactly those of
+/// `write_error`'s answer (fencelog-api's `stale` module holds the two to
+/// the same text, and a test below the answers).
 pub fn stale_body(stream: &str, presented: u64, highest: u64, next_seq: u64) -> Vec<u8> {
     // The engine's message is about 110 bytes; room for it at once.
     let mut body = Vec::with_capacity(fixed_json::stale_body_bytes(stream.len(), 128));
@@ -131,7 +130,7 @@ pub fn json_response(status: StatusCode, body: Vec<u8>) -> Response {
 /// the append route gives back, so that the HTTP/1.1 front can write its
 /// usual outcomes (an ack, a stale refusal) straight from the bytes,
 /// instead of building a `Response` — a `HeaderMap` for its one header,
-/// a boxed body — only to take it apart again (`crate::front`).
+/// a boxed body — only to take it apart again (`crate::server::front`).
 pub enum Answer {
     /// `status` with `body` as `application/json`, exactly what
     /// [`json_response`] makes of them.
@@ -167,7 +166,7 @@ impl From<Response> for Answer {
 }
 
 /// So a handler that answers some refusals as prepared responses (see
-/// [`stale_response`]) can still refuse the rest with `?`.
+/// [`stale_body`]) can still refuse the rest with `?`.
 impl From<ApiError> for Response {
     fn from(e: ApiError) -> Response {
         e.into_response()
@@ -175,7 +174,7 @@ impl From<ApiError> for Response {
 }
 
 /// Maps a refused append or fence on `stream`. Logging is the caller's
-/// (`AppState::write_refused`, which aggregates stale rejections).
+/// (`AppState::write_refused_answer`, which aggregates stale rejections).
 pub fn write_error(stream: &str, err: WriteError) -> ApiError {
     write_answer(stream, err).on_stream(stream)
 }
@@ -232,8 +231,9 @@ fn write_answer(stream: &str, err: WriteError) -> ApiError {
         // Nothing was written and the engine goes on: no outcome_unknown,
         // and a retry later is safe.
         WriteError::NotWritten(failure) => ApiError::storage(&failure, message),
-        WriteError::Overloaded { .. } => ApiError::new(ErrorCode::Overloaded, message)
-            .with(Field::RetryAfterS, crate::budget::RETRY_AFTER_S),
+        WriteError::Overloaded { .. } => {
+            ApiError::new(ErrorCode::Overloaded, message).with(Field::RetryAfterS, RETRY_AFTER_S)
+        }
         WriteError::ShuttingDown => ApiError::new(ErrorCode::Unavailable, message),
         WriteError::BadInput(_) => ApiError::bad_request(message),
         WriteError::ProducerFenced { floor } => ApiError::new(ErrorCode::ProducerFenced, message)
@@ -261,7 +261,8 @@ fn write_answer(stream: &str, err: WriteError) -> ApiError {
                 .with(Field::NextSeq, next_seq)
         }
         // A batch's answer is built by its handler, which knows each op's
-        // stream ([`crate::batch`]); this is the fallback without them.
+        // stream (`POST /v1/batch`, in routes/producers.rs); this is the
+        // fallback without them.
         WriteError::BatchRefused(_) => ApiError::new(ErrorCode::BadRequest, message),
         WriteError::BadHeaders { error, .. } if error.is_limit() => ApiError::too_large(message),
         WriteError::BadHeaders { .. } => ApiError::bad_request(message),
@@ -305,6 +306,13 @@ fn read_answer(stream: &str, err: ReadError) -> ApiError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The whole answer to a stale token, as the write routes send it
+    /// ([`Answer::Json`] of [`stale_body`]).
+    fn stale_response(stream: &str, presented: u64, highest: u64, next_seq: u64) -> Response {
+        let body = stale_body(stream, presented, highest, next_seq);
+        json_response(status(ErrorCode::StaleFencingToken), body)
+    }
 
     /// The prepared stale answer says exactly what the general mapping
     /// says: same status, same type, same bytes (message included).

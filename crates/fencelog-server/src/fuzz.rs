@@ -13,7 +13,7 @@ pub fn http_append_body(data: &[u8]) {
                 .all(|b| b.is_ascii_alphanumeric() || b"._:-".contains(&b)));
         }
     }
-    let reference = crate::json_append::parse_value(data);
+    let reference = crate::decode::json_append::parse_value(data);
     if let Ok(append) = &reference {
         assert!(append.token >= 1, "token 0 accepted");
         assert!(!append.records.is_empty(), "empty batch accepted");
@@ -23,7 +23,7 @@ pub fn http_append_body(data: &[u8]) {
     // combined parser must answer exactly as the reference does (same
     // append, or the same error).
     let body = bytes::Bytes::copy_from_slice(data);
-    let combined = crate::json_append::parse(&body);
+    let combined = crate::decode::json_append::parse(&body);
     match (&reference, &combined) {
         (Ok(a), Ok(b)) => assert_eq!(a, b, "fast path disagrees with the reference parser"),
         (Err(a), Err(b)) => assert_eq!(a, b, "the combined parser explains differently"),
@@ -31,14 +31,14 @@ pub fn http_append_body(data: &[u8]) {
     }
 }
 
-/// The front's head reader (`crate::front_head`) never panics, and what
+/// The front's head reader (`crate::server::front_head`) never panics, and what
 /// it takes is exactly one request that hyper's parser would frame the
 /// same way: the head httparse completes at the same length, the body
 /// its one `Content-Length` declares (none: empty), all within the cap;
 /// more bytes after it change nothing (pipelining), fewer make it partial.
 /// The first byte picks the cap (in units of 64 bytes, at least 64).
 pub fn http_front_head(data: &[u8]) {
-    use crate::front_head::{parse, Head};
+    use crate::server::front_head::{parse, Head};
     let Some((&cap_byte, buf)) = data.split_first() else {
         return;
     };
@@ -54,7 +54,7 @@ pub fn http_front_head(data: &[u8]) {
         total <= buf.len() && total <= cap_bytes,
         "taken past the buffer or the cap"
     );
-    let mut headers = [httparse::EMPTY_HEADER; crate::front_head::HEADERS_MAX];
+    let mut headers = [httparse::EMPTY_HEADER; crate::server::front_head::HEADERS_MAX];
     let mut req = httparse::Request::new(&mut headers);
     let reparsed = req.parse(&buf[..located.head_bytes]);
     assert_eq!(
@@ -109,12 +109,13 @@ pub fn http_front_head(data: &[u8]) {
 /// the path's, and every header has the same values in the same order.
 fn same_reading(
     stream: &str,
-    view: &crate::front_head::SliceHeaders<'_>,
+    view: &crate::server::front_head::SliceHeaders<'_>,
     parts: Option<&axum::http::request::Parts>,
 ) {
-    use crate::header_view::HeaderView;
+    use crate::decode::header_view::HeaderView;
     let parts = parts.expect("read from the buffer, refused by http");
-    let matched = crate::append_route::AppendRoute::matches_path(&parts.method, parts.uri.path());
+    let matched =
+        crate::routes::append_route::AppendRoute::matches_path(&parts.method, parts.uri.path());
     assert_eq!(matched, Some(stream));
     assert_eq!(view.size_bytes(), parts.headers.size_bytes());
     for name in parts.headers.keys() {

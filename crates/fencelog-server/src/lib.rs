@@ -5,97 +5,44 @@
 //! crate serves it with axum. The engine knows nothing about JSON.
 //!
 //! Routes:
-//! - `POST /v1/streams/{stream}/records` append ([`records`])
-//! - `GET  /v1/streams/{stream}/records` read, long-poll, or live tail ([`records`], [`sse`])
-//! - `POST /v1/streams/{stream}/fence` raise the highest token without writing ([`streams`])
-//! - `GET  /v1/streams/{stream}` stream state ([`streams`])
+//! - `POST /v1/streams/{stream}/records` append
+//! - `GET  /v1/streams/{stream}/records` read, long-poll, or live tail
+//! - `POST /v1/streams/{stream}/fence` raise the highest token without writing
+//! - `GET  /v1/streams/{stream}` stream state
 //! - `POST /v1/streams/{stream}/trim`, `/seal`, `DELETE /v1/streams/{stream}`,
-//!   `PUT /v1/streams/{stream}/config`: the stream's lifecycle ([`lifecycle`])
+//!   `PUT /v1/streams/{stream}/config`: the stream's lifecycle
 //! - `GET  /v1/streams/{stream}/session` the pipelined append session, a
-//!   WebSocket ([`session`])
-//! - `GET  /v1/streams` list streams in name order ([`streams`])
-//! - `GET  /healthz`, `GET /metrics` ([`ops`])
-//! - `GET  /console`, `GET /console/{asset}` the web console ([`console`])
-//! - `GET  /v1/openapi.json` this list as an OpenAPI 3 document ([`openapi`])
+//!   WebSocket
+//! - `GET  /v1/streams` list streams in name order
+//! - `GET  /v1/streams/{stream}/producers/{id}`, `/fences`, `/cursors`,
+//!   `POST /v1/batch`: producers, fence history, cursors, batches
+//! - `GET  /healthz`, `GET /metrics`
+//! - `GET  /console`, `GET /console/{asset}` the web console
+//! - `GET  /v1/openapi.json` this list as an OpenAPI 3 document
 //!
-//! The list lives once, in [`openapi::ROUTES`], each entry carrying its
-//! handler: the router is built from it and the OpenAPI document describes
-//! it, so neither can drift.
+//! The list lives once, in [`routes::ROUTES`], each entry carrying its
+//! handler: the router ([`app`]) is built from it and the OpenAPI document
+//! describes it, so neither can drift.
 //!
-//! Modules depend one way: handlers ([`records`], [`sse`], [`streams`],
-//! [`ops`]) use the decoders (`json_append` → `fast_json` →
-//! `append_body`), [`params`], [`body`], [`error`] and [`state`]; nothing
-//! below a handler reaches back up. [`app`] builds the router so tests can
-//! drive it without a socket; [`server`] binds it with the
-//! connection-level protections.
+//! The modules, from the bottom up, each depending only on those below
+//! it: the errors and their answers (`error.rs`, [`ApiError`]) and the
+//! request decoders (`decode/`); who may do what ([`auth`]) and where
+//! writes go ([`backend`]); what every handler shares ([`state`]); the
+//! routes and their handlers ([`routes`], with [`app`], which builds the
+//! router so tests can drive it without a socket); and the connection side
+//! ([`server`]), which binds the router with the connection-level
+//! protections and answers the append route in front of it.
 
-mod append_body;
-pub mod append_route;
-pub mod audit;
 pub mod auth;
 pub mod backend;
-pub mod body;
-pub mod budget;
-mod chunked;
-mod conn_io;
-pub mod console;
-pub mod error;
-mod fast_json;
-mod front;
-pub mod front_head;
+mod decode;
+mod error;
 #[cfg(feature = "fuzz")]
 #[doc(hidden)]
 pub mod fuzz;
-pub mod header_view;
-pub mod http_metrics;
-mod json_append;
-pub mod lifecycle;
-pub mod openapi;
-pub mod ops;
-pub mod params;
-pub mod producers;
-pub mod records;
-mod rewind;
+pub mod routes;
 pub mod server;
-pub mod session;
-pub mod sse;
-pub mod start;
 pub mod state;
-pub mod streams;
-mod strict_json;
-pub mod tls;
-mod writes;
 
-use axum::Router;
-
-pub use append_body::AppendBody;
 pub use error::ApiError;
-pub use server::Shutdown;
-pub use server::{serve, serve_metrics, serve_router, Routes, ServerConfig};
-pub use state::{AppState, HttpLimits};
-pub use tls::Tls;
-
-/// The whole API as a router, built from [`openapi::ROUTES`]: each route
-/// behind [`auth::check`] with the access it declares.
-pub fn app(state: AppState) -> Router {
-    let mut router = Router::new();
-    for route in openapi::ROUTES {
-        let guard =
-            axum::middleware::from_fn_with_state((state.auth.clone(), route.access), auth::check);
-        let mut handler = (route.handler)();
-        if openapi::REDIRECTED.contains(&route.operation_id) {
-            let redirect =
-                axum::middleware::from_fn_with_state(state.clone(), writes::redirect_writes);
-            handler = handler.route_layer(redirect);
-        }
-        router = router.route(route.path, handler.route_layer(guard));
-    }
-    router
-        .fallback(ops::not_found)
-        .method_not_allowed_fallback(ops::method_not_allowed)
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            http_metrics::track,
-        ))
-        .with_state(state)
-}
+pub use routes::router::app;

@@ -3,7 +3,8 @@
 
 use bytes::Bytes;
 use fencelog_engine::{Config, Engine};
-use fencelog_server::{self as http, AppState, HttpLimits, ServerConfig};
+use fencelog_server::server::{self as http, ServerConfig};
+use fencelog_server::state::{AppState, HttpLimits};
 use futures_util::{Stream, StreamExt};
 use serde_json::{json, Value};
 use std::collections::VecDeque;

@@ -6,7 +6,7 @@
 use bytes::Bytes;
 use fencelog_client::{Client, ClientError};
 use fencelog_engine::Config;
-use fencelog_server::ServerConfig;
+use fencelog_server::server::ServerConfig;
 use fencelog_testkit::http::{stale_body, TestServer};
 use serde_json::{json, Value};
 

@@ -1,5 +1,5 @@
-//! The binary read format (`Accept: application/vnd.fencelog.batch`,
-//! issue 13): its exact bytes for a small stream (seqs, tokens,
+//! The binary read format (`Accept: application/vnd.fencelog.batch`): its
+//! exact bytes for a small stream (seqs, tokens,
 //! timestamps, headers), its positions in response headers, pages that
 //! span many chunks, its refusals (JSON, as for every read), and the
 //! Rust client reading it to the same records as JSON.

@@ -4,7 +4,7 @@
 //! another host. What the console shows is tested in a real browser
 //! (`tests/browser/`).
 
-use fencelog_server::console::{Asset, ASSETS, CONTENT_SECURITY_POLICY};
+use fencelog_server::routes::{Asset, ASSETS, CONTENT_SECURITY_POLICY};
 use fencelog_testkit::http::TestServer;
 use serde_json::Value;
 use std::collections::BTreeSet;

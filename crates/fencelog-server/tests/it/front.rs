@@ -1,13 +1,14 @@
-//! The HTTP/1.1 front (`fencelog_server::front`), over real sockets: it
+//! The HTTP/1.1 front (the server's `front.rs`), over real sockets: it
 //! answers plain requests itself and hands a connection to hyper at the
 //! first request that is not plain, with every unanswered byte. What it
 //! must never do: answer out of order, answer twice, drop or reorder a
 //! pipelined request at the hand-over, wait for a head it cannot finish,
 //! or keep an idle connection open through shutdown. (That its answers
-//! are hyper's, byte for byte, is `append_route`'s comparison.)
+//! are hyper's, byte for byte, is the comparison in the crate's
+//! `server/append_route_tests.rs`.)
 
 use fencelog_engine::Config;
-use fencelog_server::ServerConfig;
+use fencelog_server::server::ServerConfig;
 use fencelog_testkit::http::{stale_body, TestServer};
 use serde_json::{json, Value};
 use std::net::SocketAddr;

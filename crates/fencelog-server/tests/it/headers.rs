@@ -1,4 +1,4 @@
-//! Record headers end to end (issue 16 §2): appended as JSON `headers` /
+//! Record headers end to end: appended as JSON `headers` /
 //! `headers_base64` or as a binary batch version 2, stored, and returned
 //! exactly — names, values, order, repeats, empty values — by reads (UTF-8
 //! as strings, anything else as `headers_base64`), by live tails, and after

@@ -1,4 +1,4 @@
-//! Issue 10's routes over HTTP: trim, seal, DELETE and PUT config with
+//! A stream's lifecycle over HTTP: trim, seal, DELETE and PUT config with
 //! their exact answers and error bodies, reads below the trim point (416,
 //! and `clamp=true`), the sealed stream's long-poll and SSE end.
 

@@ -2,7 +2,6 @@
 //! input, the binary batch body, fencing over HTTP, reads, long-poll and
 //! SSE, and the route table against the OpenAPI document.
 
-mod append_route;
 mod bad_input;
 mod binary_batch;
 mod binary_reads;

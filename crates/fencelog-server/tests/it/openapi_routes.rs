@@ -4,7 +4,7 @@
 //! whole route table the router is built from.
 
 use fencelog_server::auth::Access;
-use fencelog_server::openapi;
+use fencelog_server::routes;
 use fencelog_testkit::http::TestServer;
 use serde_json::{json, Value};
 
@@ -34,7 +34,7 @@ async fn document_matches_the_router() {
         .await
         .unwrap();
     assert_eq!(doc["openapi"], json!("3.0.3"));
-    assert_eq!(doc, openapi::document());
+    assert_eq!(doc, routes::openapi_document());
 
     // A stream to address, so every documented call can succeed.
     let r = http
@@ -86,8 +86,8 @@ async fn document_matches_the_router() {
         }
     }
     // The router is built from the same table, entry for entry.
-    assert_eq!(documented, openapi::ROUTES.len());
-    for route in openapi::ROUTES {
+    assert_eq!(documented, routes::ROUTES.len());
+    for route in routes::ROUTES {
         let op = &doc["paths"][route.path][route.method];
         assert!(
             op.is_object(),

@@ -1,10 +1,10 @@
-//! Issue 11 over HTTP: idempotent producers (JSON fields and headers),
+//! Producers over HTTP: idempotent producers (JSON fields and headers),
 //! "did my write land?", deadlines, the fence history, fenced cursors and
 //! multi-stream batches, with every new error code's exact body in both
 //! body forms; and the paused worker that learns its write landed.
 
 use fencelog_engine::Config;
-use fencelog_server::ServerConfig;
+use fencelog_server::server::ServerConfig;
 use fencelog_testkit::http::{records_json, stale_body, Api, TestServer};
 use serde_json::{json, Value};
 use tokio::io::AsyncWriteExt;
@@ -530,7 +530,7 @@ async fn a_batch_is_all_or_nothing_with_every_outcome() {
             json!({"ops": [{"stream": "a", "fencing_token": 1, "fence": true, "x": 1}]}),
             "ops[0]: unknown field \"x\"",
         ),
-        // The issue's op has no producer ids: a batch is made exactly
+        // A batch's op has no producer ids: a batch is made exactly
         // once with match_seq_num on its appends, not with producer seqs.
         (
             json!({"ops": [{"stream": "a", "fencing_token": 1, "records": [{"body": "x"}], "producer_id": "p", "producer_seq": 0}]}),

@@ -5,7 +5,9 @@ use axum::body::Body;
 use axum::http::Request;
 use bytes::Bytes;
 use fencelog_engine::{Config, Engine};
-use fencelog_server::{app, AppState, ServerConfig};
+use fencelog_server::app;
+use fencelog_server::server::ServerConfig;
+use fencelog_server::state::AppState;
 use fencelog_testkit::http::{state_body, TestServer};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -324,7 +326,7 @@ async fn shutdown_answers_parked_long_polls() {
         .append("lp", 1, vec![Bytes::from("x")], None)
         .await
         .unwrap();
-    let (trigger, shutdown) = fencelog_server::Shutdown::new();
+    let (trigger, shutdown) = fencelog_server::server::Shutdown::new();
     let mut state = AppState::new(engine);
     state.shutdown = shutdown;
     let req = Request::get("/v1/streams/lp/records?start_seq=1&wait_ms=60000")

@@ -1,5 +1,5 @@
-//! The pipelined append session (`GET /v1/streams/{stream}/session`, issue
-//! 13) against a real server: answers in exactly the order sent, each
+//! The pipelined append session (`GET /v1/streams/{stream}/session`)
+//! against a real server: answers in exactly the order sent, each
 //! append refused or accepted as the single-request route would (the same
 //! bodies), durable after a restart, bounded when the client stops
 //! reading, bad messages ending the session with an exact body and
@@ -12,7 +12,8 @@ use fencelog_client::{Ack, Client, ClientError};
 use fencelog_engine::sim::HookedStorage;
 use fencelog_engine::{set_mutation, Config, DirStorage, Engine, Mutation};
 use fencelog_server::auth::{hash_secret, to_hex, Auth, AuthSettings, TokenSettings};
-use fencelog_server::{AppState, ServerConfig};
+use fencelog_server::server::ServerConfig;
+use fencelog_server::state::AppState;
 use fencelog_testkit::http::TestServer;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
@@ -540,7 +541,7 @@ async fn the_session_is_authorized_like_the_append_route() {
     let state = AppState::new(engine).with_auth(auth);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(fencelog_server::serve(
+    tokio::spawn(fencelog_server::server::serve(
         listener,
         state,
         ServerConfig::default(),

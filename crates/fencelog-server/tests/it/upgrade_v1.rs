@@ -1,4 +1,4 @@
-//! Issue 10 "Format": a data directory written by the format-v1 code
+//! Format compatibility: a data directory written by the format-v1 code
 //! (commit f50ad33; how it was made is in tests/fixtures/v1/README.md)
 //! opens under format v2, serves exactly what the v1 server answered,
 //! keeps every token, takes appends and trims, and still does after a
