@@ -162,6 +162,22 @@ pub enum WriteOp {
 }
 
 impl WriteOp {
+    /// The stream a one-stream op changes, to take it out; `None` for a
+    /// batch, whose streams are its ops'.
+    pub(crate) fn stream_mut(&mut self) -> Option<&mut String> {
+        Some(match self {
+            WriteOp::Append { stream, .. }
+            | WriteOp::Fence { stream, .. }
+            | WriteOp::Trim { stream, .. }
+            | WriteOp::Seal { stream, .. }
+            | WriteOp::Delete { stream, .. }
+            | WriteOp::Config { stream, .. }
+            | WriteOp::Cursor { stream, .. }
+            | WriteOp::Retain { stream, .. } => stream,
+            WriteOp::Batch { .. } => return None,
+        })
+    }
+
     /// The stream the op changes.
     pub fn stream(&self) -> &str {
         match self {

@@ -14,8 +14,12 @@ impl WriteOp {
     /// The writer's request for this op, and the answer to come. An
     /// append whose header lists are all empty is a plain append, byte
     /// for byte.
-    pub(crate) fn into_request(self) -> (Request, PendingWrite) {
-        let stream: Box<str> = self.stream().into();
+    pub(crate) fn into_request(mut self) -> (Request, PendingWrite) {
+        // The op's own name, moved (a batch's: its first stream's, copied).
+        let stream = match self.stream_mut() {
+            Some(name) => std::mem::take(name).into_boxed_str(),
+            None => self.stream().into(),
+        };
         let (op, pending) = match self {
             WriteOp::Append {
                 token,

@@ -80,17 +80,17 @@ impl AppendRoute {
         let stream = Self::matches_path(&parts.method, parts.uri.path());
         let stream = stream.expect("matched before serving");
         let target = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-        self.serve_parts(target, stream, &parts.headers, body.into())
+        self.serve_parts(target.as_bytes(), stream, &parts.headers, body.into())
             .await
             .into_response()
     }
 
     /// Answers a request of this route, given as its target (path and
-    /// query), its stream segment (as [`AppendRoute::matches`] found it),
-    /// headers and body.
+    /// query, read as text only for a redirect), its stream segment (as
+    /// [`AppendRoute::matches`] found it), headers and body.
     pub async fn serve_parts<H: HeaderView + Sync + ?Sized>(
         &self,
-        target: &str,
+        target: &[u8],
         stream: &str,
         headers: &H,
         body: Incoming,
@@ -108,7 +108,7 @@ impl AppendRoute {
 
     async fn admitted<H: HeaderView + Sync + ?Sized>(
         &self,
-        target: &str,
+        target: &[u8],
         stream: &str,
         headers: &H,
         body: Incoming,
@@ -126,6 +126,7 @@ impl AppendRoute {
             return Answer::Response(e.into_response());
         }
         if let Some(r) = self.state.backend.redirect(stream) {
+            let target = std::str::from_utf8(target).unwrap_or("/");
             return Answer::Response(crate::routes::writes::redirect(&r, target));
         }
         records::append_from(&self.state, &caller, stream, headers, body).await

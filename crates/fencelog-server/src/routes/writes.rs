@@ -16,22 +16,29 @@ use axum::Json;
 use fencelog_api::header as wire;
 use fencelog_api::StreamInfo;
 use fencelog_engine::{Applied, WriteOp};
+use std::future::Future;
 
 /// `op`, a write of `stream` by `caller`, through the backend; an accepted
 /// op that raised the stream's token is logged as `what`.
-pub(crate) async fn write(
-    state: &AppState,
-    caller: &Caller,
-    stream: &str,
-    what: &str,
+///
+/// The op goes to the backend when this is called, not when the future is
+/// first polled: the future holds the answer to come, never the op.
+pub(crate) fn write<'a>(
+    state: &'a AppState,
+    caller: &'a Caller,
+    stream: &'a str,
+    what: &'a str,
     op: WriteOp,
-) -> Result<Applied, Refused> {
+) -> impl Future<Output = Result<Applied, Refused>> + 'a {
     let before = state.token_before(stream);
-    let answer = state.backend.write(op).await;
-    if let Ok(applied) = &answer {
-        state.written(caller, stream, what, before, token_of(applied));
+    let pending = state.backend.write(op);
+    async move {
+        let answer = pending.await;
+        if let Ok(applied) = &answer {
+            state.written(caller, stream, what, before, token_of(applied));
+        }
+        answer
     }
-    answer
 }
 
 /// The token an accepted op leaves on its stream (0: none of its own).

@@ -202,10 +202,10 @@ impl Located {
         Some((stream, headers))
     }
 
-    /// The request target (path and query) of a plain append, as sent.
-    pub fn target<'a>(&self, head: &'a [u8]) -> &'a str {
-        // A plain append's target is plain text: ASCII.
-        std::str::from_utf8(&head[self.target.range()]).unwrap_or("/")
+    /// The request target (path and query) of a plain append, as sent
+    /// (plain text: ASCII).
+    pub fn target<'a>(&self, head: &'a [u8]) -> &'a [u8] {
+        &head[self.target.range()]
     }
 }
 
