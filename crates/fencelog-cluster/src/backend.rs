@@ -11,8 +11,8 @@
 //! with 307 to the leader instead of forwarding them.
 
 use crate::node::{Node, WriteOutcome};
-use crate::proposer::{leadership, Proposed, SessionGate};
-use crate::types::{NodeId, ShardId};
+use crate::raft::proposer::{leadership, Proposed, SessionGate};
+use crate::raft::types::{NodeId, ShardId};
 use fencelog_api::{ErrorCode, Field};
 use fencelog_engine::{Applied, Config, Engine, StreamState, WriteOp};
 use fencelog_server::backend::{

@@ -21,8 +21,8 @@
 //! leader asks again.
 
 use crate::node::{Node, WriteOutcome};
-use crate::proposer::leadership;
-use crate::types::ShardId;
+use crate::raft::proposer::leadership;
+use crate::raft::types::ShardId;
 use fencelog_engine::WriteOp;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -6,9 +6,9 @@
 //! later is covered without saying so.
 
 use crate::http_auth::{self, ClusterAuth};
-use crate::network::{RpcKind, RPC_BODY_BYTES_MAX};
 use crate::node::Node;
-use crate::types::ShardId;
+use crate::raft::network::{RpcKind, RPC_BODY_BYTES_MAX};
+use crate::raft::types::ShardId;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::StatusCode;
@@ -30,15 +30,15 @@ pub(crate) struct Peers {
 
 /// The node's `/_cluster/` routes, each behind [`http_auth::guard`].
 pub fn routes(node: Arc<Node>, access: ClusterAuth, shutdown: Shutdown) -> Router {
-    let admin = crate::admin::routes(node.clone());
+    let admin = crate::admin::api::routes(node.clone());
     Router::new()
         .route(
             "/_cluster/raft/{shard}/{kind}",
             post(raft_rpc).layer(DefaultBodyLimit::max(RPC_BODY_BYTES_MAX)),
         )
         .route(
-            crate::peer_stream::STREAM_PATH,
-            get(crate::peer_serve::open),
+            crate::peer::stream::STREAM_PATH,
+            get(crate::peer::serve::open),
         )
         .route("/_cluster/admin/status", get(status))
         .route("/_cluster", any(no_such_route))
@@ -67,7 +67,7 @@ async fn raft_rpc(
 
 /// `GET /_cluster/admin/status`: this node's view of every shard.
 async fn status(State(s): State<Peers>) -> Json<serde_json::Value> {
-    Json(crate::admin::status(&s.node))
+    Json(crate::admin::api::status(&s.node))
 }
 
 /// A `/_cluster/` path with no route (once the guard let it through).

@@ -5,7 +5,7 @@
 
 use crate::support::{fails_under_with, fence, producer_append, TestCluster};
 use fencelog_cluster::node::WriteOutcome;
-use fencelog_cluster::types::OpResult;
+use fencelog_cluster::raft::OpResult;
 use fencelog_engine::Mutation;
 
 /// A producer appends through the leader, another owner fences through a

@@ -5,8 +5,8 @@
 //! caught.
 
 use crate::support::{append, fails_under_with, TestCluster};
-use fencelog_cluster::proposer::{Proposed, SessionGate, SESSION_BROKEN};
-use fencelog_cluster::types::OpResult;
+use fencelog_cluster::raft::OpResult;
+use fencelog_cluster::raft::{Proposed, SessionGate, SESSION_BROKEN};
 use fencelog_engine::Mutation;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

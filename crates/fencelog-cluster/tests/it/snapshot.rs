@@ -6,8 +6,8 @@
 
 use crate::support::{append, append_surely, copy_tree, eventually, TestCluster};
 use fencelog_cluster::node::{Timing, WriteOutcome};
-use fencelog_cluster::shard_dir::ShardDir;
-use fencelog_cluster::types::NodeId;
+use fencelog_cluster::raft::NodeId;
+use fencelog_cluster::snapshot::ShardDir;
 
 const SMALL_SNAPSHOTS: Timing = Timing {
     snapshot_logs: 30,
@@ -30,7 +30,7 @@ async fn a_snapshot_of_many_segments_and_chunks_catches_a_node_up() {
         ..fencelog_engine::Config::default()
     };
     let received = catch_up_by_snapshot(engine, 40 << 10).await;
-    let chunk = fencelog_cluster::snapshot_dir::CHUNK_BYTES as u64;
+    let chunk = fencelog_cluster::snapshot::CHUNK_BYTES as u64;
     assert!(
         received
             .iter()
@@ -112,7 +112,7 @@ async fn cut_transfer_short(resume: bool) -> (u64, u64) {
     assert_eq!(c.records(late, "s"), c.records(rest[0], "s"));
     assert_eq!(c.records(late, "s").len(), 101);
     let received = received_snapshot(&c.data_dir(late).join("shards").join("shard-000"));
-    let chunk = fencelog_cluster::snapshot_dir::CHUNK_BYTES as u64;
+    let chunk = fencelog_cluster::snapshot::CHUNK_BYTES as u64;
     let chunks: u64 = received
         .iter()
         .map(|(_, len)| len.div_ceil(chunk).max(1))

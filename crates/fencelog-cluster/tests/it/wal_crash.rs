@@ -10,10 +10,10 @@
 //! in a group that was durable must refuse the open (never a silent cut
 //! of acknowledged entries and votes); one in the unsynced tail is cut.
 
-use fencelog_cluster::log_store::LogStore;
-use fencelog_cluster::types::TypeConfig;
+use fencelog_cluster::raft::TypeConfig;
+use fencelog_cluster::wal::LogStore;
 use fencelog_cluster::wal::{Wal, WalOpenError, WAL_FILE_NAME};
-use fencelog_cluster::wal_codec::{FILE_HEADER_BYTES, GROUP_HEADER_BYTES};
+use fencelog_cluster::wal::{FILE_HEADER_BYTES, GROUP_HEADER_BYTES};
 use fencelog_engine::sim::{Fault, FaultKind, Resolution, SimStorage};
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
 use openraft::testing::{blank_ent, log_id};

@@ -4,8 +4,8 @@
 //! tests use, so both exercise the same encoding. A [`Transport`] moves
 //! bytes to a peer; [`crate::node::Node::handle_rpc`] answers them.
 
-use crate::snapshot_dir::{Chunk, Manifest, SnapFile, CHUNK_BYTES};
-use crate::types::{NodeId, ShardId, Snapshot, SnapshotMeta, TypeConfig, Vote};
+use super::types::{NodeId, ShardId, Snapshot, SnapshotMeta, TypeConfig, Vote};
+use crate::snapshot::dir::{Chunk, Manifest, SnapFile, CHUNK_BYTES};
 use openraft::error::{
     Fatal, NetworkError, RPCError, RaftError, RemoteError, ReplicationClosed, StreamingError,
     Unreachable,
@@ -38,9 +38,9 @@ pub enum RpcKind {
     /// A follower's read-index request.
     ReadIndex,
     /// A membership, transfer or rebalancing command
-    /// ([`crate::membership::MemberCmd`]).
+    /// ([`crate::admin::membership::MemberCmd`]).
     Member,
-    /// One chunk of a snapshot file ([`crate::snapshot_dir::Chunk`]).
+    /// One chunk of a snapshot file ([`crate::snapshot::dir::Chunk`]).
     SnapshotChunk,
     /// Which files of a snapshot transfer arrived, and how much of each
     /// ([`ResumeAsk`]): where a new attempt of it starts.
@@ -90,7 +90,7 @@ impl RpcKind {
         RpcKind::ALL.into_iter().find(|k| k.name() == s)
     }
 
-    /// The kind's byte in a peer stream's frame ([`crate::peer_stream`]).
+    /// The kind's byte in a peer stream's frame ([`crate::peer::stream`]).
     pub fn code(self) -> u8 {
         match self {
             RpcKind::Append => 1,
@@ -186,7 +186,7 @@ pub struct NetFactory {
     /// This node (a snapshot's chunks name their sender).
     pub from: NodeId,
     /// The shard's snapshot transfers under way from this node.
-    pub sends: Arc<crate::snapshot_trigger::Sends>,
+    pub sends: Arc<super::snapshot_trigger::Sends>,
 }
 
 /// A connection handle to one peer for one shard.
@@ -196,7 +196,7 @@ pub struct Conn {
     target: NodeId,
     addr: String,
     shard: ShardId,
-    sends: Arc<crate::snapshot_trigger::Sends>,
+    sends: Arc<super::snapshot_trigger::Sends>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for NetFactory {

@@ -23,7 +23,7 @@
 //!   reads it), and a node's start removes any it finds (they are rebuilt
 //!   on demand).
 
-use crate::types::NodeId;
+use crate::raft::types::NodeId;
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -209,14 +209,14 @@ impl Chunk {
             crc32: self.crc32,
             len: self.data.len() as u32,
         };
-        let mut out = crate::network::encode(&header);
+        let mut out = crate::raft::network::encode(&header);
         out.extend_from_slice(&self.data);
         out
     }
 
     /// Reads [`Chunk::to_wire`]'s bytes; the length must be exact.
     pub fn from_wire(b: &[u8]) -> Result<Chunk, String> {
-        let rest = crate::network::payload(b)?;
+        let rest = crate::raft::network::payload(b)?;
         let (h, data): (ChunkHeader, &[u8]) =
             postcard::take_from_bytes(rest).map_err(|e| e.to_string())?;
         if data.len() != h.len as usize {
@@ -362,5 +362,5 @@ fn arrived_already(path: &Path, offset: u64, data: &[u8]) -> io::Result<bool> {
 }
 
 #[cfg(test)]
-#[path = "snapshot_dir_tests.rs"]
+#[path = "dir_tests.rs"]
 mod tests;

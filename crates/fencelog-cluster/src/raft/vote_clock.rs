@@ -6,10 +6,10 @@
 //! in the next heartbeat answer), so a freshly elected leader, and then
 //! whoever wins the election that follows, is unseated again and again.
 //! The leader's own vote is the one the target needs (with it, the target
-//! holds two votes of three), so [`crate::transfer::handover`] waits until
+//! holds two votes of three), so [`crate::admin::transfer::handover`] waits until
 //! this clock says the leader's lease has run out.
 
-use crate::types::{NodeId, Raft};
+use super::types::{NodeId, Raft};
 use openraft::Vote;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -19,17 +19,17 @@
 //!
 //! Snapshots are physical: the engine directory's files, captured into a
 //! snapshot directory (links, and a copy of the active segment,
-//! [`crate::snapshot_dir`]) while the apply gate is held (the engine runs
+//! [`crate::snapshot::dir`]) while the apply gate is held (the engine runs
 //! without background reclamation, so nothing but apply changes its
 //! files), which makes them exactly the state at the snapshot's LogId. No
 //! snapshot's bytes are ever held in memory.
 
-use crate::shard_dir::ShardDir;
-use crate::snapshot_dir::{self, Active, Chunk, Manifest, Receiving, SnapDir, SnapFile};
-use crate::types::{
+use super::types::{
     BatchResult, Entry, LogId, NodeId, OpResult, ShardSnapshot, Snapshot, SnapshotMeta,
     StorageError, StoredMembership, TypeConfig,
 };
+use crate::snapshot::dir::{capture, Active, Chunk, Manifest, Receiving, SnapDir, SnapFile};
+use crate::snapshot::shard_dir::ShardDir;
 use fencelog_engine::{AppliedState, Config, Durability, Engine, WriteOp};
 use openraft::storage::RaftStateMachine;
 use openraft::{EntryPayload, OptionalSend, RaftSnapshotBuilder, StorageIOError};
@@ -367,11 +367,10 @@ impl ShardSm {
         // Owned before it is made, so a failed capture leaves nothing.
         let owned = Arc::new(SnapDir::own(dst.clone()));
         let how = self.capture_active;
-        let files =
-            tokio::task::spawn_blocking(move || snapshot_dir::capture(&src, &dst, false, how))
-                .await
-                .map_err(sm_err)?
-                .map_err(sm_err)?;
+        let files = tokio::task::spawn_blocking(move || capture(&src, &dst, false, how))
+            .await
+            .map_err(sm_err)?
+            .map_err(sm_err)?;
         let boot = &self.boot;
         let snapshot_id = match last_log_id {
             Some(l) => format!(

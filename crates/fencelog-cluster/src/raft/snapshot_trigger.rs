@@ -24,8 +24,8 @@
 //! one costs that follower one more transfer, not a livelock: the next
 //! one is of the newest snapshot, held.
 
-use crate::types::{NodeId, Raft};
-use crate::wal::ShardLog;
+use super::types::{NodeId, Raft};
+use crate::wal::writer::ShardLog;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

@@ -1,14 +1,14 @@
 //! Leader spreading: shard k's preferred leader is the (k mod N)-th voter
 //! of its newest config in id order — node `(k mod N)+1` for voters
 //! `1..=N`. Every node runs this task: every interval, for each shard it
-//! prefers but does not lead, it campaigns ([`crate::transfer::campaign`])
+//! prefers but does not lead, it campaigns ([`super::transfer::campaign`])
 //! when the shard has a leader it can reach, its own log holds that
 //! leader's read index, its WAL is healthy and no manual transfer or
 //! removal holds the shard. A failed campaign holds the shard for three
 //! intervals, so two nodes never fight over it.
 
 use crate::node::Node;
-use crate::types::{NodeId, ShardId};
+use crate::raft::types::{NodeId, ShardId};
 use openraft::ServerState;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -40,14 +40,14 @@ fn should_take(node: &Node, k: ShardId) -> bool {
         return false;
     }
     let m = node.raft(k).metrics().borrow().clone();
-    let voters = crate::membership::newest_voters(&m.membership_config);
+    let voters = super::membership::newest_voters(&m.membership_config);
     m.state == ServerState::Follower
         && m.current_leader.is_some_and(|l| l != node.id())
         && preferred(k, &voters) == Some(node.id())
 }
 
 async fn take(node: &Node, k: ShardId, every: std::time::Duration) {
-    if crate::transfer::caught_up(node, k).await != Some(true) {
+    if super::transfer::caught_up(node, k).await != Some(true) {
         return;
     }
     // A handover may wait out the leader's lease, and one election may
@@ -55,7 +55,7 @@ async fn take(node: &Node, k: ShardId, every: std::time::Duration) {
     // twice, so a loaded machine's slow round does not count as a loss.
     let round = std::time::Duration::from_millis(node.options().timing.election_max_ms);
     let deadline = Instant::now() + every * 2 + round * 4;
-    match crate::transfer::campaign(node, k, deadline, false).await {
+    match super::transfer::campaign(node, k, deadline, false).await {
         Ok(()) => tracing::info!(
             shard = k,
             node = node.id(),

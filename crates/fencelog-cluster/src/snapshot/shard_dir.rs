@@ -6,14 +6,14 @@
 //! then does CURRENT move (temp, sync, rename, directory sync). A crash
 //! anywhere leaves CURRENT naming the old or the new complete directory;
 //! [`ShardDir::open`] removes whatever else it finds, snapshot directories
-//! (`snap-*`, `recv-*`, [`crate::snapshot_dir`]) included: they are
+//! (`snap-*`, `recv-*`, [`super::dir`]) included: they are
 //! rebuilt on demand.
 
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use crate::snapshot_dir;
+use super::dir::{capture, Active};
 
 const CURRENT: &str = "CURRENT";
 
@@ -103,7 +103,7 @@ impl ShardDir {
 
     /// Makes the snapshot in `src` the next generation and makes it
     /// current: captured into a staging directory (links, and a copy of
-    /// the active segment, [`snapshot_dir::capture`]; every file synced),
+    /// the active segment, [`capture`]; every file synced),
     /// so `src` stays a snapshot others may still be sent. The caller
     /// opens the engine in [`Self::engine_dir`] afterwards and then calls
     /// [`Self::remove_previous`].
@@ -113,7 +113,7 @@ impl ShardDir {
         if staging.exists() {
             fs::remove_dir_all(&staging)?;
         }
-        snapshot_dir::capture(src, &staging, true, snapshot_dir::Active::Copied)?;
+        capture(src, &staging, true, Active::Copied)?;
         fs::rename(&staging, self.root.join(gen_name(next)))?;
         sync_dir(&self.root)?;
         write_durably(&self.root, CURRENT, next.to_string().as_bytes())?;

@@ -8,7 +8,7 @@
 //! peer, opened by an HTTP upgrade (`GET /_cluster/raft/stream`,
 //! `Upgrade: fencelog-raft-v1`, the peer secret like any `/_cluster/`
 //! path, TLS when the nodes serve it) and then carrying the frames of
-//! [`crate::peer_frame`]: requests from every shard, answers in any order.
+//! [`super::frame`]: requests from every shard, answers in any order.
 //! The writer task takes every frame waiting and writes them at once, so
 //! the RPCs of shards that replicate together share a syscall and a
 //! wake-up on each side.
@@ -28,9 +28,9 @@
 //! [`HTTP_FALLBACK`], then the stream is tried again. Snapshots always go
 //! over HTTP (one large body would hold up every shard's RPCs behind it).
 
-use crate::network::{RpcKind, TransportError};
-use crate::peer_frame::{put_request, take_answer, Answer};
-use crate::types::{NodeId, ShardId};
+use super::frame::{put_request, take_answer, Answer};
+use crate::raft::network::{RpcKind, TransportError};
+use crate::raft::types::{NodeId, ShardId};
 use bytes::BytesMut;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -46,7 +46,7 @@ pub const STREAM_PATH: &str = "/_cluster/raft/stream";
 pub const UPGRADE_PROTOCOL: &str = "fencelog-raft-v1";
 /// Most bytes of a frame after its length field: the largest RPC body
 /// the HTTP route takes, plus the header.
-pub const FRAME_BYTES_MAX: usize = crate::network::RPC_BODY_BYTES_MAX + 64;
+pub const FRAME_BYTES_MAX: usize = crate::raft::network::RPC_BODY_BYTES_MAX + 64;
 /// How long RPCs to a peer without the stream route go over HTTP before
 /// the stream is tried again.
 pub const HTTP_FALLBACK: Duration = Duration::from_secs(60);

@@ -8,7 +8,7 @@
 //! golden bytes in the tests below pin it) — so a new variant goes last.
 //!
 //! Also [`CursorView`], the serialisable form of a cursor apply answers
-//! ([`crate::types::OpResult`]).
+//! ([`super::types::OpResult`]).
 
 use bytes::Bytes;
 use fencelog_engine::{
@@ -483,8 +483,8 @@ impl CursorView {
 
 #[cfg(test)]
 mod tests {
+    use crate::raft::types::Batch;
     use super::*;
-    use crate::types::Batch;
 
     fn hex(b: &[u8]) -> String {
         b.iter().map(|x| format!("{x:02x}")).collect()

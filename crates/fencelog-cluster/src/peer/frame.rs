@@ -1,4 +1,4 @@
-//! The frames of a peer stream ([`crate::peer_stream`]): pure, no I/O, so
+//! The frames of a peer stream ([`super::stream`]): pure, no I/O, so
 //! they are unit-tested at every cut.
 //!
 //! Little-endian, fixed width. A request, calling node to peer:
@@ -14,14 +14,14 @@
 //! ```
 //!
 //! `kind` is [`RpcKind::code`]; `body` the RPC's bytes of
-//! [`crate::network`] (version byte, then postcard). `outcome` 0: `body`
+//! [`crate::raft::network`] (version byte, then postcard). `outcome` 0: `body`
 //! is the RPC's answer; 1: the peer refused the request and `body` is why
 //! (UTF-8), as the HTTP route's 400 would say. A frame longer than the
 //! bound, an unknown kind or outcome is a protocol error: the connection
 //! is closed, never resynchronised.
 
-use crate::network::RpcKind;
-use crate::types::ShardId;
+use crate::raft::network::RpcKind;
+use crate::raft::types::ShardId;
 use bytes::{Buf, Bytes, BytesMut};
 
 /// Bytes of a request's header after its length field.

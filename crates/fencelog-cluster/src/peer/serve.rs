@@ -1,4 +1,4 @@
-//! The serving side of a peer stream ([`crate::peer_stream`]):
+//! The serving side of a peer stream ([`super::stream`]):
 //! `GET /_cluster/raft/stream` with `Upgrade: fencelog-raft-v1`, behind
 //! the same peer-secret guard as every other `/_cluster/` path.
 //!
@@ -11,9 +11,9 @@
 //! memory. On shutdown the stream stops reading, the RPCs already running
 //! finish and are answered, and the connection closes.
 
+use super::frame::{put_answer, take_request};
+use super::stream::{write_frames, FRAME_BYTES_MAX, READ_CHUNK_BYTES, UPGRADE_PROTOCOL};
 use crate::node::Node;
-use crate::peer_frame::{put_answer, take_request};
-use crate::peer_stream::{write_frames, FRAME_BYTES_MAX, READ_CHUNK_BYTES, UPGRADE_PROTOCOL};
 use crate::routes::Peers;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, StatusCode};

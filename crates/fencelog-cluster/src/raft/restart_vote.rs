@@ -17,7 +17,7 @@
 //! openraft saves the next one; it is demoted on every start. The cost is
 //! an election after a leader's restart, as a standard Raft node pays.
 
-use crate::types::{NodeId, Vote};
+use super::types::{NodeId, Vote};
 
 /// The vote openraft should start from, given the durable one.
 pub fn on_start(durable: Option<Vote>, id: NodeId) -> Option<Vote> {

@@ -6,7 +6,7 @@
 //! and purges. A failed write or sync poisons the WAL: it is never retried
 //! into a false "durable", and every later record fails.
 //!
-//! The bytes are [`wal_codec`]'s (version 2): a file header, then
+//! The bytes are [`codec`]'s (version 2): a file header, then
 //! numbered groups, one per batch, each under one salted CRC and saying
 //! which groups were synced before it was written. Replay applies records
 //! in file order; at the first group that does not read whole it cuts the
@@ -31,9 +31,10 @@
 //! with only what every shard's log still holds (votes, purge points,
 //! unpurged entries), so purging bounds the disk too.
 
-use crate::types::{Entry, LogId, ShardId, TypeConfig, Vote};
-pub use crate::wal_codec::encode_record;
-use crate::wal_codec::{self, Damage, GROUP_PAYLOAD_BYTES_MAX, WAL_VERSION};
+use super::codec::{
+    self, encode_record, Damage, GROUP_PAYLOAD_BYTES_MAX, RECORD_BYTES_MAX, WAL_VERSION,
+};
+use crate::raft::types::{Entry, LogId, ShardId, TypeConfig, Vote};
 use fencelog_engine::{wal_mutation, Storage, StorageFile, WalMutation};
 use openraft::storage::LogFlushed;
 use serde::{Deserialize, Serialize};
@@ -55,7 +56,6 @@ pub const PREALLOC_BYTES: u64 = 4 << 20;
 const ZEROS_BYTES: usize = 64 << 10;
 /// Entries per record in a rewritten file.
 const REWRITE_ENTRIES_PER_RECORD: usize = 256;
-pub use crate::wal_codec::RECORD_BYTES_MAX;
 
 /// One WAL record; every record names its shard.
 #[derive(Debug, Serialize, Deserialize)]
@@ -271,7 +271,7 @@ pub struct Wal {
 pub enum WalOpenError {
     /// An I/O error.
     Io(io::Error),
-    /// Damage or an unknown layout ([`wal_codec::Damage`]).
+    /// Damage or an unknown layout ([`codec::Damage`]).
     Damaged(Damage),
 }
 
@@ -306,7 +306,7 @@ impl From<WalOpenError> for io::Error {
     }
 }
 
-/// A salt for a new file (see [`wal_codec`]): not a secret, only unlikely
+/// A salt for a new file (see [`codec`]): not a secret, only unlikely
 /// to be in any record body.
 fn new_salt() -> u64 {
     use std::hash::BuildHasher;
@@ -326,14 +326,14 @@ fn put_groups<'a>(
     payload.clear();
     for rec in records {
         if !payload.is_empty() && payload.len() + rec.len() > GROUP_PAYLOAD_BYTES_MAX {
-            wal_codec::put_group(out, salt, seq + n, durable_below, payload);
+            codec::put_group(out, salt, seq + n, durable_below, payload);
             payload.clear();
             n += 1;
         }
         payload.extend_from_slice(rec);
     }
     if !payload.is_empty() {
-        wal_codec::put_group(out, salt, seq + n, durable_below, payload);
+        codec::put_group(out, salt, seq + n, durable_below, payload);
         n += 1;
     }
     n
@@ -353,7 +353,7 @@ fn write_fresh(
         let log = log.lock().unwrap();
         recs.extend(log.records(*shard).iter().map(encode_record));
     }
-    let mut bytes = wal_codec::file_header(salt, first_seq).to_vec();
+    let mut bytes = codec::file_header(salt, first_seq).to_vec();
     let groups = put_groups(
         &mut bytes,
         &mut Vec::new(),
@@ -401,7 +401,7 @@ impl Wal {
         file.read_exact_at(&mut bytes, 0)?;
         let mutation = wal_mutation();
         let cut_damage = mutation == WalMutation::CutsDamage;
-        let mut replayed = wal_codec::replay(&bytes, cut_damage).map_err(WalOpenError::Damaged)?;
+        let mut replayed = codec::replay(&bytes, cut_damage).map_err(WalOpenError::Damaged)?;
         let mut shards: HashMap<ShardId, ShardLog> = HashMap::new();
         for rec in std::mem::take(&mut replayed.records) {
             shards.entry(rec.shard()).or_default().apply(rec);
@@ -429,13 +429,13 @@ impl Wal {
     fn position(
         storage: &dyn Storage,
         (file, bytes): (Arc<dyn StorageFile>, &[u8]),
-        replayed: &wal_codec::Replayed,
+        replayed: &codec::Replayed,
         shards: &[(ShardId, Arc<Mutex<ShardLog>>)],
     ) -> io::Result<(At, u64)> {
         let (len, valid) = (file.len()?, replayed.valid as u64);
         let cut_bytes = if replayed.zero_tail { 0 } else { len - valid };
         if replayed.version != WAL_VERSION {
-            if replayed.version == wal_codec::WAL_VERSION_V1 {
+            if replayed.version == codec::WAL_VERSION_V1 {
                 tracing::info!(bytes = valid, "raft WAL: version 1 rewritten as version 2");
             }
             drop(file);
@@ -594,7 +594,7 @@ struct Writer {
     end: u64,
     /// The file's length: `end` plus zeros written ahead.
     allocated: u64,
-    /// The file's salt (see [`wal_codec`]).
+    /// The file's salt (see [`codec`]).
     salt: u64,
     /// The number the next group takes.
     next_seq: u64,
@@ -750,7 +750,7 @@ impl Writer {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::types::Batch;
+    use crate::raft::types::Batch;
     use fencelog_engine::WriteOp;
     use openraft::{EntryPayload, LeaderId};
 

@@ -2,7 +2,7 @@
 //! `tests/it/wal_corruption.rs`).
 
 use super::*;
-use crate::types::LogId;
+use crate::raft::types::LogId;
 
 fn rec(shard: u32) -> WalRecord {
     WalRecord::Truncate { shard, since: 7 }

@@ -37,7 +37,7 @@
 //! payload` from offset 0, cut at the first bad one. It is still read,
 //! and a node rewrites it as version 2 when it opens it.
 
-use crate::wal::WalRecord;
+use super::writer::WalRecord;
 use std::collections::VecDeque;
 
 /// The file header's magic.
@@ -361,7 +361,8 @@ fn replay_v1(b: &[u8]) -> Replayed {
 }
 
 /// A version-1 record (only tests write these now: the upgrade's).
-pub fn encode_v1_record(rec: &WalRecord) -> Vec<u8> {
+#[cfg(test)]
+pub(crate) fn encode_v1_record(rec: &WalRecord) -> Vec<u8> {
     let payload = postcard::to_allocvec(rec).expect("a WAL record encodes");
     let mut out = Vec::with_capacity(V1_RECORD_HEADER_BYTES + payload.len());
     out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
@@ -371,5 +372,5 @@ pub fn encode_v1_record(rec: &WalRecord) -> Vec<u8> {
 }
 
 #[cfg(test)]
-#[path = "wal_codec_tests.rs"]
+#[path = "codec_tests.rs"]
 mod tests;

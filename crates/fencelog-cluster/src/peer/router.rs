@@ -3,9 +3,9 @@
 //! carry. Links can be cut in both directions (a partition, or a paused
 //! process as its peers see it).
 
-use crate::network::{decode, RpcFuture, RpcKind, SnapshotRpc, Transport, TransportError};
 use crate::node::Node;
-use crate::types::{NodeId, ShardId};
+use crate::raft::network::{decode, RpcFuture, RpcKind, SnapshotRpc, Transport, TransportError};
+use crate::raft::types::{NodeId, ShardId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;

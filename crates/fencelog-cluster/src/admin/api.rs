@@ -1,14 +1,14 @@
 //! The admin API under `/_cluster/admin/` on every node: `status` (this
 //! node's view of every shard: leader, term, voters, learners, indexes,
 //! the preferred leader, and which shards each node leads), and the
-//! membership operations of [`crate::membership`] — `add`, `remove`,
+//! membership operations of [`super::membership`] — `add`, `remove`,
 //! `transfer` — which any node runs for the whole cluster. Bodies are JSON
 //! with unknown fields refused; errors are the API's `{"error", "message"}`.
 
-use crate::membership::{self, AdminError, ADMIN_TIMEOUT_DEFAULT, ADMIN_TIMEOUT_MAX};
+use super::membership::{self, AdminError, ADMIN_TIMEOUT_DEFAULT, ADMIN_TIMEOUT_MAX};
+use super::rebalance::preferred;
 use crate::node::Node;
-use crate::rebalance::preferred;
-use crate::types::{NodeId, ShardId};
+use crate::raft::types::{NodeId, ShardId};
 use axum::extract::rejection::JsonRejection;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
@@ -158,5 +158,5 @@ async fn transfer(
         Ok(b) => b,
         Err(e) => return e.into_response(),
     };
-    answer(crate::transfer::transfer(&node, b.shard, b.to, deadline(b.timeout_ms)).await)
+    answer(super::transfer::transfer(&node, b.shard, b.to, deadline(b.timeout_ms)).await)
 }

@@ -7,7 +7,7 @@
 //! entry. The leader's clock reading travels in the entry; apply never
 //! reads a clock.
 
-pub use crate::op_codec::CursorView;
+pub use super::op_codec::CursorView;
 use fencelog_engine::{Ack, Applied, BatchAck, StreamState, WriteError, WriteOp};
 use serde::{Deserialize, Serialize};
 
@@ -31,8 +31,8 @@ pub struct Batch {
     /// so timestamps never decrease.
     pub leader_ts_ms: u64,
     /// At least one op, each as the leader's route made it (validated),
-    /// written by [`crate::op_codec`].
-    #[serde(with = "crate::op_codec::ops")]
+    /// written by [`super::op_codec`].
+    #[serde(with = "super::op_codec::ops")]
     pub ops: Vec<WriteOp>,
 }
 
@@ -353,15 +353,15 @@ pub struct BatchResult(pub Vec<OpResult>);
 
 /// A physical snapshot of a shard engine (`C::SnapshotData`): a directory
 /// holding the files of its engine directory, captured while no apply
-/// runs ([`crate::snapshot_dir`]). It holds no file bytes in memory;
+/// runs ([`crate::snapshot::dir`]). It holds no file bytes in memory;
 /// clones share the directory, removed when the last one goes.
 #[derive(Debug, Clone, Default)]
 pub struct ShardSnapshot {
     /// The directory (`None` only for the empty handle openraft asks
     /// `begin_receiving_snapshot` for).
-    pub dir: Option<std::sync::Arc<crate::snapshot_dir::SnapDir>>,
+    pub dir: Option<std::sync::Arc<crate::snapshot::dir::SnapDir>>,
     /// Its files, in name order.
-    pub files: Vec<crate::snapshot_dir::SnapFile>,
+    pub files: Vec<crate::snapshot::dir::SnapFile>,
 }
 
 openraft::declare_raft_types!(

@@ -1,15 +1,15 @@
 //! Leadership transfer in openraft 0.9, which has no transfer_leader: the
 //! target campaigns (`trigger().elect()`) once its log holds the leader's
 //! read index, again every election_min until it leads or its budget is
-//! spent. See [`crate::membership`] for why this is safe.
+//! spent. See [`super::membership`] for why this is safe.
 
-use crate::membership::{
+use super::membership::{
     call, check_shard, left, list, members, voters, AdminError, MemberAnswer, MemberCmd,
 };
-use crate::network::{decode, encode, RpcKind};
 use crate::node::Node;
-use crate::proposer::leadership;
-use crate::types::{NodeId, ShardId};
+use crate::raft::network::{decode, encode, RpcKind};
+use crate::raft::proposer::leadership;
+use crate::raft::types::{NodeId, ShardId};
 use openraft::ServerState;
 use serde::Serialize;
 use std::time::{Duration, Instant};
@@ -102,7 +102,7 @@ pub const HANDOVER_MAX: Duration = Duration::from_secs(10);
 /// On shard `k`'s leader: pauses proposing (for twice `budget` plus the
 /// leader lease, or until leadership is lost), waits up to `budget` until
 /// node `to` matched its whole log, then until this node's lease ran out
-/// so that it grants `to` its vote ([`crate::vote_clock`]). A paused op is proposed after the pause or, once this
+/// so that it grants `to` its vote ([`crate::raft::vote_clock`]). A paused op is proposed after the pause or, once this
 /// node no longer leads, forwarded to the new leader: never both.
 pub(crate) async fn handover(
     node: &Node,

@@ -1,18 +1,18 @@
 //! The Raft transport over HTTP. Every RPC but a snapshot goes over the
-//! peer's stream ([`crate::peer_stream`]: one upgraded connection per
+//! peer's stream ([`super::stream`]: one upgraded connection per
 //! peer carrying every shard's RPCs); a snapshot, and every RPC to a peer
 //! without the stream route or with [`PeerRpc::Http`], is its own
 //! `POST http(s)://{addr}/_cluster/raft/{shard}/{kind}` on the peer's
-//! client port, the body the bytes of [`crate::network`].
+//! client port, the body the bytes of [`crate::raft::network`].
 //! Nodes that serve TLS (`--tls-cert`) are reached over https, trusting
 //! the system's roots and the cluster's CA ([`PeerTls`]).
 //! One pooled client (keep-alive) serves every shard. A connection that
 //! could not be made is `Unreachable` (nothing was sent); anything after
 //! that is `Lost` (the peer may have acted on it).
 
-use crate::network::{RpcFuture, RpcKind, Transport, TransportError};
-use crate::peer_stream::PeerStreams;
-use crate::types::{NodeId, ShardId};
+use super::stream::PeerStreams;
+use crate::raft::network::{RpcFuture, RpcKind, Transport, TransportError};
+use crate::raft::types::{NodeId, ShardId};
 use std::sync::Arc;
 use std::time::Duration;
 

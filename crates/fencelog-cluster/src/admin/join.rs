@@ -6,10 +6,10 @@
 //! count comes from the cluster; once its data directory exists, from
 //! there (a restart needs no reachable peer).
 
-use crate::http_transport::HttpTransport;
-use crate::membership::{MemberAnswer, MemberCmd};
-use crate::network::{decode, encode, RpcKind, Transport};
+use super::membership::{MemberAnswer, MemberCmd};
 use crate::node::META_FILE;
+use crate::peer::http_transport::HttpTransport;
+use crate::raft::network::{decode, encode, RpcKind, Transport};
 use crate::shard::SHARDS_MAX;
 use std::path::Path;
 use std::time::Duration;

@@ -3,8 +3,8 @@
 //! flushed only when the WAL's sync covered them; a vote is durable before
 //! `save_vote` returns, so it is never used before it is durable.
 
-use crate::types::{Entry, LogId, ShardId, StorageError, TypeConfig, Vote};
-use crate::wal::{Done, ShardLog, Wal, WalRecord};
+use super::writer::{Done, ShardLog, Wal, WalRecord};
+use crate::raft::types::{Entry, LogId, ShardId, StorageError, TypeConfig, Vote};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{OptionalSend, RaftLogReader, StorageIOError};
 use std::fmt::Debug;
@@ -52,13 +52,13 @@ impl LogStore {
 }
 
 /// The first entries of `entries` whose record bytes
-/// ([`crate::wal::entry_bytes`]) sum to at most `bytes_max`, and always
+/// ([`super::writer::entry_bytes`]) sum to at most `bytes_max`, and always
 /// the first (an entry larger than the bound still has to cross).
 pub fn within_bytes<'a>(entries: impl Iterator<Item = &'a Entry>, bytes_max: u64) -> Vec<Entry> {
     let mut out = Vec::new();
     let mut total = 0u64;
     for e in entries {
-        total = total.saturating_add(crate::wal::entry_bytes(e));
+        total = total.saturating_add(super::writer::entry_bytes(e));
         if !out.is_empty() && total > bytes_max {
             break;
         }
@@ -195,8 +195,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
 #[cfg(test)]
 mod tests {
+    use crate::wal::writer::tests::big_entry as entry;
     use super::*;
-    use crate::wal::tests::big_entry as entry;
 
     fn indexes(v: &[Entry]) -> Vec<u64> {
         v.iter().map(|e| e.log_id.index).collect()
@@ -207,7 +207,7 @@ mod tests {
     /// exactly (an exact fit is taken).
     #[test]
     fn a_prefix_is_taken_while_it_fits() {
-        let each = crate::wal::entry_bytes(&entry(1, 1000));
+        let each = crate::wal::writer::entry_bytes(&entry(1, 1000));
         let all: Vec<Entry> = (1..=10).map(|i| entry(i, 1000)).collect();
         assert_eq!(indexes(&within_bytes(all.iter(), 3 * each)), [1, 2, 3]);
         assert_eq!(indexes(&within_bytes(all.iter(), 4 * each - 1)), [1, 2, 3]);

@@ -24,19 +24,19 @@
 //!   committed is lost; the deposed leader's uncommitted proposals end 503
 //!   `outcome_unknown`, and the fencing rule still decides every entry in
 //!   apply, in log order, on every replica. Every member holds off its
-//!   rebalancer for that shard for [`crate::transfer::MANUAL_HOLD`].
+//!   rebalancer for that shard for [`super::transfer::MANUAL_HOLD`].
 //!
 //! Membership is persisted by openraft itself: membership entries live in
 //! the WAL and, once applied, in the shard engine's applied marker, so a
 //! restarted node knows the current membership; `--cluster` only seeds a
 //! group that was never initialized.
 
-use crate::network::{decode, encode, RpcKind};
+use super::rebalance::preferred;
+use super::transfer::{campaign_elsewhere, hold_everywhere, MANUAL_HOLD};
 use crate::node::Node;
-use crate::proposer::leadership;
-use crate::rebalance::preferred;
-use crate::transfer::{campaign_elsewhere, hold_everywhere, MANUAL_HOLD};
-use crate::types::{NodeId, ShardId, StoredMembership};
+use crate::raft::network::{decode, encode, RpcKind};
+use crate::raft::proposer::leadership;
+use crate::raft::types::{NodeId, ShardId, StoredMembership};
 use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
 use openraft::{BasicNode, ChangeMembers};
 use serde::{Deserialize, Serialize};
@@ -130,7 +130,7 @@ pub enum MemberCmd {
         budget_ms: u64,
     },
     /// The leader: pause proposing until `to` matched its whole log, for
-    /// a handover ([`crate::transfer::handover`]).
+    /// a handover ([`super::transfer::handover`]).
     Handover {
         /// The node taking over.
         to: NodeId,
@@ -214,8 +214,8 @@ pub(crate) async fn handle(node: &Node, k: ShardId, cmd: MemberCmd) -> MemberAns
             MemberAnswer::Done
         }
         MemberCmd::Campaign { budget_ms } => {
-            let budget = Duration::from_millis(budget_ms).min(crate::transfer::CAMPAIGN_BUDGET_MAX);
-            match crate::transfer::campaign(node, k, Instant::now() + budget, true).await {
+            let budget = Duration::from_millis(budget_ms).min(super::transfer::CAMPAIGN_BUDGET_MAX);
+            match super::transfer::campaign(node, k, Instant::now() + budget, true).await {
                 Ok(()) => MemberAnswer::Done,
                 Err(m) => MemberAnswer::Retry(m),
             }
@@ -242,7 +242,7 @@ async fn as_leader(node: &Node, k: ShardId, cmd: MemberCmd) -> MemberAnswer {
         }
         MemberCmd::Handover { to, budget_ms } => {
             let budget = Duration::from_millis(budget_ms);
-            return crate::transfer::handover(node, k, to, budget).await;
+            return super::transfer::handover(node, k, to, budget).await;
         }
         MemberCmd::Progress { node: n } => {
             let matched = m.replication.as_ref().and_then(|r| r.get(&n).copied());
