@@ -10,7 +10,7 @@
 use crate::auth_scopes::{every_route_every_scope, forbidden, secret_for, send, write_config};
 use crate::cluster_support::{others, ProcCluster};
 use fencelog_cluster::raft::WireOp;
-use fencelog_cluster::raft::{decode, encode, RpcKind};
+use fencelog_cluster::rpc::{decode, encode, RpcKind};
 use fencelog_engine::WriteOp;
 use fencelog_server::auth::Scope;
 use serde_json::{json, Value};

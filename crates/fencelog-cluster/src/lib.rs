@@ -10,12 +10,16 @@ pub mod admin;
 pub mod backend;
 pub mod disk_budget;
 pub mod http_auth;
+mod ids;
 pub mod node;
 pub mod node_metrics;
 pub mod peer;
 pub mod raft;
 pub mod retention;
 pub mod routes;
+pub mod rpc;
 pub mod shard;
 pub mod snapshot;
 pub mod wal;
+
+pub use ids::{NodeId, ShardId};

@@ -3,13 +3,13 @@
 //! early rejection from applied state, propose on the leader, or forward
 //! to it.
 
-use crate::raft::network::{
-    decode, encode, NetFactory, RpcKind, SnapshotRpc, Transport, TransportError,
-};
+use crate::ids::{NodeId, ShardId};
+use crate::raft::network::{NetFactory, SnapshotRpc};
 use crate::raft::op_codec::WireOp;
 use crate::raft::proposer::{leadership, Proposed, Proposer};
 use crate::raft::state_machine::{shard_engine_config, ShardSm};
-use crate::raft::types::{streams_of, NodeId, OpResult, Raft, ShardId, Snapshot, TypeConfig};
+use crate::raft::types::{streams_of, OpResult, Raft, Snapshot, TypeConfig};
+use crate::rpc::{decode, encode, RpcKind, Transport, TransportError};
 use crate::shard::shard_of;
 use crate::snapshot::dir::Chunk;
 use crate::wal::log_store::LogStore;
@@ -587,7 +587,7 @@ impl Node {
         Ok(())
     }
 
-    /// Answers a peer's RPC for shard `k` (the bytes of [`crate::raft::network`]).
+    /// Answers a peer's RPC for shard `k` (the bytes of [`crate::rpc`]).
     pub async fn handle_rpc(
         &self,
         k: ShardId,

@@ -20,9 +20,9 @@
 //! unknown outcome (leader change) is left alone: the next interval's
 //! leader asks again.
 
+use crate::ids::ShardId;
 use crate::node::{Node, WriteOutcome};
 use crate::raft::proposer::leadership;
-use crate::raft::types::ShardId;
 use fencelog_engine::WriteOp;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -6,9 +6,9 @@
 //! later is covered without saying so.
 
 use crate::http_auth::{self, ClusterAuth};
+use crate::ids::ShardId;
 use crate::node::Node;
-use crate::raft::network::{RpcKind, RPC_BODY_BYTES_MAX};
-use crate::raft::types::ShardId;
+use crate::rpc::{RpcKind, RPC_BODY_BYTES_MAX};
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::StatusCode;

@@ -7,8 +7,8 @@
 
 use super::membership::{self, AdminError, ADMIN_TIMEOUT_DEFAULT, ADMIN_TIMEOUT_MAX};
 use super::rebalance::preferred;
+use crate::ids::{NodeId, ShardId};
 use crate::node::Node;
-use crate::raft::types::{NodeId, ShardId};
 use axum::extract::rejection::JsonRejection;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};

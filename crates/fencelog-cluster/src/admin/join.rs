@@ -9,7 +9,7 @@
 use super::membership::{MemberAnswer, MemberCmd};
 use crate::node::META_FILE;
 use crate::peer::http_transport::HttpTransport;
-use crate::raft::network::{decode, encode, RpcKind, Transport};
+use crate::rpc::{decode, encode, RpcKind, Transport};
 use crate::shard::SHARDS_MAX;
 use std::path::Path;
 use std::time::Duration;

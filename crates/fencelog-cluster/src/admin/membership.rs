@@ -33,10 +33,11 @@
 
 use super::rebalance::preferred;
 use super::transfer::{campaign_elsewhere, hold_everywhere, MANUAL_HOLD};
+use crate::ids::{NodeId, ShardId};
 use crate::node::Node;
-use crate::raft::network::{decode, encode, RpcKind};
 use crate::raft::proposer::leadership;
-use crate::raft::types::{NodeId, ShardId, StoredMembership};
+use crate::raft::types::StoredMembership;
+use crate::rpc::{decode, encode, RpcKind};
 use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
 use openraft::{BasicNode, ChangeMembers};
 use serde::{Deserialize, Serialize};

@@ -7,8 +7,8 @@
 //! removal holds the shard. A failed campaign holds the shard for three
 //! intervals, so two nodes never fight over it.
 
+use crate::ids::{NodeId, ShardId};
 use crate::node::Node;
-use crate::raft::types::{NodeId, ShardId};
 use openraft::ServerState;
 use std::collections::BTreeSet;
 use std::sync::Arc;

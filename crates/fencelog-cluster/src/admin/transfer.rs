@@ -6,10 +6,10 @@
 use super::membership::{
     call, check_shard, left, list, members, voters, AdminError, MemberAnswer, MemberCmd,
 };
+use crate::ids::{NodeId, ShardId};
 use crate::node::Node;
-use crate::raft::network::{decode, encode, RpcKind};
 use crate::raft::proposer::leadership;
-use crate::raft::types::{NodeId, ShardId};
+use crate::rpc::{decode, encode, RpcKind};
 use openraft::ServerState;
 use serde::Serialize;
 use std::time::{Duration, Instant};

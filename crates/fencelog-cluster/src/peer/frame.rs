@@ -14,14 +14,14 @@
 //! ```
 //!
 //! `kind` is [`RpcKind::code`]; `body` the RPC's bytes of
-//! [`crate::raft::network`] (version byte, then postcard). `outcome` 0: `body`
+//! [`crate::rpc`] (version byte, then postcard). `outcome` 0: `body`
 //! is the RPC's answer; 1: the peer refused the request and `body` is why
 //! (UTF-8), as the HTTP route's 400 would say. A frame longer than the
 //! bound, an unknown kind or outcome is a protocol error: the connection
 //! is closed, never resynchronised.
 
-use crate::raft::network::RpcKind;
-use crate::raft::types::ShardId;
+use crate::ids::ShardId;
+use crate::rpc::RpcKind;
 use bytes::{Buf, Bytes, BytesMut};
 
 /// Bytes of a request's header after its length field.

@@ -3,7 +3,7 @@
 //! peer carrying every shard's RPCs); a snapshot, and every RPC to a peer
 //! without the stream route or with [`PeerRpc::Http`], is its own
 //! `POST http(s)://{addr}/_cluster/raft/{shard}/{kind}` on the peer's
-//! client port, the body the bytes of [`crate::raft::network`].
+//! client port, the body the bytes of [`crate::rpc`].
 //! Nodes that serve TLS (`--tls-cert`) are reached over https, trusting
 //! the system's roots and the cluster's CA ([`PeerTls`]).
 //! One pooled client (keep-alive) serves every shard. A connection that
@@ -11,8 +11,8 @@
 //! that is `Lost` (the peer may have acted on it).
 
 use super::stream::PeerStreams;
-use crate::raft::network::{RpcFuture, RpcKind, Transport, TransportError};
-use crate::raft::types::{NodeId, ShardId};
+use crate::ids::{NodeId, ShardId};
+use crate::rpc::{RpcFuture, RpcKind, Transport, TransportError};
 use std::sync::Arc;
 use std::time::Duration;
 

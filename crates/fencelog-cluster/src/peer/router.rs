@@ -3,9 +3,10 @@
 //! carry. Links can be cut in both directions (a partition, or a paused
 //! process as its peers see it).
 
+use crate::ids::{NodeId, ShardId};
 use crate::node::Node;
-use crate::raft::network::{decode, RpcFuture, RpcKind, SnapshotRpc, Transport, TransportError};
-use crate::raft::types::{NodeId, ShardId};
+use crate::raft::network::SnapshotRpc;
+use crate::rpc::{decode, RpcFuture, RpcKind, Transport, TransportError};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;

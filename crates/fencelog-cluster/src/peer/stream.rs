@@ -29,8 +29,8 @@
 //! over HTTP (one large body would hold up every shard's RPCs behind it).
 
 use super::frame::{put_request, take_answer, Answer};
-use crate::raft::network::{RpcKind, TransportError};
-use crate::raft::types::{NodeId, ShardId};
+use crate::ids::{NodeId, ShardId};
+use crate::rpc::{RpcKind, TransportError};
 use bytes::BytesMut;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -46,7 +46,7 @@ pub const STREAM_PATH: &str = "/_cluster/raft/stream";
 pub const UPGRADE_PROTOCOL: &str = "fencelog-raft-v1";
 /// Most bytes of a frame after its length field: the largest RPC body
 /// the HTTP route takes, plus the header.
-pub const FRAME_BYTES_MAX: usize = crate::raft::network::RPC_BODY_BYTES_MAX + 64;
+pub const FRAME_BYTES_MAX: usize = crate::rpc::RPC_BODY_BYTES_MAX + 64;
 /// How long RPCs to a peer without the stream route go over HTTP before
 /// the stream is tried again.
 pub const HTTP_FALLBACK: Duration = Duration::from_secs(60);

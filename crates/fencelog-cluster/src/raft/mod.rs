@@ -11,8 +11,7 @@ pub(crate) mod state_machine;
 pub(crate) mod types;
 pub(crate) mod vote_clock;
 
-pub use network::{decode, encode, RpcKind, Transport, TransportError};
 pub use op_codec::WireOp;
 pub use proposer::{Proposed, SessionGate, SESSION_BROKEN};
 pub use state_machine::{shard_engine_config, ShardSm};
-pub use types::{Batch, Entry, NodeId, OpResult, ShardId, Snapshot, StorageError, TypeConfig};
+pub use types::{Batch, Entry, OpResult, Snapshot, StorageError, TypeConfig};

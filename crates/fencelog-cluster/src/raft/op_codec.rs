@@ -483,8 +483,8 @@ impl CursorView {
 
 #[cfg(test)]
 mod tests {
-    use crate::raft::types::Batch;
     use super::*;
+    use crate::raft::types::Batch;
 
     fn hex(b: &[u8]) -> String {
         b.iter().map(|x| format!("{x:02x}")).collect()

@@ -22,7 +22,8 @@
 //! `client_write` is called, `Ok` is the apply result and any error — or
 //! the timeout — is "outcome unknown", never retried here.
 
-use super::types::{Batch, NodeId, OpResult, Raft};
+use super::types::{Batch, OpResult, Raft};
+use crate::ids::NodeId;
 use fencelog_engine::{BatchAction, WriteOp};
 use openraft::ServerState;
 use std::sync::atomic::{AtomicBool, Ordering};

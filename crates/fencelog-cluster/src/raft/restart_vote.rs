@@ -17,7 +17,8 @@
 //! openraft saves the next one; it is demoted on every start. The cost is
 //! an election after a leader's restart, as a standard Raft node pays.
 
-use super::types::{NodeId, Vote};
+use super::types::Vote;
+use crate::ids::NodeId;
 
 /// The vote openraft should start from, given the durable one.
 pub fn on_start(durable: Option<Vote>, id: NodeId) -> Option<Vote> {

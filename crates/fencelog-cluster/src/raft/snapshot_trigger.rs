@@ -24,8 +24,9 @@
 //! one costs that follower one more transfer, not a livelock: the next
 //! one is of the newest snapshot, held.
 
-use super::types::{NodeId, Raft};
-use crate::wal::writer::ShardLog;
+use super::types::Raft;
+use crate::ids::NodeId;
+use crate::wal::shard_log::ShardLog;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

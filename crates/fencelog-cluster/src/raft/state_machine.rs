@@ -25,10 +25,13 @@
 //! snapshot's bytes are ever held in memory.
 
 use super::types::{
-    BatchResult, Entry, LogId, NodeId, OpResult, ShardSnapshot, Snapshot, SnapshotMeta,
-    StorageError, StoredMembership, TypeConfig,
+    BatchResult, Entry, LogId, OpResult, Snapshot, SnapshotMeta, StorageError, StoredMembership,
+    TypeConfig,
 };
-use crate::snapshot::dir::{capture, Active, Chunk, Manifest, Receiving, SnapDir, SnapFile};
+use crate::ids::NodeId;
+use crate::snapshot::dir::{
+    capture, Active, Chunk, Manifest, Receiving, ShardSnapshot, SnapDir, SnapFile,
+};
 use crate::snapshot::shard_dir::ShardDir;
 use fencelog_engine::{AppliedState, Config, Durability, Engine, WriteOp};
 use openraft::storage::RaftStateMachine;

@@ -8,13 +8,10 @@
 //! reads a clock.
 
 pub use super::op_codec::CursorView;
+use crate::ids::NodeId;
+use crate::snapshot::dir::ShardSnapshot;
 use fencelog_engine::{Ack, Applied, BatchAck, StreamState, WriteError, WriteOp};
 use serde::{Deserialize, Serialize};
-
-/// A node's id, as given by `--node-id`.
-pub type NodeId = u64;
-/// A shard, `0..S`.
-pub type ShardId = u32;
 
 /// Every stream `op` changes (a batch's may be several).
 pub fn streams_of(op: &WriteOp) -> Vec<&str> {
@@ -350,19 +347,6 @@ fn batch_ack(a: &BatchAck) -> OpResult {
 /// membership entries.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BatchResult(pub Vec<OpResult>);
-
-/// A physical snapshot of a shard engine (`C::SnapshotData`): a directory
-/// holding the files of its engine directory, captured while no apply
-/// runs ([`crate::snapshot::dir`]). It holds no file bytes in memory;
-/// clones share the directory, removed when the last one goes.
-#[derive(Debug, Clone, Default)]
-pub struct ShardSnapshot {
-    /// The directory (`None` only for the empty handle openraft asks
-    /// `begin_receiving_snapshot` for).
-    pub dir: Option<std::sync::Arc<crate::snapshot::dir::SnapDir>>,
-    /// Its files, in name order.
-    pub files: Vec<crate::snapshot::dir::SnapFile>,
-}
 
 openraft::declare_raft_types!(
     /// fencelog's Raft types.

@@ -9,7 +9,8 @@
 //! holds two votes of three), so [`crate::admin::transfer::handover`] waits until
 //! this clock says the leader's lease has run out.
 
-use super::types::{NodeId, Raft};
+use super::types::Raft;
+use crate::ids::NodeId;
 use openraft::Vote;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -23,11 +23,12 @@
 //!   reads it), and a node's start removes any it finds (they are rebuilt
 //!   on demand).
 
-use crate::raft::types::NodeId;
+use crate::ids::NodeId;
 use serde::{Deserialize, Serialize};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Bytes of file data in one snapshot chunk at most: small next to the
 /// RPC body limit, large next to a round trip.
@@ -38,6 +39,19 @@ pub const FILE_BYTES_MAX: u64 = 4 << 30;
 /// Files in one snapshot at most (the engine keeps one checkpoint, one
 /// MANIFEST and its segments).
 pub const FILES_MAX: usize = 1 << 16;
+
+/// A physical snapshot of a shard engine (the Raft type config's
+/// `SnapshotData`): a directory holding the files of its engine
+/// directory, captured while no apply runs. It holds no file bytes in
+/// memory; clones share the directory, removed when the last one goes.
+#[derive(Debug, Clone, Default)]
+pub struct ShardSnapshot {
+    /// The directory (`None` only for the empty handle openraft asks
+    /// `begin_receiving_snapshot` for).
+    pub dir: Option<Arc<SnapDir>>,
+    /// Its files, in name order.
+    pub files: Vec<SnapFile>,
+}
 
 /// One file of a snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -209,14 +223,14 @@ impl Chunk {
             crc32: self.crc32,
             len: self.data.len() as u32,
         };
-        let mut out = crate::raft::network::encode(&header);
+        let mut out = crate::rpc::encode(&header);
         out.extend_from_slice(&self.data);
         out
     }
 
     /// Reads [`Chunk::to_wire`]'s bytes; the length must be exact.
     pub fn from_wire(b: &[u8]) -> Result<Chunk, String> {
-        let rest = crate::raft::network::payload(b)?;
+        let rest = crate::rpc::payload(b)?;
         let (h, data): (ChunkHeader, &[u8]) =
             postcard::take_from_bytes(rest).map_err(|e| e.to_string())?;
         if data.len() != h.len as usize {
@@ -249,7 +263,7 @@ pub struct Manifest {
 pub struct Receiving {
     from: NodeId,
     snapshot_id: String,
-    dir: std::sync::Arc<SnapDir>,
+    dir: Arc<SnapDir>,
 }
 
 impl Receiving {
@@ -264,7 +278,7 @@ impl Receiving {
         Ok(Receiving {
             from,
             snapshot_id: snapshot_id.to_owned(),
-            dir: std::sync::Arc::new(SnapDir::own(dir)),
+            dir: Arc::new(SnapDir::own(dir)),
         })
     }
 
@@ -322,10 +336,7 @@ impl Receiving {
 
     /// Checks that exactly `manifest`'s files arrived whole and hands the
     /// directory over (the install's capture syncs what it keeps).
-    pub fn finish(
-        self,
-        manifest: &Manifest,
-    ) -> io::Result<(std::sync::Arc<SnapDir>, Vec<SnapFile>)> {
+    pub fn finish(self, manifest: &Manifest) -> io::Result<(Arc<SnapDir>, Vec<SnapFile>)> {
         if manifest.files.len() > FILES_MAX {
             return Err(refused(format!(
                 "a snapshot of {} files",

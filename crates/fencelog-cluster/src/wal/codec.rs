@@ -37,7 +37,7 @@
 //! payload` from offset 0, cut at the first bad one. It is still read,
 //! and a node rewrites it as version 2 when it opens it.
 
-use super::writer::WalRecord;
+use super::record::WalRecord;
 use std::collections::VecDeque;
 
 /// The file header's magic.

@@ -3,8 +3,11 @@
 //! flushed only when the WAL's sync covered them; a vote is durable before
 //! `save_vote` returns, so it is never used before it is durable.
 
-use super::writer::{Done, ShardLog, Wal, WalRecord};
-use crate::raft::types::{Entry, LogId, ShardId, StorageError, TypeConfig, Vote};
+use super::record::WalRecord;
+use super::shard_log::{entry_bytes, ShardLog};
+use super::writer::{Done, Wal};
+use crate::ids::ShardId;
+use crate::raft::types::{Entry, LogId, StorageError, TypeConfig, Vote};
 use openraft::storage::{LogFlushed, LogState, RaftLogStorage};
 use openraft::{OptionalSend, RaftLogReader, StorageIOError};
 use std::fmt::Debug;
@@ -52,13 +55,13 @@ impl LogStore {
 }
 
 /// The first entries of `entries` whose record bytes
-/// ([`super::writer::entry_bytes`]) sum to at most `bytes_max`, and always
+/// ([`entry_bytes`]) sum to at most `bytes_max`, and always
 /// the first (an entry larger than the bound still has to cross).
 pub fn within_bytes<'a>(entries: impl Iterator<Item = &'a Entry>, bytes_max: u64) -> Vec<Entry> {
     let mut out = Vec::new();
     let mut total = 0u64;
     for e in entries {
-        total = total.saturating_add(super::writer::entry_bytes(e));
+        total = total.saturating_add(entry_bytes(e));
         if !out.is_empty() && total > bytes_max {
             break;
         }
@@ -195,8 +198,8 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
 #[cfg(test)]
 mod tests {
-    use crate::wal::writer::tests::big_entry as entry;
     use super::*;
+    use crate::wal::shard_log::tests::big_entry as entry;
 
     fn indexes(v: &[Entry]) -> Vec<u64> {
         v.iter().map(|e| e.log_id.index).collect()
@@ -207,7 +210,7 @@ mod tests {
     /// exactly (an exact fit is taken).
     #[test]
     fn a_prefix_is_taken_while_it_fits() {
-        let each = crate::wal::writer::entry_bytes(&entry(1, 1000));
+        let each = entry_bytes(&entry(1, 1000));
         let all: Vec<Entry> = (1..=10).map(|i| entry(i, 1000)).collect();
         assert_eq!(indexes(&within_bytes(all.iter(), 3 * each)), [1, 2, 3]);
         assert_eq!(indexes(&within_bytes(all.iter(), 4 * each - 1)), [1, 2, 3]);

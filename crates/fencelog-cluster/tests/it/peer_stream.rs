@@ -8,7 +8,7 @@ use bytes::BytesMut;
 use fencelog_cluster::peer::{put_answer, take_request, Request};
 use fencelog_cluster::peer::{HttpTransport, PeerRpc};
 use fencelog_cluster::peer::{STALL, STREAM_PATH, UPGRADE_PROTOCOL};
-use fencelog_cluster::raft::{RpcKind, Transport, TransportError};
+use fencelog_cluster::rpc::{RpcKind, Transport, TransportError};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;

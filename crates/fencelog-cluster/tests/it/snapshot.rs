@@ -6,8 +6,8 @@
 
 use crate::support::{append, append_surely, copy_tree, eventually, TestCluster};
 use fencelog_cluster::node::{Timing, WriteOutcome};
-use fencelog_cluster::raft::NodeId;
 use fencelog_cluster::snapshot::ShardDir;
+use fencelog_cluster::NodeId;
 
 const SMALL_SNAPSHOTS: Timing = Timing {
     snapshot_logs: 30,
