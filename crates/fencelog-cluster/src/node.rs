@@ -817,9 +817,10 @@ impl ShardStart<'_> {
         }
         let proposer = Proposer::spawn(raft.clone(), self.options.id, self.options.commit_timeout);
         let vote_clock = crate::raft::vote_clock::VoteClock::watch(&raft);
+        let shard_log = self.wal.shard(k);
         let snapshots = crate::raft::snapshot_trigger::spawn(
             raft.clone(),
-            self.wal.shard(k),
+            move || shard_log.lock().unwrap().bytes(),
             sends.clone(),
             self.options.timing.snapshot_policy(),
             self.mutation == NodeMutation::SnapshotHoldIgnored,

@@ -26,7 +26,6 @@
 
 use super::types::Raft;
 use crate::ids::NodeId;
-use crate::wal::shard_log::ShardLog;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -164,12 +163,13 @@ pub struct Trigger {
     _stop: tokio::sync::oneshot::Sender<()>,
 }
 
-/// Starts the task for one shard's group over its in-memory log.
-/// `ignore_sends` is the `SnapshotHoldIgnored` mutation (tests): every due
-/// snapshot is built.
+/// Starts the task for one shard's group. `log_bytes` answers what the
+/// shard's in-memory Raft log holds of record bytes now (the WAL's
+/// [`crate::wal::shard_log::ShardLog::bytes`]). `ignore_sends` is the
+/// `SnapshotHoldIgnored` mutation (tests): every due snapshot is built.
 pub fn spawn(
     raft: Raft,
-    log: Arc<Mutex<ShardLog>>,
+    log_bytes: impl Fn() -> u64 + Send + 'static,
     sends: Arc<Sends>,
     policy: Policy,
     ignore_sends: bool,
@@ -205,7 +205,7 @@ pub fn spawn(
                     matched,
                 )
             };
-            let log_bytes = log.lock().unwrap().bytes();
+            let log_bytes = log_bytes();
             let held = !ignore_sends
                 && applied.is_some_and(|a| policy.holds(a, sends.in_flight(), &matched, log_bytes));
             // openraft ignores a trigger while it is building one.
