@@ -8,6 +8,7 @@
 use crate::http_auth::{self, ClusterAuth};
 use crate::ids::ShardId;
 use crate::node::Node;
+use crate::peer::serve::Peers;
 use crate::rpc::{RpcKind, RPC_BODY_BYTES_MAX};
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, State};
@@ -19,14 +20,6 @@ use fencelog_api::ErrorCode;
 use fencelog_server::server::Shutdown;
 use fencelog_server::ApiError;
 use std::sync::Arc;
-
-/// What the peer routes share.
-#[derive(Clone)]
-pub(crate) struct Peers {
-    pub(crate) node: Arc<Node>,
-    /// Ends peer streams when the server shuts down.
-    pub(crate) shutdown: Shutdown,
-}
 
 /// The node's `/_cluster/` routes, each behind [`http_auth::guard`].
 pub fn routes(node: Arc<Node>, access: ClusterAuth, shutdown: Shutdown) -> Router {

@@ -14,7 +14,6 @@
 use super::frame::{put_answer, take_request};
 use super::stream::{write_frames, FRAME_BYTES_MAX, READ_CHUNK_BYTES, UPGRADE_PROTOCOL};
 use crate::node::Node;
-use crate::routes::Peers;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -26,6 +25,15 @@ use hyper_util::rt::TokioIo;
 use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::sync::{mpsc, watch, Semaphore};
+
+/// What the node's `/_cluster/` routes share: the node, and the server's
+/// shutdown, which ends peer streams.
+#[derive(Clone)]
+pub(crate) struct Peers {
+    pub(crate) node: Arc<Node>,
+    /// Ends peer streams when the server shuts down.
+    pub(crate) shutdown: Shutdown,
+}
 
 /// Most RPCs running at once per peer stream.
 pub const IN_FLIGHT_MAX: usize = 1024;
