@@ -9,6 +9,7 @@
 pub mod admin;
 pub mod backend;
 pub mod disk_budget;
+mod holds;
 pub mod http_auth;
 mod ids;
 pub mod node;

@@ -3,6 +3,7 @@
 //! early rejection from applied state, propose on the leader, or forward
 //! to it.
 
+use crate::holds::Holds;
 use crate::ids::{NodeId, ShardId};
 use crate::raft::network::{NetFactory, SnapshotRpc};
 use crate::raft::op_codec::WireOp;
@@ -21,6 +22,7 @@ use openraft::{BasicNode, SnapshotPolicy};
 use std::collections::BTreeMap;
 use std::io;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -226,8 +228,10 @@ pub struct Node {
     /// A deliberate bug of the write path, read when the node starts
     /// (tests only; always `None` without the engine's `mutations`).
     mutation: NodeMutation,
-    /// Rebalancing holds and the stop flag ([`crate::admin::membership`]).
-    admin: crate::admin::membership::AdminState,
+    /// Rebalancing holds ([`crate::holds`]).
+    holds: Holds,
+    /// Set by [`Node::shutdown`]: the periodic tasks end.
+    stopping: AtomicBool,
 }
 
 fn is_not_allowed(e: &RaftError<NodeId, InitializeError<NodeId, BasicNode>>) -> bool {
@@ -277,7 +281,8 @@ impl Node {
         Ok(Node {
             id: options.id,
             mutation,
-            admin: crate::admin::membership::AdminState::new(options.shards),
+            holds: Holds::new(options.shards),
+            stopping: AtomicBool::new(false),
             options,
             wal,
             shards,
@@ -340,9 +345,14 @@ impl Node {
         &self.shards[k as usize].proposer
     }
 
-    /// Rebalancing holds and the stop flag.
-    pub(crate) fn admin(&self) -> &crate::admin::membership::AdminState {
-        &self.admin
+    /// Rebalancing holds.
+    pub(crate) fn holds(&self) -> &Holds {
+        &self.holds
+    }
+
+    /// Whether the node is shutting down.
+    pub(crate) fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
     }
 
     /// Who leads shard `k`, as this node knows it.
@@ -587,16 +597,24 @@ impl Node {
         Ok(())
     }
 
-    /// Answers a peer's RPC for shard `k` (the bytes of [`crate::rpc`]).
-    pub async fn handle_rpc(
+    /// `Err` for a shard this node does not have (a peer's RPC names it).
+    pub(crate) fn shard_in_range(&self, k: ShardId) -> Result<(), String> {
+        if k >= self.options.shards {
+            return Err(format!("shard {k} out of range"));
+        }
+        Ok(())
+    }
+
+    /// Answers a peer's Raft RPC for shard `k` (the bytes of
+    /// [`crate::rpc`]): every kind but `member`, which the admin side
+    /// answers ([`crate::peer::answer`] hands each kind to its side).
+    pub(crate) async fn handle_rpc(
         &self,
         k: ShardId,
         kind: RpcKind,
         body: &[u8],
     ) -> Result<Vec<u8>, String> {
-        if k >= self.options.shards {
-            return Err(format!("shard {k} out of range"));
-        }
+        self.shard_in_range(k)?;
         let raft = self.raft(k);
         Ok(match kind {
             RpcKind::Append => {
@@ -641,9 +659,7 @@ impl Node {
                 let WireOp(op) = decode(body)?;
                 encode(&self.handle_forward(k, op).await)
             }
-            RpcKind::Member => {
-                encode(&crate::admin::membership::handle(self, k, decode(body)?).await)
-            }
+            RpcKind::Member => return Err("the member RPC is the admin side's".into()),
             RpcKind::ReadIndex => {
                 let r = match leadership(raft, self.id) {
                     // Within half the asker's budget (its call times out
@@ -745,7 +761,7 @@ impl Node {
 
     /// Stops every group, then every engine, then the WAL.
     pub async fn shutdown(&self) {
-        self.admin.stop();
+        self.stopping.store(true, Ordering::Relaxed);
         stop_shards(&self.shards).await;
         self.wal.close();
     }
@@ -894,7 +910,7 @@ where
         loop {
             tokio::time::sleep(every).await;
             let Some(node) = weak.upgrade() else { return };
-            if node.admin().stopping() {
+            if node.stopping() {
                 return;
             }
             for k in 0..node.shard_count() {

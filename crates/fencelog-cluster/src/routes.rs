@@ -52,7 +52,7 @@ async fn raft_rpc(
     let Some(kind) = RpcKind::parse(&kind) else {
         return (StatusCode::NOT_FOUND, "no such RPC").into_response();
     };
-    match s.node.handle_rpc(shard, kind, &body).await {
+    match crate::peer::answer(&s.node, shard, kind, &body).await {
         Ok(bytes) => bytes.into_response(),
         Err(m) => (StatusCode::BAD_REQUEST, m).into_response(),
     }

@@ -3,7 +3,7 @@
 //! that moves them. The same bytes cross HTTP
 //! (`POST /_cluster/raft/{shard}/{kind}`), the peer stream and the
 //! in-process router the tests use, so all of them exercise the same
-//! encoding; [`crate::node::Node::handle_rpc`] answers them.
+//! encoding; [`crate::peer::answer`] answers them on the receiving node.
 
 use crate::ids::{NodeId, ShardId};
 use serde::de::DeserializeOwned;

@@ -42,8 +42,6 @@ use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
 use openraft::{BasicNode, ChangeMembers};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// How long an admin operation may take when the request does not say.
@@ -54,49 +52,6 @@ pub const ADMIN_TIMEOUT_MAX: Duration = Duration::from_secs(600);
 const POLL: Duration = Duration::from_millis(50);
 /// A who-are-you probe: one short RPC.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// A node's rebalancing holds (per shard, until when) and its stop flag.
-pub struct AdminState {
-    holds: Mutex<Vec<Option<Instant>>>,
-    stopping: AtomicBool,
-}
-
-impl AdminState {
-    pub(crate) fn new(shards: u32) -> AdminState {
-        AdminState {
-            holds: Mutex::new(vec![None; shards as usize]),
-            stopping: AtomicBool::new(false),
-        }
-    }
-
-    /// Keeps the rebalancer off shard `k` for `d` (a longer hold wins).
-    pub fn hold(&self, k: ShardId, d: Duration) {
-        let until = Instant::now() + d.min(ADMIN_TIMEOUT_MAX);
-        let mut holds = self.holds.lock().unwrap();
-        if let Some(slot) = holds.get_mut(k as usize) {
-            *slot = Some(slot.map_or(until, |u| u.max(until)));
-        }
-    }
-
-    /// Whether the rebalancer must leave shard `k` alone now.
-    pub fn held(&self, k: ShardId) -> bool {
-        let holds = self.holds.lock().unwrap();
-        holds
-            .get(k as usize)
-            .copied()
-            .flatten()
-            .is_some_and(|u| Instant::now() < u)
-    }
-
-    pub(crate) fn stop(&self) {
-        self.stopping.store(true, Ordering::Relaxed);
-    }
-
-    /// Whether the node is shutting down.
-    pub fn stopping(&self) -> bool {
-        self.stopping.load(Ordering::Relaxed)
-    }
-}
 
 /// One shard's part of an admin operation, as the `member` RPC carries it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -211,7 +166,7 @@ pub(crate) async fn handle(node: &Node, k: ShardId, cmd: MemberCmd) -> MemberAns
             shards: node.shard_count(),
         },
         MemberCmd::Hold { ms } => {
-            node.admin().hold(k, Duration::from_millis(ms));
+            node.holds().hold(k, Duration::from_millis(ms));
             MemberAnswer::Done
         }
         MemberCmd::Campaign { budget_ms } => {

@@ -36,7 +36,7 @@ pub fn spawn(node: &Arc<Node>) {
 }
 
 fn should_take(node: &Node, k: ShardId) -> bool {
-    if node.admin().held(k) || node.wal().poisoned().is_some() {
+    if node.holds().held(k) || node.wal().poisoned().is_some() {
         return false;
     }
     let m = node.raft(k).metrics().borrow().clone();
@@ -63,7 +63,7 @@ async fn take(node: &Node, k: ShardId, every: std::time::Duration) {
         ),
         Err(e) => {
             tracing::info!(shard = k, error = %e, "rebalance campaign failed; holding off");
-            node.admin().hold(k, every * 3);
+            node.holds().hold(k, every * 3);
         }
     }
 }

@@ -1,8 +1,9 @@
 //! The in-process transport for tests and `dev` use: nodes in one process
-//! call each other's [`Node::handle_rpc`] with the same bytes HTTP would
+//! answer each other's RPCs ([`answer`]) with the same bytes HTTP would
 //! carry. Links can be cut in both directions (a partition, or a paused
 //! process as its peers see it).
 
+use super::answer::answer;
 use crate::ids::{NodeId, ShardId};
 use crate::node::Node;
 use crate::raft::network::SnapshotRpc;
@@ -211,7 +212,7 @@ impl Transport for Port {
                 }
                 _ => {}
             }
-            let answer = tokio::time::timeout(timeout, node.handle_rpc(shard, kind, &body)).await;
+            let answer = tokio::time::timeout(timeout, answer(&node, shard, kind, &body)).await;
             if router.is_cut(from, target) {
                 return Err(TransportError::Lost(format!(
                     "link {from}-{target} cut mid-call"

@@ -3,7 +3,7 @@
 //! the same peer-secret guard as every other `/_cluster/` path.
 //!
 //! Each request frame runs as its own task through
-//! [`crate::node::Node::handle_rpc`], exactly as the HTTP route runs it,
+//! [`answer`], exactly as the HTTP route runs it,
 //! so RPCs of different shards never wait for each other; their answers
 //! go back in the order they finish. At most [`IN_FLIGHT_MAX`] run per
 //! connection: past that the connection is not read until one finishes,
@@ -11,6 +11,7 @@
 //! memory. On shutdown the stream stops reading, the RPCs already running
 //! finish and are answered, and the connection closes.
 
+use super::answer::answer;
 use super::frame::{put_answer, take_request};
 use super::stream::{write_frames, FRAME_BYTES_MAX, READ_CHUNK_BYTES, UPGRADE_PROTOCOL};
 use crate::node::Node;
@@ -102,7 +103,7 @@ where
             let node = node.clone();
             let tx = tx.clone();
             tokio::spawn(async move {
-                let answer = node.handle_rpc(req.shard, req.kind, &req.body).await;
+                let answer = answer(&node, req.shard, req.kind, &req.body).await;
                 let mut frame = Vec::new();
                 put_answer(
                     &mut frame,
