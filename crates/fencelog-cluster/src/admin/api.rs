@@ -5,8 +5,9 @@
 //! `transfer` — which any node runs for the whole cluster. Bodies are JSON
 //! with unknown fields refused; errors are the API's `{"error", "message"}`.
 
-use super::membership::{self, AdminError, ADMIN_TIMEOUT_DEFAULT, ADMIN_TIMEOUT_MAX};
-use super::rebalance::preferred;
+use super::call::AdminError;
+use super::membership::{add_node, remove_node};
+use super::voters::{members, newest_voters, preferred};
 use crate::ids::{NodeId, ShardId};
 use crate::node::Node;
 use axum::extract::rejection::JsonRejection;
@@ -21,6 +22,11 @@ use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// How long an admin operation may take when the request does not say.
+pub const ADMIN_TIMEOUT_DEFAULT: Duration = Duration::from_secs(60);
+/// The longest an admin request may ask for.
+pub const ADMIN_TIMEOUT_MAX: Duration = Duration::from_secs(600);
 
 /// The membership routes (`status` is served with the node's other routes).
 pub fn routes(node: Arc<Node>) -> Router {
@@ -37,8 +43,8 @@ pub fn status(node: &Node) -> Value {
     let shards: Vec<Value> = (0..node.shard_count())
         .map(|k| {
             let m = node.raft(k).metrics().borrow().clone();
-            let voters = membership::newest_voters(&m.membership_config);
-            let all = membership::members(node, k);
+            let voters = newest_voters(&m.membership_config);
+            let all = members(node, k);
             for v in &voters {
                 leaders.entry(*v).or_default();
             }
@@ -119,7 +125,7 @@ async fn add(
         Ok(b) => b,
         Err(e) => return e.into_response(),
     };
-    answer(membership::add_node(&node, b.node_id, &b.addr, deadline(b.timeout_ms)).await)
+    answer(add_node(&node, b.node_id, &b.addr, deadline(b.timeout_ms)).await)
 }
 
 #[derive(Deserialize)]
@@ -138,7 +144,7 @@ async fn remove(
         Ok(b) => b,
         Err(e) => return e.into_response(),
     };
-    answer(membership::remove_node(&node, b.node_id, deadline(b.timeout_ms)).await)
+    answer(remove_node(&node, b.node_id, deadline(b.timeout_ms)).await)
 }
 
 #[derive(Deserialize)]

@@ -6,9 +6,8 @@
 //! count comes from the cluster; once its data directory exists, from
 //! there (a restart needs no reachable peer).
 
-use super::membership::{MemberAnswer, MemberCmd};
+use super::cmd::{MemberAnswer, MemberCmd};
 use crate::node::META_FILE;
-use crate::peer::http_transport::HttpTransport;
 use crate::rpc::{decode, encode, RpcKind, Transport};
 use crate::shard::SHARDS_MAX;
 use std::path::Path;
@@ -25,7 +24,7 @@ pub async fn shard_count(
     join: &str,
     given: Option<u32>,
     timeout: Duration,
-    transport: &HttpTransport,
+    transport: &dyn Transport,
 ) -> Result<u32, String> {
     let meta = data_dir.join(META_FILE);
     if let Ok(text) = std::fs::read_to_string(&meta) {

@@ -1,26 +1,20 @@
 //! Leader spreading: shard k's preferred leader is the (k mod N)-th voter
 //! of its newest config in id order — node `(k mod N)+1` for voters
 //! `1..=N`. Every node runs this task: every interval, for each shard it
-//! prefers but does not lead, it campaigns ([`super::transfer::campaign`])
+//! prefers but does not lead, it campaigns ([`super::campaign`])
 //! when the shard has a leader it can reach, its own log holds that
 //! leader's read index, its WAL is healthy and no manual transfer or
 //! removal holds the shard. A failed campaign holds the shard for three
 //! intervals, so two nodes never fight over it.
 
-use crate::ids::{NodeId, ShardId};
+use super::campaign::campaign;
+use super::voters::{newest_voters, preferred};
+use crate::ids::ShardId;
 use crate::node::Node;
+use crate::rpc::{decode, encode, RpcKind};
 use openraft::ServerState;
-use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Instant;
-
-/// Shard `k`'s preferred leader among `voters`.
-pub fn preferred(k: ShardId, voters: &BTreeSet<NodeId>) -> Option<NodeId> {
-    if voters.is_empty() {
-        return None;
-    }
-    voters.iter().nth(k as usize % voters.len()).copied()
-}
+use std::time::{Duration, Instant};
 
 /// Starts the node's rebalancer, when its options ask for one. It stops
 /// with the node.
@@ -40,14 +34,31 @@ fn should_take(node: &Node, k: ShardId) -> bool {
         return false;
     }
     let m = node.raft(k).metrics().borrow().clone();
-    let voters = super::membership::newest_voters(&m.membership_config);
+    let voters = newest_voters(&m.membership_config);
     m.state == ServerState::Follower
         && m.current_leader.is_some_and(|l| l != node.id())
         && preferred(k, &voters) == Some(node.id())
 }
 
+/// Whether this node's log holds everything shard `k`'s leader has
+/// committed (its read index); `None` when the leader cannot say.
+pub(crate) async fn caught_up(node: &Node, k: ShardId) -> Option<bool> {
+    let leader = node.leader_of(k)?;
+    if leader == node.id() {
+        return Some(true);
+    }
+    let addr = node.addr_of(k, leader)?;
+    let timeout = Duration::from_millis(node.options().timing.election_min_ms);
+    let call = node
+        .transport()
+        .call(leader, &addr, k, RpcKind::ReadIndex, encode(&()), timeout);
+    let index: Result<Option<u64>, String> = decode(&call.await.ok()?).ok()?;
+    let last = node.raft(k).metrics().borrow().last_log_index;
+    Some(last >= index.ok()?)
+}
+
 async fn take(node: &Node, k: ShardId, every: std::time::Duration) {
-    if super::transfer::caught_up(node, k).await != Some(true) {
+    if caught_up(node, k).await != Some(true) {
         return;
     }
     // A handover may wait out the leader's lease, and one election may
@@ -55,7 +66,7 @@ async fn take(node: &Node, k: ShardId, every: std::time::Duration) {
     // twice, so a loaded machine's slow round does not count as a loss.
     let round = std::time::Duration::from_millis(node.options().timing.election_max_ms);
     let deadline = Instant::now() + every * 2 + round * 4;
-    match super::transfer::campaign(node, k, deadline, false).await {
+    match campaign(node, k, deadline, false).await {
         Ok(()) => tracing::info!(
             shard = k,
             node = node.id(),
@@ -65,21 +76,5 @@ async fn take(node: &Node, k: ShardId, every: std::time::Duration) {
             tracing::info!(shard = k, error = %e, "rebalance campaign failed; holding off");
             node.holds().hold(k, every * 3);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_preferred_leader_is_the_k_mod_n_th_voter() {
-        let three = BTreeSet::from([1, 2, 3]);
-        let leaders: Vec<_> = (0..6).map(|k| preferred(k, &three)).collect();
-        assert_eq!(leaders, [1, 2, 3, 1, 2, 3].map(Some));
-        let after_a_removal = BTreeSet::from([2, 3, 4]);
-        assert_eq!(preferred(0, &after_a_removal), Some(2));
-        assert_eq!(preferred(2, &after_a_removal), Some(4));
-        assert_eq!(preferred(0, &BTreeSet::new()), None);
     }
 }

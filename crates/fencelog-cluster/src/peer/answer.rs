@@ -20,9 +20,7 @@ pub async fn answer(
         RpcKind::Member => {
             node.shard_in_range(k)?;
             let cmd = decode(body)?;
-            Ok(encode(
-                &crate::admin::membership::handle(node, k, cmd).await,
-            ))
+            Ok(encode(&crate::admin::handle::handle(node, k, cmd).await))
         }
         kind => node.handle_rpc(k, kind, body).await,
     }
