@@ -1,8 +1,20 @@
-//! fencelog replicated (issue 14): streams map to S shards (FNV-1a of the
-//! name mod S); each shard is one openraft group over all nodes, whose
-//! state machine is a fencelog engine that runs the fencing rule in apply.
-//! One Raft WAL per node, shared by all its groups, group-commits their
-//! appends and votes. See ARCHITECTURE.md, "Cluster".
+//! fencelog replicated: streams map to S shards (FNV-1a of the name mod
+//! S); each shard is one openraft group over all nodes, whose state
+//! machine is a fencelog engine that runs the fencing rule in apply. One
+//! Raft WAL per node, shared by all its groups, group-commits their
+//! appends and votes. See ARCHITECTURE.md, "Cluster", and docs/cluster.md.
+//!
+//! The crate is in layers, each using only those below it. At the bottom
+//! the ids ([`NodeId`], [`ShardId`]), a peer RPC's bytes and the transport
+//! seam ([`rpc`]), the shard map ([`shard`]) and who may call a node
+//! ([`http_auth`]); then snapshots on disk ([`snapshot`]); one shard's Raft
+//! group ([`raft`]); the disk budget ([`disk_budget`]); the node's WAL and
+//! each group's log over it ([`wal`]); the node itself ([`node`]), which
+//! starts them all, takes every write and keeps the rebalancing holds;
+//! over the node its metrics ([`node_metrics`]) and retention
+//! ([`retention`]), the admin side ([`admin`]), how nodes reach each other
+//! ([`peer`]), and at the top the server's write seam ([`backend`]) and
+//! the `/_cluster/` routes ([`routes`]).
 
 #![warn(missing_docs)]
 

@@ -47,7 +47,7 @@ const READ_INDEX_RETRY: Duration = Duration::from_millis(20);
 /// heartbeat interval for them): on two cores busy with large reads that
 /// is a slow follower, not a lost leadership, and waiting for a new leader
 /// instead (as for a leader that stepped down) failed reads for 14 s with
-/// a healthy cluster (stop 32). Bounded by `budget`; any other error is
+/// a healthy cluster (measured). Bounded by `budget`; any other error is
 /// returned at once. Safe to repeat: a read index changes nothing.
 async fn read_index(
     raft: &Raft,
@@ -92,13 +92,13 @@ pub struct Timing {
     pub purge_batch: u64,
     /// While a follower catches up by a snapshot this node sent, the
     /// shard's next snapshot waits at most until this many entries are
-    /// past the last one ([`crate::raft::snapshot_trigger`]) ...
+    /// past the last one ([`crate::raft::SnapshotPolicy`]) ...
     pub snapshot_hold_logs: u64,
     /// ... or until the shard's in-memory Raft log holds this many bytes
     /// of records.
     pub snapshot_hold_bytes: u64,
     /// Most bytes of records in one AppendEntries
-    /// ([`crate::wal::log_store::APPEND_RPC_BYTES_MAX`]).
+    /// ([`crate::wal::APPEND_RPC_BYTES_MAX`]).
     pub append_rpc_bytes_max: u64,
 }
 
@@ -128,7 +128,7 @@ impl Timing {
         append_rpc_bytes_max: crate::wal::log_store::APPEND_RPC_BYTES_MAX,
     };
 
-    /// When a shard snapshots ([`crate::raft::snapshot_trigger`]).
+    /// When a shard snapshots.
     pub fn snapshot_policy(&self) -> crate::raft::snapshot_trigger::Policy {
         crate::raft::snapshot_trigger::Policy {
             logs: self.snapshot_logs,
@@ -187,7 +187,8 @@ pub struct NodeOptions {
     /// leader's address instead of forwarding it.
     pub redirect: bool,
     /// How often the rebalancer checks whether this node should lead a
-    /// shard it prefers ([`crate::admin::rebalance`]); `None` turns it off.
+    /// shard it prefers ([`crate::admin::spawn_rebalancer`]); `None` turns
+    /// it off.
     pub rebalance: Option<Duration>,
     /// How often the node proposes retention trims for the shards it
     /// leads ([`crate::retention`]); `None` turns retention off.
@@ -310,7 +311,7 @@ impl Node {
         &self.shards[k as usize].raft
     }
 
-    /// When shard `k`'s vote last changed here ([`crate::raft::vote_clock`]).
+    /// When shard `k`'s vote last changed here.
     pub fn vote_clock(&self, k: ShardId) -> &crate::raft::vote_clock::VoteClock {
         &self.shards[k as usize].vote_clock
     }

@@ -28,12 +28,12 @@ pub enum RpcKind {
     /// A follower's read-index request.
     ReadIndex,
     /// A membership, transfer or rebalancing command
-    /// ([`crate::admin::membership::MemberCmd`]).
+    /// (the admin side's `MemberCmd`).
     Member,
     /// One chunk of a snapshot file ([`crate::snapshot::dir::Chunk`]).
     SnapshotChunk,
     /// Which files of a snapshot transfer arrived, and how much of each
-    /// ([`ResumeAsk`]): where a new attempt of it starts.
+    /// (the network's `ResumeAsk`): where a new attempt of it starts.
     SnapshotResume,
 }
 
@@ -80,7 +80,7 @@ impl RpcKind {
         RpcKind::ALL.into_iter().find(|k| k.name() == s)
     }
 
-    /// The kind's byte in a peer stream's frame ([`crate::peer::stream`]).
+    /// The kind's byte in a peer stream's frame ([`crate::peer`]).
     pub fn code(self) -> u8 {
         match self {
             RpcKind::Append => 1,

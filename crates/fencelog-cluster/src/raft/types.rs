@@ -28,7 +28,8 @@ pub struct Batch {
     /// so timestamps never decrease.
     pub leader_ts_ms: u64,
     /// At least one op, each as the leader's route made it (validated),
-    /// written by [`super::op_codec`].
+    /// written by the op codec (`op_codec`), as a forwarded
+    /// [`super::WireOp`] is.
     #[serde(with = "super::op_codec::ops")]
     pub ops: Vec<WriteOp>,
 }
@@ -138,7 +139,7 @@ pub enum OpResult {
     ZeroToken,
     /// Refused by the format's own caps (name, record count): a message.
     Invalid(String),
-    /// A malformed producer id (issue 11).
+    /// A malformed idempotent producer's id.
     BadInput(String),
     /// An unknown producer below the stream's producer token floor.
     ProducerFenced {

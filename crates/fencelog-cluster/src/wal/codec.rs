@@ -146,7 +146,7 @@ pub fn put_record(out: &mut Vec<u8>, rec: &WalRecord) {
     out.extend_from_slice(&payload);
 }
 
-/// One record's bytes as [`put_record`] writes them.
+/// One record's bytes as `put_record` writes them into a group.
 pub fn encode_record(rec: &WalRecord) -> Vec<u8> {
     let mut out = Vec::new();
     put_record(&mut out, rec);

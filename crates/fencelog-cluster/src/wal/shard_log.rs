@@ -22,7 +22,7 @@ pub struct ShardLog {
     pub last_purged: Option<LogId>,
     /// The last committed id saved.
     pub committed: Option<LogId>,
-    /// What `entries` hold of record bytes, about ([`entry_bytes`]): the
+    /// What `entries` hold of record bytes, about (`entry_bytes`): the
     /// memory the snapshot hold weighs (`snapshot_trigger`).
     bytes: u64,
 }
@@ -73,7 +73,7 @@ impl ShardLog {
         self.bytes = self.bytes.saturating_sub(sum_bytes(&gone));
     }
 
-    /// Record bytes the entries hold, about ([`entry_bytes`]).
+    /// Record bytes the entries hold, about (`entry_bytes`).
     pub fn bytes(&self) -> u64 {
         self.bytes
     }

@@ -105,7 +105,7 @@ pub struct Wal {
 pub enum WalOpenError {
     /// An I/O error.
     Io(io::Error),
-    /// Damage or an unknown layout ([`codec::Damage`]).
+    /// Damage or an unknown layout ([`Damage`]).
     Damaged(Damage),
 }
 
