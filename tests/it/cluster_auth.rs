@@ -149,8 +149,7 @@ async fn cluster_routes_take_the_single_nodes_tokens_scopes_and_bodies() {
 /// bodies; with it, a forwarded fence of token 2000 over the stream is
 /// applied; a frame of no RPC kind closes the stream.
 async fn the_peer_stream_takes_the_same_secret(c: &ProcCluster, leader: usize, k: u32) {
-    use fencelog_cluster::peer::{put_request, take_answer};
-    use fencelog_cluster::peer::{STREAM_PATH, UPGRADE_PROTOCOL};
+    use fencelog_cluster::peer::{put_request, take_answer, STREAM_PATH, UPGRADE_PROTOCOL};
     use fencelog_cluster::raft::Proposed;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let url = format!("{}{STREAM_PATH}", c.url(leader));

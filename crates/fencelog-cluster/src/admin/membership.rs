@@ -1,5 +1,5 @@
-//! Membership changes and leadership transfer (issue 14), for every shard's
-//! Raft group at once.
+//! Membership changes and leadership transfer, for every shard's Raft
+//! group at once.
 //!
 //! Any node runs an admin operation: it sends per-shard commands
 //! ([`MemberCmd`]) to each shard's leader — itself or a peer, over the

@@ -1,4 +1,4 @@
-//! One connection per peer for every shard's Raft RPCs (issue 14).
+//! One connection per peer for every shard's Raft RPCs.
 //!
 //! Each RPC over HTTP cost a request of its own: reqwest building and
 //! parsing it (its URL included), hyper and the router on the peer, and

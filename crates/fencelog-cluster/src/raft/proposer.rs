@@ -8,7 +8,7 @@
 //! The clients an entry answered usually send again within a millisecond,
 //! just after the next entry has left without them. Left alone, a shard's
 //! clients split into two cohorts that each wait two rounds per append
-//! (stop 24: ~4 ops per entry for 8 clients per shard). So, like the
+//! (measured: ~4 ops per entry for 8 clients per shard). So, like the
 //! engine's writer, the proposer lingers: it waits for the ops the last
 //! entry answered to come back, on top of those that were already
 //! waiting, at most a quarter of the last round and never past
@@ -277,12 +277,13 @@ async fn run(
 /// `returning` ops the last entry answered, on top of the request/response
 /// ops found waiting: each of those came from a client with one request
 /// outstanding that the last entry did not carry, so counting them against
-/// `returning` (stop 24's rule) kept a shard's clients in two cohorts for
-/// good (~6 ops per entry for 8 clients per shard, stop 40). An append
-/// session's waiting ops still count against it: a session keeps a window
-/// in flight, so they come from the very client the last entry answered,
-/// and waiting for that window again would time out every round (−30%
-/// for a session with a window of 512, measured).
+/// `returning` (as a first version of this rule did) kept a shard's
+/// clients in two cohorts for good (measured: ~6 ops per entry for 8
+/// clients per shard). An append session's waiting ops still count
+/// against it: a session keeps a window in flight, so they come from the
+/// very client the last entry answered, and waiting for that window again
+/// would time out every round (−30% for a session with a window of 512,
+/// measured).
 async fn gather(
     first: Waiting,
     rx: &mut mpsc::Receiver<Waiting>,

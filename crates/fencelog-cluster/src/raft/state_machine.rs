@@ -315,7 +315,7 @@ fn frees_space(entry: &Entry) -> bool {
 
 impl ShardSm {
     /// Queues one reclamation pass (compaction, checkpoint, segment
-    /// deletion; issue 10) after the current apply: it runs under the apply
+    /// deletion) after the current apply: it runs under the apply
     /// gate, so no snapshot reads the files while it changes them, and the
     /// checkpoint it writes carries the applied position and every fence,
     /// so a reclaimed segment takes no token with it.

@@ -1,5 +1,5 @@
 //! Replay's rules, byte by byte (the corruption suite over a real WAL is
-//! `tests/it/wal_corruption.rs`).
+//! `wal_corruption` in `tests/it/wal_crash.rs`).
 
 use super::*;
 use crate::raft::types::LogId;

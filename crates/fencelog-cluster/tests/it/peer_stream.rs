@@ -5,9 +5,9 @@
 //! for snapshots, for `PeerRpc::Http` and for a peer without the route.
 
 use bytes::BytesMut;
-use fencelog_cluster::peer::{put_answer, take_request, Request};
-use fencelog_cluster::peer::{HttpTransport, PeerRpc};
-use fencelog_cluster::peer::{STALL, STREAM_PATH, UPGRADE_PROTOCOL};
+use fencelog_cluster::peer::{
+    put_answer, take_request, HttpTransport, PeerRpc, Request, STALL, STREAM_PATH, UPGRADE_PROTOCOL,
+};
 use fencelog_cluster::rpc::{RpcKind, Transport, TransportError};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

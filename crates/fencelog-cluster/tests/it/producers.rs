@@ -1,7 +1,7 @@
-//! Issue 11's idempotent producers in a cluster (issue 14): a producer's
-//! retry of its applied append is answered from the replicated producer
-//! table in apply, never refused early from a higher token, through every
-//! node; and the deliberate bug that refuses it early is caught.
+//! Idempotent producers in a cluster: a producer's retry of its applied
+//! append is answered from the replicated producer table in apply, never
+//! refused early from a higher token, through every node; and the
+//! deliberate bug that refuses it early is caught.
 
 use crate::support::{fails_under_with, fence, producer_append, TestCluster};
 use fencelog_cluster::node::WriteOutcome;

@@ -22,7 +22,7 @@ async fn a_node_behind_the_purge_point_catches_up_by_snapshot() {
 }
 
 /// 100 records of 40 KiB over 3 MiB segments: a snapshot of files longer
-/// than a chunk (`snapshot_dir::CHUNK_BYTES`), each sent in several.
+/// than a chunk (`snapshot::CHUNK_BYTES`), each sent in several.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_snapshot_of_many_segments_and_chunks_catches_a_node_up() {
     let engine = fencelog_engine::Config {

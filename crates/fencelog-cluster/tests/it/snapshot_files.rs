@@ -1,4 +1,4 @@
-//! Snapshots on disk (`snapshot_dir.rs`): a snapshot is the state at its
+//! Snapshots on disk (`src/snapshot/dir.rs`): a snapshot is the state at its
 //! LogId however many entries are applied after it, holds links to the
 //! sealed segments and a copy of the active one, installs on another
 //! replica with exactly that state, and its directory goes when the last
@@ -9,8 +9,7 @@
 //! the active segment) is caught here.
 
 use crate::support::{append, eventually, fails_under_with};
-use fencelog_cluster::raft::{shard_engine_config, ShardSm};
-use fencelog_cluster::raft::{Batch, Entry, Snapshot};
+use fencelog_cluster::raft::{shard_engine_config, Batch, Entry, ShardSm, Snapshot};
 use fencelog_cluster::snapshot::{Chunk, Manifest, SnapFile};
 use fencelog_engine::{Config, Mutation, WriteOp};
 use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine};
