@@ -6,7 +6,7 @@
 
 use super::server_log::ServerLog;
 use super::{rlimit, LogFormat};
-use fencelog_cluster::http_transport::PeerRpc;
+use fencelog_cluster::peer::PeerRpc;
 use fencelog_engine::config::{
     Config, BATCH_BYTES_DEFAULT, BATCH_BYTES_LIMIT, BATCH_RECORDS_DEFAULT, BATCH_RECORDS_LIMIT,
     SEGMENT_BYTES_DEFAULT, SEGMENT_BYTES_LIMIT,

@@ -7,8 +7,8 @@ use super::serve::{report_dropped_log_lines, stop_signal, Args, FileSettings, Pr
 use super::server_log::ServerLog;
 use fencelog_cluster::backend::ClusterBackend;
 use fencelog_cluster::http_auth::ClusterAuth;
-use fencelog_cluster::http_transport::{HttpTransport, PeerRpc, PeerTls};
 use fencelog_cluster::node::{Node, NodeOptions, Timing};
+use fencelog_cluster::peer::{HttpTransport, PeerRpc, PeerTls};
 use fencelog_cluster::shard::{SHARDS_DEFAULT, SHARDS_MAX};
 use fencelog_server::auth::Auth;
 use fencelog_server::server::serve_with;
@@ -357,7 +357,7 @@ async fn serve(
         .local_addr()
         .map(|a| a.to_string())
         .unwrap_or_default();
-    fencelog_cluster::rebalance::spawn(&node);
+    fencelog_cluster::admin::spawn_rebalancer(&node);
     fencelog_cluster::retention::spawn(&node);
     tracing::info!(%addr, node_id = c.node_id, shards, "serving as a cluster node");
     // Whoever acts on `listening on` finds the startup lines in the log.
@@ -380,7 +380,7 @@ async fn serve(
 }
 
 /// The shard count: `--shards` when creating a cluster; when joining, see
-/// [`fencelog_cluster::join::shard_count`].
+/// [`fencelog_cluster::admin::joining_shard_count`].
 async fn shard_count(
     settings: &Settings,
     c: &ClusterSettings,
@@ -391,5 +391,5 @@ async fn shard_count(
     };
     let given = c.shards_given.then_some(c.shards);
     let dir = &settings.data_dir;
-    fencelog_cluster::join::shard_count(dir, join, given, JOIN_TIMEOUT, transport).await
+    fencelog_cluster::admin::joining_shard_count(dir, join, given, JOIN_TIMEOUT, transport).await
 }

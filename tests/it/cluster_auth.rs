@@ -9,8 +9,8 @@
 
 use crate::auth_scopes::{every_route_every_scope, forbidden, secret_for, send, write_config};
 use crate::cluster_support::{others, ProcCluster};
-use fencelog_cluster::network::{decode, encode, RpcKind};
-use fencelog_cluster::op_codec::WireOp;
+use fencelog_cluster::raft::WireOp;
+use fencelog_cluster::rpc::{decode, encode, RpcKind};
 use fencelog_engine::WriteOp;
 use fencelog_server::auth::Scope;
 use serde_json::{json, Value};
@@ -149,9 +149,8 @@ async fn cluster_routes_take_the_single_nodes_tokens_scopes_and_bodies() {
 /// bodies; with it, a forwarded fence of token 2000 over the stream is
 /// applied; a frame of no RPC kind closes the stream.
 async fn the_peer_stream_takes_the_same_secret(c: &ProcCluster, leader: usize, k: u32) {
-    use fencelog_cluster::peer_frame::{put_request, take_answer};
-    use fencelog_cluster::peer_stream::{STREAM_PATH, UPGRADE_PROTOCOL};
-    use fencelog_cluster::proposer::Proposed;
+    use fencelog_cluster::peer::{put_request, take_answer, STREAM_PATH, UPGRADE_PROTOCOL};
+    use fencelog_cluster::raft::Proposed;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let url = format!("{}{STREAM_PATH}", c.url(leader));
     let upgrade = |secret: Option<&str>| {

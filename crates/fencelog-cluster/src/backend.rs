@@ -10,9 +10,9 @@
 //! leader's hint; with `--cluster-redirect` a follower answers writes
 //! with 307 to the leader instead of forwarding them.
 
+use crate::ids::{NodeId, ShardId};
 use crate::node::{Node, WriteOutcome};
-use crate::proposer::{leadership, Proposed, SessionGate};
-use crate::types::{NodeId, ShardId};
+use crate::raft::proposer::{leadership, Proposed, SessionGate};
 use fencelog_api::{ErrorCode, Field};
 use fencelog_engine::{Applied, Config, Engine, StreamState, WriteOp};
 use fencelog_server::backend::{

@@ -17,7 +17,7 @@
 //! leader's is not asked. Fences, trims, seals, deletes and cursor
 //! commits are never refused by it: they are how space comes back.
 
-use crate::types::OpResult;
+use crate::raft::types::OpResult;
 use fencelog_engine::{BatchAction, WriteOp};
 
 /// Bytes of records an op would add: its stream name, record bodies and

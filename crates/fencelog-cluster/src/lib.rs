@@ -1,39 +1,38 @@
-//! fencelog replicated (issue 14): streams map to S shards (FNV-1a of the
-//! name mod S); each shard is one openraft group over all nodes, whose
-//! state machine is a fencelog engine that runs the fencing rule in apply.
-//! One Raft WAL per node, shared by all its groups, group-commits their
-//! appends and votes. See ARCHITECTURE.md, "Cluster".
+//! fencelog replicated: streams map to S shards (FNV-1a of the name mod
+//! S); each shard is one openraft group over all nodes, whose state
+//! machine is a fencelog engine that runs the fencing rule in apply. One
+//! Raft WAL per node, shared by all its groups, group-commits their
+//! appends and votes. See ARCHITECTURE.md, "Cluster", and docs/cluster.md.
+//!
+//! The crate is in layers, each using only those below it. At the bottom
+//! the ids ([`NodeId`], [`ShardId`]), a peer RPC's bytes and the transport
+//! seam ([`rpc`]), the shard map ([`shard`]) and who may call a node
+//! ([`http_auth`]); then snapshots on disk ([`snapshot`]); one shard's Raft
+//! group ([`raft`]); the disk budget ([`disk_budget`]); the node's WAL and
+//! each group's log over it ([`wal`]); the node itself ([`node`]), which
+//! starts them all, takes every write and keeps the rebalancing holds;
+//! over the node its metrics ([`node_metrics`]) and retention
+//! ([`retention`]), the admin side ([`admin`]), how nodes reach each other
+//! ([`peer`]), and at the top the server's write seam ([`backend`]) and
+//! the `/_cluster/` routes ([`routes`]).
 
 #![warn(missing_docs)]
 
 pub mod admin;
 pub mod backend;
 pub mod disk_budget;
+mod holds;
 pub mod http_auth;
-pub mod http_transport;
-pub mod join;
-pub mod log_store;
-pub mod membership;
-pub mod network;
+mod ids;
 pub mod node;
 pub mod node_metrics;
-pub mod op_codec;
-pub mod peer_frame;
-mod peer_serve;
-pub mod peer_stream;
-pub mod proposer;
-pub mod rebalance;
-mod restart_vote;
+pub mod peer;
+pub mod raft;
 pub mod retention;
-pub mod router;
 pub mod routes;
+pub mod rpc;
 pub mod shard;
-pub mod shard_dir;
-pub mod snapshot_dir;
-pub mod snapshot_trigger;
-pub mod state_machine;
-pub mod transfer;
-pub mod types;
-pub mod vote_clock;
+pub mod snapshot;
 pub mod wal;
-pub mod wal_codec;
+
+pub use ids::{NodeId, ShardId};

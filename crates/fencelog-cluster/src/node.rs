@@ -3,15 +3,18 @@
 //! early rejection from applied state, propose on the leader, or forward
 //! to it.
 
-use crate::log_store::LogStore;
-use crate::network::{decode, encode, NetFactory, RpcKind, SnapshotRpc, Transport, TransportError};
-use crate::op_codec::WireOp;
-use crate::proposer::{leadership, Proposed, Proposer};
+use crate::holds::Holds;
+use crate::ids::{NodeId, ShardId};
+use crate::raft::network::{NetFactory, SnapshotRpc};
+use crate::raft::op_codec::WireOp;
+use crate::raft::proposer::{leadership, Proposed, Proposer};
+use crate::raft::state_machine::{shard_engine_config, ShardSm};
+use crate::raft::types::{streams_of, OpResult, Raft, Snapshot, TypeConfig};
+use crate::rpc::{decode, encode, RpcKind, Transport, TransportError};
 use crate::shard::shard_of;
-use crate::snapshot_dir::Chunk;
-use crate::state_machine::{shard_engine_config, ShardSm};
-use crate::types::{streams_of, NodeId, OpResult, Raft, ShardId, Snapshot, TypeConfig};
-use crate::wal::Wal;
+use crate::snapshot::dir::Chunk;
+use crate::wal::log_store::LogStore;
+use crate::wal::writer::Wal;
 use fencelog_engine::{node_mutation, Config, DirStorage, Engine, NodeMutation, WriteOp};
 use openraft::error::{CheckIsLeaderError, InitializeError, RaftError};
 use openraft::raft::{AppendEntriesRequest, VoteRequest};
@@ -19,6 +22,7 @@ use openraft::{BasicNode, SnapshotPolicy};
 use std::collections::BTreeMap;
 use std::io;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,7 +47,7 @@ const READ_INDEX_RETRY: Duration = Duration::from_millis(20);
 /// heartbeat interval for them): on two cores busy with large reads that
 /// is a slow follower, not a lost leadership, and waiting for a new leader
 /// instead (as for a leader that stepped down) failed reads for 14 s with
-/// a healthy cluster (stop 32). Bounded by `budget`; any other error is
+/// a healthy cluster (measured). Bounded by `budget`; any other error is
 /// returned at once. Safe to repeat: a read index changes nothing.
 async fn read_index(
     raft: &Raft,
@@ -88,13 +92,13 @@ pub struct Timing {
     pub purge_batch: u64,
     /// While a follower catches up by a snapshot this node sent, the
     /// shard's next snapshot waits at most until this many entries are
-    /// past the last one ([`crate::snapshot_trigger`]) ...
+    /// past the last one ([`crate::raft::SnapshotPolicy`]) ...
     pub snapshot_hold_logs: u64,
     /// ... or until the shard's in-memory Raft log holds this many bytes
     /// of records.
     pub snapshot_hold_bytes: u64,
     /// Most bytes of records in one AppendEntries
-    /// ([`crate::log_store::APPEND_RPC_BYTES_MAX`]).
+    /// ([`crate::wal::APPEND_RPC_BYTES_MAX`]).
     pub append_rpc_bytes_max: u64,
 }
 
@@ -109,7 +113,7 @@ impl Timing {
         purge_batch: 256,
         snapshot_hold_logs: 80_000,
         snapshot_hold_bytes: 128 << 20,
-        append_rpc_bytes_max: crate::log_store::APPEND_RPC_BYTES_MAX,
+        append_rpc_bytes_max: crate::wal::log_store::APPEND_RPC_BYTES_MAX,
     };
     /// Tests: faster elections, still safe on two busy cores.
     pub const TEST: Timing = Timing {
@@ -121,12 +125,12 @@ impl Timing {
         purge_batch: 256,
         snapshot_hold_logs: 80_000,
         snapshot_hold_bytes: 128 << 20,
-        append_rpc_bytes_max: crate::log_store::APPEND_RPC_BYTES_MAX,
+        append_rpc_bytes_max: crate::wal::log_store::APPEND_RPC_BYTES_MAX,
     };
 
-    /// When a shard snapshots ([`crate::snapshot_trigger`]).
-    pub fn snapshot_policy(&self) -> crate::snapshot_trigger::Policy {
-        crate::snapshot_trigger::Policy {
+    /// When a shard snapshots.
+    pub fn snapshot_policy(&self) -> crate::raft::snapshot_trigger::Policy {
+        crate::raft::snapshot_trigger::Policy {
             logs: self.snapshot_logs,
             keep_logs: self.keep_logs,
             hold_logs: self.snapshot_hold_logs.max(self.snapshot_logs),
@@ -140,7 +144,7 @@ impl Timing {
             heartbeat_interval: self.heartbeat_ms,
             election_timeout_min: self.election_min_ms,
             election_timeout_max: self.election_max_ms,
-            // `crate::snapshot_trigger` builds them: it holds the next one
+            // `crate::raft::snapshot_trigger` builds them: it holds the next one
             // back while the last is being sent.
             snapshot_policy: SnapshotPolicy::Never,
             max_in_snapshot_log_to_keep: self.keep_logs,
@@ -175,7 +179,7 @@ pub struct NodeOptions {
     /// Raft timing.
     pub timing: Timing,
     /// The shard engines' limits (reclamation and the disk budget are
-    /// off in apply: see [`crate::state_machine::shard_engine_config`]).
+    /// off in apply: see [`crate::raft::state_machine::shard_engine_config`]).
     pub engine: Config,
     /// How long a proposal may take before its outcome is unknown.
     pub commit_timeout: Duration,
@@ -183,7 +187,8 @@ pub struct NodeOptions {
     /// leader's address instead of forwarding it.
     pub redirect: bool,
     /// How often the rebalancer checks whether this node should lead a
-    /// shard it prefers ([`crate::rebalance`]); `None` turns it off.
+    /// shard it prefers ([`crate::admin::spawn_rebalancer`]); `None` turns
+    /// it off.
     pub rebalance: Option<Duration>,
     /// How often the node proposes retention trims for the shards it
     /// leads ([`crate::retention`]); `None` turns retention off.
@@ -207,11 +212,11 @@ struct Shard {
     raft: Raft,
     sm: ShardSm,
     proposer: Proposer,
-    vote_clock: crate::vote_clock::VoteClock,
+    vote_clock: crate::raft::vote_clock::VoteClock,
     /// Builds the shard's snapshots; ends with the shard.
-    _snapshots: crate::snapshot_trigger::Trigger,
+    _snapshots: crate::raft::snapshot_trigger::Trigger,
     /// The shard's snapshot transfers under way from this node.
-    sends: Arc<crate::snapshot_trigger::Sends>,
+    sends: Arc<crate::raft::snapshot_trigger::Sends>,
 }
 
 /// A running node.
@@ -224,8 +229,10 @@ pub struct Node {
     /// A deliberate bug of the write path, read when the node starts
     /// (tests only; always `None` without the engine's `mutations`).
     mutation: NodeMutation,
-    /// Rebalancing holds and the stop flag ([`crate::membership`]).
-    admin: crate::membership::AdminState,
+    /// Rebalancing holds ([`crate::holds`]).
+    holds: Holds,
+    /// Set by [`Node::shutdown`]: the periodic tasks end.
+    stopping: AtomicBool,
 }
 
 fn is_not_allowed(e: &RaftError<NodeId, InitializeError<NodeId, BasicNode>>) -> bool {
@@ -275,7 +282,8 @@ impl Node {
         Ok(Node {
             id: options.id,
             mutation,
-            admin: crate::membership::AdminState::new(options.shards),
+            holds: Holds::new(options.shards),
+            stopping: AtomicBool::new(false),
             options,
             wal,
             shards,
@@ -303,8 +311,8 @@ impl Node {
         &self.shards[k as usize].raft
     }
 
-    /// When shard `k`'s vote last changed here ([`crate::vote_clock`]).
-    pub fn vote_clock(&self, k: ShardId) -> &crate::vote_clock::VoteClock {
+    /// When shard `k`'s vote last changed here.
+    pub fn vote_clock(&self, k: ShardId) -> &crate::raft::vote_clock::VoteClock {
         &self.shards[k as usize].vote_clock
     }
 
@@ -338,9 +346,14 @@ impl Node {
         &self.shards[k as usize].proposer
     }
 
-    /// Rebalancing holds and the stop flag.
-    pub(crate) fn admin(&self) -> &crate::membership::AdminState {
-        &self.admin
+    /// Rebalancing holds.
+    pub(crate) fn holds(&self) -> &Holds {
+        &self.holds
+    }
+
+    /// Whether the node is shutting down.
+    pub(crate) fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
     }
 
     /// Who leads shard `k`, as this node knows it.
@@ -502,7 +515,7 @@ impl Node {
             &addr,
             k,
             RpcKind::Forward,
-            encode(&crate::op_codec::wire(op)),
+            encode(&crate::raft::op_codec::wire(op)),
             timeout,
         );
         match call.await {
@@ -585,16 +598,24 @@ impl Node {
         Ok(())
     }
 
-    /// Answers a peer's RPC for shard `k` (the bytes of [`crate::network`]).
-    pub async fn handle_rpc(
+    /// `Err` for a shard this node does not have (a peer's RPC names it).
+    pub(crate) fn shard_in_range(&self, k: ShardId) -> Result<(), String> {
+        if k >= self.options.shards {
+            return Err(format!("shard {k} out of range"));
+        }
+        Ok(())
+    }
+
+    /// Answers a peer's Raft RPC for shard `k` (the bytes of
+    /// [`crate::rpc`]): every kind but `member`, which the admin side
+    /// answers ([`crate::peer::answer`] hands each kind to its side).
+    pub(crate) async fn handle_rpc(
         &self,
         k: ShardId,
         kind: RpcKind,
         body: &[u8],
     ) -> Result<Vec<u8>, String> {
-        if k >= self.options.shards {
-            return Err(format!("shard {k} out of range"));
-        }
+        self.shard_in_range(k)?;
         let raft = self.raft(k);
         Ok(match kind {
             RpcKind::Append => {
@@ -614,7 +635,7 @@ impl Node {
                 encode(&written.map_err(|e| e.to_string()))
             }
             RpcKind::SnapshotResume => {
-                let ask: crate::network::ResumeAsk = decode(body)?;
+                let ask: crate::raft::network::ResumeAsk = decode(body)?;
                 let sm = self.shards[k as usize].sm.clone();
                 let files = tokio::task::spawn_blocking(move || {
                     sm.received_so_far(ask.from, &ask.snapshot_id)
@@ -639,7 +660,7 @@ impl Node {
                 let WireOp(op) = decode(body)?;
                 encode(&self.handle_forward(k, op).await)
             }
-            RpcKind::Member => encode(&crate::membership::handle(self, k, decode(body)?).await),
+            RpcKind::Member => return Err("the member RPC is the admin side's".into()),
             RpcKind::ReadIndex => {
                 let r = match leadership(raft, self.id) {
                     // Within half the asker's budget (its call times out
@@ -665,7 +686,7 @@ impl Node {
         &self,
         k: ShardId,
         op: WriteOp,
-        gate: crate::proposer::SessionGate,
+        gate: crate::raft::proposer::SessionGate,
     ) -> Result<tokio::sync::oneshot::Receiver<Proposed>, Proposed> {
         let proposer = &self.shards[k as usize].proposer;
         if let Err(hint) = leadership(self.raft(k), self.id) {
@@ -741,7 +762,7 @@ impl Node {
 
     /// Stops every group, then every engine, then the WAL.
     pub async fn shutdown(&self) {
-        self.admin.stop();
+        self.stopping.store(true, Ordering::Relaxed);
         stop_shards(&self.shards).await;
         self.wal.close();
     }
@@ -784,14 +805,14 @@ impl ShardStart<'_> {
         if self.mutation != NodeMutation::LeaderResumesOwnVote {
             let shard_log = self.wal.shard(k);
             let mut shard_log = shard_log.lock().unwrap();
-            shard_log.vote = crate::restart_vote::on_start(shard_log.vote, self.options.id);
+            shard_log.vote = crate::raft::restart_vote::on_start(shard_log.vote, self.options.id);
         }
         let append_bytes_max = match self.mutation {
             NodeMutation::AppendRpcUnbounded => u64::MAX,
             _ => self.options.timing.append_rpc_bytes_max,
         };
         let log = LogStore::new(self.wal.clone(), k).with_append_bytes_max(append_bytes_max);
-        let sends = Arc::new(crate::snapshot_trigger::Sends::default());
+        let sends = Arc::new(crate::raft::snapshot_trigger::Sends::default());
         let net = NetFactory {
             transport: self.transport.clone(),
             shard: k,
@@ -812,10 +833,11 @@ impl ShardStart<'_> {
             return Err(e);
         }
         let proposer = Proposer::spawn(raft.clone(), self.options.id, self.options.commit_timeout);
-        let vote_clock = crate::vote_clock::VoteClock::watch(&raft);
-        let snapshots = crate::snapshot_trigger::spawn(
+        let vote_clock = crate::raft::vote_clock::VoteClock::watch(&raft);
+        let shard_log = self.wal.shard(k);
+        let snapshots = crate::raft::snapshot_trigger::spawn(
             raft.clone(),
-            self.wal.shard(k),
+            move || shard_log.lock().unwrap().bytes(),
             sends.clone(),
             self.options.timing.snapshot_policy(),
             self.mutation == NodeMutation::SnapshotHoldIgnored,
@@ -859,7 +881,7 @@ fn check_meta(options: &NodeOptions) -> io::Result<()> {
             format!("{META_FILE} says {have:?}, this start says {want:?}: node id and shards are fixed at cluster creation"),
         )),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            crate::shard_dir::write_durably(&options.data_dir, META_FILE, want.as_bytes())
+            crate::snapshot::shard_dir::write_durably(&options.data_dir, META_FILE, want.as_bytes())
         }
         Err(e) => Err(e),
     }
@@ -889,7 +911,7 @@ where
         loop {
             tokio::time::sleep(every).await;
             let Some(node) = weak.upgrade() else { return };
-            if node.admin().stopping() {
+            if node.stopping() {
                 return;
             }
             for k in 0..node.shard_count() {

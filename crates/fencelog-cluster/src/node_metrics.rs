@@ -9,8 +9,8 @@
 //! A shard engine's counters start again at zero when a snapshot install
 //! replaces the engine: a counter reset, which `rate()` already handles.
 
+use crate::ids::ShardId;
 use crate::node::Node;
-use crate::types::ShardId;
 use std::fmt::Write;
 
 /// One metric family: its `# HELP`/`# TYPE`/`# UNIT` lines and samples.
@@ -100,8 +100,8 @@ fn gauge(out: &mut String, name: &str, help: &str, values: &[(ShardId, u64)]) {
 /// node) keeps its last metrics, its leader and a fresh-looking quorum
 /// age among them, with only its state set to `Shutdown`.
 pub(crate) fn leads(
-    m: &openraft::RaftMetrics<crate::types::NodeId, openraft::BasicNode>,
-    me: crate::types::NodeId,
+    m: &openraft::RaftMetrics<crate::ids::NodeId, openraft::BasicNode>,
+    me: crate::ids::NodeId,
 ) -> bool {
     m.current_leader == Some(me)
         && m.state == openraft::ServerState::Leader
@@ -118,9 +118,9 @@ fn quorum_ack_ages(
     out: &mut String,
     metrics: &[(
         ShardId,
-        openraft::RaftMetrics<crate::types::NodeId, openraft::BasicNode>,
+        openraft::RaftMetrics<crate::ids::NodeId, openraft::BasicNode>,
     )],
-    me: crate::types::NodeId,
+    me: crate::ids::NodeId,
 ) {
     let name = "fencelog_raft_quorum_ack_age_seconds";
     let _ = writeln!(
@@ -147,10 +147,10 @@ pub fn raft_families(node: &Node) -> String {
         .map(|k| (*k, node.raft(*k).metrics().borrow().clone()))
         .collect();
     let of = |f: &dyn Fn(
-        &openraft::RaftMetrics<crate::types::NodeId, openraft::BasicNode>,
+        &openraft::RaftMetrics<crate::ids::NodeId, openraft::BasicNode>,
     ) -> u64|
      -> Vec<(ShardId, u64)> { metrics.iter().map(|(k, m)| (*k, f(m))).collect() };
-    let index = |l: Option<crate::types::LogId>| l.map_or(0, |l| l.index);
+    let index = |l: Option<crate::raft::types::LogId>| l.map_or(0, |l| l.index);
     let mut out = String::new();
     let me = node.id();
     gauge(

@@ -1,5 +1,5 @@
-//! Retention in cluster mode (issue 10's per-stream `retention_age_s` /
-//! `retention_bytes` and the server's defaults, enforced by a cluster).
+//! Retention in cluster mode: the per-stream `retention_age_s` /
+//! `retention_bytes` and the server's defaults, enforced by a cluster.
 //!
 //! A single node's reclaimer trims by its own clock. A cluster cannot let
 //! each replica do that: two clocks, two moments, two different logs. So
@@ -20,9 +20,9 @@
 //! unknown outcome (leader change) is left alone: the next interval's
 //! leader asks again.
 
+use crate::ids::ShardId;
 use crate::node::{Node, WriteOutcome};
-use crate::proposer::leadership;
-use crate::types::ShardId;
+use crate::raft::proposer::leadership;
 use fencelog_engine::WriteOp;
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -6,9 +6,10 @@
 //! later is covered without saying so.
 
 use crate::http_auth::{self, ClusterAuth};
-use crate::network::{RpcKind, RPC_BODY_BYTES_MAX};
+use crate::ids::ShardId;
 use crate::node::Node;
-use crate::types::ShardId;
+use crate::peer::serve::Peers;
+use crate::rpc::{RpcKind, RPC_BODY_BYTES_MAX};
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::StatusCode;
@@ -20,25 +21,17 @@ use fencelog_server::server::Shutdown;
 use fencelog_server::ApiError;
 use std::sync::Arc;
 
-/// What the peer routes share.
-#[derive(Clone)]
-pub(crate) struct Peers {
-    pub(crate) node: Arc<Node>,
-    /// Ends peer streams when the server shuts down.
-    pub(crate) shutdown: Shutdown,
-}
-
 /// The node's `/_cluster/` routes, each behind [`http_auth::guard`].
 pub fn routes(node: Arc<Node>, access: ClusterAuth, shutdown: Shutdown) -> Router {
-    let admin = crate::admin::routes(node.clone());
+    let admin = crate::admin::api::routes(node.clone());
     Router::new()
         .route(
             "/_cluster/raft/{shard}/{kind}",
             post(raft_rpc).layer(DefaultBodyLimit::max(RPC_BODY_BYTES_MAX)),
         )
         .route(
-            crate::peer_stream::STREAM_PATH,
-            get(crate::peer_serve::open),
+            crate::peer::stream::STREAM_PATH,
+            get(crate::peer::serve::open),
         )
         .route("/_cluster/admin/status", get(status))
         .route("/_cluster", any(no_such_route))
@@ -59,7 +52,7 @@ async fn raft_rpc(
     let Some(kind) = RpcKind::parse(&kind) else {
         return (StatusCode::NOT_FOUND, "no such RPC").into_response();
     };
-    match s.node.handle_rpc(shard, kind, &body).await {
+    match crate::peer::answer(&s.node, shard, kind, &body).await {
         Ok(bytes) => bytes.into_response(),
         Err(m) => (StatusCode::BAD_REQUEST, m).into_response(),
     }
@@ -67,7 +60,7 @@ async fn raft_rpc(
 
 /// `GET /_cluster/admin/status`: this node's view of every shard.
 async fn status(State(s): State<Peers>) -> Json<serde_json::Value> {
-    Json(crate::admin::status(&s.node))
+    Json(crate::admin::api::status(&s.node))
 }
 
 /// A `/_cluster/` path with no route (once the guard let it through).

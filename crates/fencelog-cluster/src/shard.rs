@@ -2,7 +2,7 @@
 //! forever and across versions and platforms (never `DefaultHasher`),
 //! because S is fixed at cluster creation and a stream must never move.
 
-use crate::types::ShardId;
+use crate::ids::ShardId;
 
 /// Most shards a cluster may have.
 pub const SHARDS_MAX: u32 = 256;

@@ -4,8 +4,8 @@
 
 use crate::support::{append, copy_tree, eventually, fence, TestCluster};
 use fencelog_cluster::node::WriteOutcome;
+use fencelog_cluster::raft::OpResult;
 use fencelog_cluster::shard::shard_of;
-use fencelog_cluster::types::OpResult;
 use openraft::ServerState;
 
 fn appended_at(o: &WriteOutcome) -> u64 {
@@ -208,7 +208,7 @@ async fn a_node_whose_state_is_ahead_of_its_wal_goes_on_from_its_state() {
 /// The last index a stopped node's shard engine in `shard_dir` applied
 /// (opened offline, then shut down).
 async fn applied_on_disk(shard_dir: &std::path::Path) -> u64 {
-    let dir = fencelog_cluster::shard_dir::ShardDir::open(shard_dir).unwrap();
+    let dir = fencelog_cluster::snapshot::ShardDir::open(shard_dir).unwrap();
     let e = fencelog_engine::Engine::open(dir.engine_dir()).unwrap();
     let at = e.applied().map(|a| a.index).unwrap();
     e.shutdown().await;

@@ -7,7 +7,7 @@
 
 use crate::support::{append, eventually, fence, producer_append, TestCluster};
 use fencelog_cluster::node::{Timing, WriteOutcome};
-use fencelog_cluster::types::OpResult;
+use fencelog_cluster::raft::OpResult;
 use fencelog_engine::WriteOp;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

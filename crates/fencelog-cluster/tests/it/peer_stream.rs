@@ -5,10 +5,10 @@
 //! for snapshots, for `PeerRpc::Http` and for a peer without the route.
 
 use bytes::BytesMut;
-use fencelog_cluster::http_transport::{HttpTransport, PeerRpc};
-use fencelog_cluster::network::{RpcKind, Transport, TransportError};
-use fencelog_cluster::peer_frame::{put_answer, take_request, Request};
-use fencelog_cluster::peer_stream::{STALL, STREAM_PATH, UPGRADE_PROTOCOL};
+use fencelog_cluster::peer::{
+    put_answer, take_request, HttpTransport, PeerRpc, Request, STALL, STREAM_PATH, UPGRADE_PROTOCOL,
+};
+use fencelog_cluster::rpc::{RpcKind, Transport, TransportError};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;

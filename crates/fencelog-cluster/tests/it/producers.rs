@@ -1,11 +1,11 @@
-//! Issue 11's idempotent producers in a cluster (issue 14): a producer's
-//! retry of its applied append is answered from the replicated producer
-//! table in apply, never refused early from a higher token, through every
-//! node; and the deliberate bug that refuses it early is caught.
+//! Idempotent producers in a cluster: a producer's retry of its applied
+//! append is answered from the replicated producer table in apply, never
+//! refused early from a higher token, through every node; and the
+//! deliberate bug that refuses it early is caught.
 
 use crate::support::{fails_under_with, fence, producer_append, TestCluster};
 use fencelog_cluster::node::WriteOutcome;
-use fencelog_cluster::types::OpResult;
+use fencelog_cluster::raft::OpResult;
 use fencelog_engine::Mutation;
 
 /// A producer appends through the leader, another owner fences through a

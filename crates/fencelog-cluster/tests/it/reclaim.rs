@@ -1,13 +1,13 @@
-//! Reclamation in shard engines (issue 10's lifecycle under issue 14): a
-//! trim applied on every replica lets each shard engine delete the
-//! segments it killed (the pass runs under the apply gate, after the
-//! entry), and the checkpoint that pass writes keeps the fence: a stale
-//! token stays refused on every replica, before and after every node
-//! restarts from its reclaimed directory.
+//! Reclamation in a cluster's shard engines: a trim applied on every
+//! replica lets each shard engine delete the segments it killed (the
+//! pass runs under the apply gate, after the entry), and the checkpoint
+//! that pass writes keeps the fence: a stale token stays refused on every
+//! replica, before and after every node restarts from its reclaimed
+//! directory.
 
 use crate::support::{append, eventually, fence, TestCluster};
 use fencelog_cluster::node::{Timing, WriteOutcome};
-use fencelog_cluster::types::OpResult;
+use fencelog_cluster::raft::OpResult;
 use fencelog_engine::WriteOp;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

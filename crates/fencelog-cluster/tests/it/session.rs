@@ -1,12 +1,11 @@
-//! An append session's gate in cluster mode (issue 14): once one of a
+//! An append session's gate in cluster mode: once one of a
 //! session's appends was not applied, none of its later appends is
 //! proposed, even by the leader — or a later append could be applied
 //! without an earlier one. The deliberate bug that ignores the gate is
 //! caught.
 
 use crate::support::{append, fails_under_with, TestCluster};
-use fencelog_cluster::proposer::{Proposed, SessionGate, SESSION_BROKEN};
-use fencelog_cluster::types::OpResult;
+use fencelog_cluster::raft::{OpResult, Proposed, SessionGate, SESSION_BROKEN};
 use fencelog_engine::Mutation;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,8 +6,8 @@
 
 use crate::support::{append, append_surely, copy_tree, eventually, TestCluster};
 use fencelog_cluster::node::{Timing, WriteOutcome};
-use fencelog_cluster::shard_dir::ShardDir;
-use fencelog_cluster::types::NodeId;
+use fencelog_cluster::snapshot::ShardDir;
+use fencelog_cluster::NodeId;
 
 const SMALL_SNAPSHOTS: Timing = Timing {
     snapshot_logs: 30,
@@ -22,7 +22,7 @@ async fn a_node_behind_the_purge_point_catches_up_by_snapshot() {
 }
 
 /// 100 records of 40 KiB over 3 MiB segments: a snapshot of files longer
-/// than a chunk (`snapshot_dir::CHUNK_BYTES`), each sent in several.
+/// than a chunk (`snapshot::CHUNK_BYTES`), each sent in several.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_snapshot_of_many_segments_and_chunks_catches_a_node_up() {
     let engine = fencelog_engine::Config {
@@ -30,7 +30,7 @@ async fn a_snapshot_of_many_segments_and_chunks_catches_a_node_up() {
         ..fencelog_engine::Config::default()
     };
     let received = catch_up_by_snapshot(engine, 40 << 10).await;
-    let chunk = fencelog_cluster::snapshot_dir::CHUNK_BYTES as u64;
+    let chunk = fencelog_cluster::snapshot::CHUNK_BYTES as u64;
     assert!(
         received
             .iter()
@@ -112,7 +112,7 @@ async fn cut_transfer_short(resume: bool) -> (u64, u64) {
     assert_eq!(c.records(late, "s"), c.records(rest[0], "s"));
     assert_eq!(c.records(late, "s").len(), 101);
     let received = received_snapshot(&c.data_dir(late).join("shards").join("shard-000"));
-    let chunk = fencelog_cluster::snapshot_dir::CHUNK_BYTES as u64;
+    let chunk = fencelog_cluster::snapshot::CHUNK_BYTES as u64;
     let chunks: u64 = received
         .iter()
         .map(|(_, len)| len.div_ceil(chunk).max(1))

@@ -1,4 +1,4 @@
-//! Snapshots on disk (`snapshot_dir.rs`): a snapshot is the state at its
+//! Snapshots on disk (`src/snapshot/dir.rs`): a snapshot is the state at its
 //! LogId however many entries are applied after it, holds links to the
 //! sealed segments and a copy of the active one, installs on another
 //! replica with exactly that state, and its directory goes when the last
@@ -9,9 +9,8 @@
 //! the active segment) is caught here.
 
 use crate::support::{append, eventually, fails_under_with};
-use fencelog_cluster::snapshot_dir::{Chunk, Manifest, SnapFile};
-use fencelog_cluster::state_machine::{shard_engine_config, ShardSm};
-use fencelog_cluster::types::{Batch, Entry, Snapshot};
+use fencelog_cluster::raft::{shard_engine_config, Batch, Entry, ShardSm, Snapshot};
+use fencelog_cluster::snapshot::{Chunk, Manifest, SnapFile};
 use fencelog_engine::{Config, Mutation, WriteOp};
 use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine};
 use openraft::testing::log_id;
@@ -309,11 +308,11 @@ async fn an_install_cut_short_at_each_step_reopens_old_or_new_whole() {
     f.apply(appends(0, 50)).await.unwrap();
     f.shutdown().await;
     drop(f);
-    let active = fencelog_cluster::snapshot_dir::Active::Copied;
+    let active = fencelog_cluster::snapshot::Active::Copied;
     let next = root.join("gen-000001");
     for (step, current) in [("staging", "0"), ("renamed", "0"), ("switched", "1")] {
         let staging = root.join("gen-000001.staging");
-        fencelog_cluster::snapshot_dir::capture(&src, &staging, true, active).unwrap();
+        fencelog_cluster::snapshot::capture(&src, &staging, true, active).unwrap();
         if step != "staging" {
             std::fs::rename(&staging, &next).unwrap();
         }

@@ -1,10 +1,8 @@
 //! openraft's own storage test suite against fencelog's Raft WAL log store
 //! and the shard engine state machine, and a reopen of what it wrote.
 
-use fencelog_cluster::log_store::LogStore;
-use fencelog_cluster::state_machine::ShardSm;
-use fencelog_cluster::types::{StorageError, TypeConfig};
-use fencelog_cluster::wal::{encode_record, Wal, WalRecord};
+use fencelog_cluster::raft::{ShardSm, StorageError, TypeConfig};
+use fencelog_cluster::wal::{encode_record, LogStore, Wal, WalRecord};
 use fencelog_engine::{Config, DirStorage};
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
 use openraft::testing::{blank_ent, log_id, StoreBuilder, Suite};

@@ -3,8 +3,9 @@
 //! with a deadline.
 
 use fencelog_cluster::node::{Node, NodeOptions, Timing, WriteOutcome};
-use fencelog_cluster::router::Router;
-use fencelog_cluster::types::{NodeId, OpResult, ShardId};
+use fencelog_cluster::peer::Router;
+use fencelog_cluster::raft::OpResult;
+use fencelog_cluster::{NodeId, ShardId};
 use fencelog_engine::{ProducerSeq, WriteOp};
 use std::collections::BTreeMap;
 use std::future::Future;

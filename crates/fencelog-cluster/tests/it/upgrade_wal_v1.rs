@@ -6,9 +6,8 @@
 
 use crate::support::{append, copy_tree, fence, Rec, TestCluster};
 use fencelog_cluster::node::{Timing, WriteOutcome};
-use fencelog_cluster::types::OpResult;
-use fencelog_cluster::wal::WAL_FILE_NAME;
-use fencelog_cluster::wal_codec::FILE_MAGIC;
+use fencelog_cluster::raft::OpResult;
+use fencelog_cluster::wal::{FILE_MAGIC, WAL_FILE_NAME};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 

@@ -10,10 +10,10 @@
 //! in a group that was durable must refuse the open (never a silent cut
 //! of acknowledged entries and votes); one in the unsynced tail is cut.
 
-use fencelog_cluster::log_store::LogStore;
-use fencelog_cluster::types::TypeConfig;
-use fencelog_cluster::wal::{Wal, WalOpenError, WAL_FILE_NAME};
-use fencelog_cluster::wal_codec::{FILE_HEADER_BYTES, GROUP_HEADER_BYTES};
+use fencelog_cluster::raft::TypeConfig;
+use fencelog_cluster::wal::{
+    LogStore, Wal, WalOpenError, FILE_HEADER_BYTES, GROUP_HEADER_BYTES, WAL_FILE_NAME,
+};
 use fencelog_engine::sim::{Fault, FaultKind, Resolution, SimStorage};
 use openraft::storage::{RaftLogStorage, RaftLogStorageExt};
 use openraft::testing::{blank_ent, log_id};
@@ -368,7 +368,7 @@ struct Span {
 }
 
 /// The groups of a whole version-2 file (read with the layout of
-/// `wal_codec.rs`, not its code).
+/// `src/wal/codec.rs`, not its code).
 fn spans(b: &[u8]) -> Vec<Span> {
     let word = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap()) as usize;
     let long = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap());
