@@ -42,5 +42,6 @@ mod loadgen_smoke;
 mod misbehaving_clients;
 mod one_reading;
 mod ops_dashboard;
+mod release_build;
 mod tls;
 mod user_text;

@@ -18,6 +18,9 @@
 
 #![warn(missing_docs)]
 
+#[macro_use]
+mod mutation;
+
 pub mod admin;
 pub mod backend;
 pub mod disk_budget;
@@ -36,3 +39,5 @@ pub mod snapshot;
 pub mod wal;
 
 pub use ids::{NodeId, ShardId};
+#[cfg(feature = "mutations")]
+pub use mutation::{set_mutation, Mutation};

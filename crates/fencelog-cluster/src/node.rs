@@ -5,6 +5,7 @@
 
 use crate::holds::Holds;
 use crate::ids::{NodeId, ShardId};
+use crate::mutation::Switch;
 use crate::raft::network::{NetFactory, SnapshotRpc};
 use crate::raft::op_codec::WireOp;
 use crate::raft::proposer::{leadership, Proposed, Proposer};
@@ -15,7 +16,7 @@ use crate::shard::shard_of;
 use crate::snapshot::dir::Chunk;
 use crate::wal::log_store::LogStore;
 use crate::wal::writer::Wal;
-use fencelog_engine::{node_mutation, Config, DirStorage, Engine, NodeMutation, WriteOp};
+use fencelog_engine::{Config, DirStorage, Engine, WriteOp};
 use openraft::error::{CheckIsLeaderError, InitializeError, RaftError};
 use openraft::raft::{AppendEntriesRequest, VoteRequest};
 use openraft::{BasicNode, SnapshotPolicy};
@@ -228,7 +229,7 @@ pub struct Node {
     transport: Arc<dyn Transport>,
     /// A deliberate bug of the write path, read when the node starts
     /// (tests only; always `None` without the engine's `mutations`).
-    mutation: NodeMutation,
+    mutation: Switch,
     /// Rebalancing holds ([`crate::holds`]).
     holds: Holds,
     /// Set by [`Node::shutdown`]: the periodic tasks end.
@@ -244,7 +245,7 @@ impl Node {
     /// initializes each group with `members` if it never was (the entry is
     /// identical on every initial member, so any of them may do it).
     pub async fn start(options: NodeOptions, transport: Arc<dyn Transport>) -> io::Result<Node> {
-        let mutation = node_mutation();
+        let mutation = crate::mutation::current();
         assert!(
             options.members.is_empty() || options.members.contains_key(&options.id),
             "a node is one of the initial members, or joins"
@@ -720,7 +721,7 @@ impl Node {
     /// The refusal of an append past the node's disk budget, checked by
     /// the leader before it proposes ([`crate::disk_budget`]).
     fn over_budget(&self, op: &WriteOp) -> Option<OpResult> {
-        if self.mutation == NodeMutation::ClusterBudgetIgnored {
+        if mutated!(self.mutation, ClusterBudgetIgnored) {
             return None;
         }
         let limit = self.options.engine.data_bytes_max;
@@ -785,7 +786,7 @@ struct ShardStart<'a> {
     wal: &'a Arc<Wal>,
     transport: &'a Arc<dyn Transport>,
     nodes: &'a BTreeMap<NodeId, BasicNode>,
-    mutation: NodeMutation,
+    mutation: Switch,
 }
 
 impl ShardStart<'_> {
@@ -802,14 +803,15 @@ impl ShardStart<'_> {
             sm.shutdown().await;
             return Err(e);
         }
-        if self.mutation != NodeMutation::LeaderResumesOwnVote {
+        if !mutated!(self.mutation, LeaderResumesOwnVote) {
             let shard_log = self.wal.shard(k);
             let mut shard_log = shard_log.lock().unwrap();
             shard_log.vote = crate::raft::restart_vote::on_start(shard_log.vote, self.options.id);
         }
-        let append_bytes_max = match self.mutation {
-            NodeMutation::AppendRpcUnbounded => u64::MAX,
-            _ => self.options.timing.append_rpc_bytes_max,
+        let append_bytes_max = if mutated!(self.mutation, AppendRpcUnbounded) {
+            u64::MAX
+        } else {
+            self.options.timing.append_rpc_bytes_max
         };
         let log = LogStore::new(self.wal.clone(), k).with_append_bytes_max(append_bytes_max);
         let sends = Arc::new(crate::raft::snapshot_trigger::Sends::default());
@@ -840,7 +842,7 @@ impl ShardStart<'_> {
             move || shard_log.lock().unwrap().bytes(),
             sends.clone(),
             self.options.timing.snapshot_policy(),
-            self.mutation == NodeMutation::SnapshotHoldIgnored,
+            mutated!(self.mutation, SnapshotHoldIgnored),
         );
         Ok(Shard {
             raft,

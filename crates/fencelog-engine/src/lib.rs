@@ -77,10 +77,6 @@ pub use fencelog_types::{
     Retention, StreamConfig, StreamState,
 };
 pub use metrics::Metrics;
-pub use mutation::{
-    node_mutation, session_mutation, snapshot_links_active_segment, wal_mutation, NodeMutation,
-    SessionMutation, WalMutation,
-};
 #[cfg(feature = "mutations")]
 pub use mutation::{set_mutation, Mutation};
 pub use name::{validate_stream_name, NameError};

@@ -56,80 +56,6 @@ pub(crate) const fn off() -> bool {
 #[cfg(feature = "mutations")]
 pub use imp::*;
 
-/// The deliberate bugs of the cluster crate's Raft WAL (issue 14), which
-/// lives outside the engine but is switched with the engine's
-/// `Mutation`s, so one feature turns every mutation on.
-/// The WAL reads the switch once, when it opens, on the opening thread.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WalMutation {
-    /// The WAL as shipped.
-    None,
-    /// See `Mutation::WalVoteUnsynced`.
-    VoteUnsynced,
-    /// See `Mutation::WalAckBeforeSync`.
-    AckBeforeSync,
-    /// See `Mutation::WalCutsDamage`.
-    CutsDamage,
-}
-
-/// Without the `mutations` feature no WAL mutation is ever on.
-#[cfg(not(feature = "mutations"))]
-pub fn wal_mutation() -> WalMutation {
-    WalMutation::None
-}
-
-/// Without the `mutations` feature a snapshot capture copies the active
-/// segment.
-#[cfg(not(feature = "mutations"))]
-pub fn snapshot_links_active_segment() -> bool {
-    false
-}
-
-/// The deliberate bugs of a cluster node's write path (issue 14), read once
-/// when the node starts, on the starting thread, like [`WalMutation`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NodeMutation {
-    /// The node as shipped.
-    None,
-    /// See `Mutation::ProducerRefusedEarly`.
-    ProducerRefusedEarly,
-    /// See `Mutation::SessionGateIgnored`.
-    SessionGateIgnored,
-    /// See `Mutation::LeaderResumesOwnVote`.
-    LeaderResumesOwnVote,
-    /// See `Mutation::SnapshotHoldIgnored`.
-    SnapshotHoldIgnored,
-    /// See `Mutation::ClusterBudgetIgnored`.
-    ClusterBudgetIgnored,
-    /// See `Mutation::AppendRpcUnbounded`.
-    AppendRpcUnbounded,
-}
-
-/// Without the `mutations` feature no node mutation is ever on.
-#[cfg(not(feature = "mutations"))]
-pub fn node_mutation() -> NodeMutation {
-    NodeMutation::None
-}
-
-/// The deliberate bugs of the server's pipelined append session (issue
-/// 13), read once when the server's state is made, on that thread, like
-/// [`WalMutation`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SessionMutation {
-    /// The session as shipped.
-    None,
-    /// See `Mutation::SessionAckUnordered`.
-    AckUnordered,
-    /// See `Mutation::SessionAckBeforeDurable`.
-    AckBeforeDurable,
-}
-
-/// Without the `mutations` feature no session mutation is ever on.
-#[cfg(not(feature = "mutations"))]
-pub fn session_mutation() -> SessionMutation {
-    SessionMutation::None
-}
-
 /// The calling thread's switch, to hand to a thread it spawns.
 #[cfg(not(feature = "mutations"))]
 #[derive(Clone, Copy)]
@@ -191,10 +117,10 @@ mod imp {
         CheckpointOmitsStreams,
         /// Evicting a producer does not raise the stream's producer token
         /// floor, so a retry of an evicted producer's write is applied a
-        /// second time (issue 11).
+        /// second time.
         EvictWithoutFloor,
         /// A duplicate producer append is written again instead of being
-        /// answered with its original ack (issue 11).
+        /// answered with its original ack.
         DuplicateWritten,
         /// The writer does not check `not_after_ms`: a write whose
         /// timestamp is above its deadline slips in.
@@ -211,10 +137,10 @@ mod imp {
         HeadersReversed,
         /// Recovery skips the check that the last segment the MANIFEST
         /// lists exists, so one deleted while the server was stopped is
-        /// taken for the end of the log (issue 12). First and middle ones
+        /// taken for the end of the log. First and middle ones
         /// keep their check.
         IgnoreMissingLastSegment,
-        /// A replicated shard engine (issue 14) applies an entry at its
+        /// A cluster's shard engine applies an entry at its
         /// own clock instead of the leader's timestamp carried in it.
         ApplyReadsClock,
         /// A replicated shard engine writes an entry's frames without its
@@ -229,37 +155,17 @@ mod imp {
         /// the shard engine open for the entries queued behind it, which
         /// are then applied past the refused one.
         RefusedApplyGoesOn,
-        /// The cluster's Raft WAL (issue 14) completes a group of votes
-        /// without its `sync_data`: a vote used before it is durable.
-        WalVoteUnsynced,
-        /// The cluster's Raft WAL completes every group (openraft's append
-        /// callback included) before its `sync_data`, and syncs after.
-        WalAckBeforeSync,
-        /// The cluster's Raft WAL replay reads damage to a group that was
-        /// durable (a later group was written after its sync) as a torn
-        /// tail and cuts the file there, dropping acknowledged entries and
-        /// votes, as version 1's replay did.
-        WalCutsDamage,
         /// The rejection fast path (`Engine::check_write`, which a cluster
         /// node also runs on its applied state before it proposes) refuses
         /// an idempotent producer's append from the stream's higher token,
         /// like a plain append, so a retry of the producer's applied append
         /// after a fence is 409 instead of its original ack.
         ProducerRefusedEarly,
-        /// A replicated shard engine (issue 14) applies a trim, seal or
+        /// A cluster's shard engine applies a trim, seal or
         /// delete whose token is below the stream's highest as if it
         /// carried the highest: a stale lifecycle op accepted in apply.
         ApplyLifecycleUnfenced,
-        /// The server's append session answers each append as soon as
-        /// its outcome is known instead of in the order they were sent,
-        /// so a refusal decided at once overtakes earlier appends still
-        /// waiting for their sync (issue 13).
-        SessionAckUnordered,
-        /// The server's append session answers an append as accepted once
-        /// the writer has it queued, before the engine's durable answer,
-        /// with the seq it expects it to get (issue 13).
-        SessionAckBeforeDurable,
-        /// In `Durability::OnFlush` (issue 14's shard engines), a flush
+        /// In `Durability::OnFlush` (a cluster's shard engines), a flush
         /// answers without syncing: a checkpoint, a segment deletion or a
         /// Raft log purge may then rely on groups a crash loses.
         FlushSkipsSync,
@@ -272,32 +178,6 @@ mod imp {
         /// mode: a power loss that wrote back a later group before an
         /// earlier one leaves a shard that cannot open.
         OrderedTailOnFlush,
-        /// A cluster shard's proposer (issue 14) keeps proposing an append
-        /// session's ops after one of them was not applied, so a later
-        /// append of the session can be applied without an earlier one.
-        SessionGateIgnored,
-        /// A cluster node that led a shard before it stopped resumes
-        /// leading it at the same term when it restarts (openraft 0.9's
-        /// own behaviour), so a log tail it lost unsynced while a follower
-        /// kept it can be rewritten under the same log ids.
-        LeaderResumesOwnVote,
-        /// A cluster shard's snapshot capture hard-links the engine's
-        /// active segment instead of copying it, so applies after the
-        /// capture change the snapshot (issue 14).
-        SnapshotLinksActiveSegment,
-        /// A cluster shard's leader builds its next snapshot, and purges
-        /// its log behind it, while it is still sending the last one, so
-        /// a follower whose transfer is slower than the writes is sent one
-        /// snapshot after another and never catches up (issue 14).
-        SnapshotHoldIgnored,
-        /// A cluster shard's leader proposes appends past the node's disk
-        /// budget (`--data-bytes-max`), which no replica then refuses,
-        /// since shard engines run without one (issue 14).
-        ClusterBudgetIgnored,
-        /// A cluster shard's leader sends a lagging follower as many
-        /// entries per AppendEntries as openraft asks (300), whatever their
-        /// bytes, instead of at most `Timing::append_rpc_bytes_max`.
-        AppendRpcUnbounded,
     }
 
     thread_local! {
@@ -324,45 +204,6 @@ mod imp {
         /// Whether `m` is the switch handed over.
         pub(crate) fn is(self, m: Mutation) -> bool {
             self.0 == m
-        }
-    }
-
-    /// The Raft WAL's deliberate bug switched on for the calling thread.
-    pub fn wal_mutation() -> super::WalMutation {
-        match ACTIVE.with(|a| a.get()) {
-            Mutation::WalVoteUnsynced => super::WalMutation::VoteUnsynced,
-            Mutation::WalAckBeforeSync => super::WalMutation::AckBeforeSync,
-            Mutation::WalCutsDamage => super::WalMutation::CutsDamage,
-            _ => super::WalMutation::None,
-        }
-    }
-
-    /// Whether the snapshot capture's deliberate bug is switched on for the
-    /// calling thread.
-    pub fn snapshot_links_active_segment() -> bool {
-        active(Mutation::SnapshotLinksActiveSegment)
-    }
-
-    /// The cluster node's deliberate bug switched on for the calling thread.
-    pub fn node_mutation() -> super::NodeMutation {
-        match ACTIVE.with(|a| a.get()) {
-            Mutation::ProducerRefusedEarly => super::NodeMutation::ProducerRefusedEarly,
-            Mutation::SessionGateIgnored => super::NodeMutation::SessionGateIgnored,
-            Mutation::LeaderResumesOwnVote => super::NodeMutation::LeaderResumesOwnVote,
-            Mutation::SnapshotHoldIgnored => super::NodeMutation::SnapshotHoldIgnored,
-            Mutation::ClusterBudgetIgnored => super::NodeMutation::ClusterBudgetIgnored,
-            Mutation::AppendRpcUnbounded => super::NodeMutation::AppendRpcUnbounded,
-            _ => super::NodeMutation::None,
-        }
-    }
-
-    /// The append session's deliberate bug switched on for the calling
-    /// thread.
-    pub fn session_mutation() -> super::SessionMutation {
-        match ACTIVE.with(|a| a.get()) {
-            Mutation::SessionAckUnordered => super::SessionMutation::AckUnordered,
-            Mutation::SessionAckBeforeDurable => super::SessionMutation::AckBeforeDurable,
-            _ => super::SessionMutation::None,
         }
     }
 

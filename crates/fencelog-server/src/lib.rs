@@ -33,6 +33,9 @@
 //! ([`server`]), which binds the router with the connection-level
 //! protections and answers the append route in front of it.
 
+#[macro_use]
+mod mutation;
+
 pub mod auth;
 pub mod backend;
 mod decode;

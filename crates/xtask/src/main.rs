@@ -156,7 +156,7 @@ const SUITES: &[Suite] = &[
 /// The cargo features every test build uses, so the outside suites run
 /// the very binary `cargo test` built (another feature set would rebuild
 /// the whole workspace).
-const TEST_FEATURES: [&str; 2] = ["--features", "fencelog-engine/mutations"];
+const TEST_FEATURES: [&str; 2] = ["--features", "mutations"];
 
 /// Set for the test run: suites fail rather than skip on a missing
 /// dependency (`fencelog_testkit::deps::REQUIRE_VAR`).

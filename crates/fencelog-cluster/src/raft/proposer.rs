@@ -158,8 +158,7 @@ impl Proposer {
         let paused = Pause::default();
         // Read here, on the thread that starts the node (the switch is per
         // thread; the task may run anywhere).
-        let ignore_gates =
-            fencelog_engine::node_mutation() == fencelog_engine::NodeMutation::SessionGateIgnored;
+        let ignore_gates = mutated!(crate::mutation::current(), SessionGateIgnored);
         let task = run(raft, id, rx, (commit_timeout, ignore_gates), paused.clone());
         tokio::spawn(task);
         Proposer {

@@ -139,7 +139,7 @@ impl ShardSm {
             built: Arc::new(0.into()),
             boot: boot_nonce().into(),
             receiving: Arc::new(Mutex::new(HashMap::new())),
-            capture_active: match fencelog_engine::snapshot_links_active_segment() {
+            capture_active: match mutated!(crate::mutation::current(), SnapshotLinksActiveSegment) {
                 true => Active::Linked,
                 false => Active::Copied,
             },

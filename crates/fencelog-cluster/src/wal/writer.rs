@@ -35,8 +35,9 @@ use super::codec::{self, encode_record, Damage, GROUP_PAYLOAD_BYTES_MAX, WAL_VER
 use super::record::WalRecord;
 use super::shard_log::ShardLog;
 use crate::ids::ShardId;
+use crate::mutation::Switch;
 use crate::raft::types::TypeConfig;
-use fencelog_engine::{wal_mutation, Storage, StorageFile, WalMutation};
+use fencelog_engine::{Storage, StorageFile};
 use openraft::storage::LogFlushed;
 use std::collections::HashMap;
 use std::io;
@@ -79,7 +80,7 @@ impl Done {
 struct Msg {
     bytes: Vec<u8>,
     done: Done,
-    /// A vote record (only the `VoteUnsynced` mutation asks).
+    /// A vote record (only the `WalVoteUnsynced` mutation asks).
     vote: bool,
     /// Someone waits for this record to be durable (see [`Writer::commit`]).
     synced: bool,
@@ -233,8 +234,8 @@ impl Wal {
         let len = file.len()?;
         let mut bytes = vec![0u8; len as usize];
         file.read_exact_at(&mut bytes, 0)?;
-        let mutation = wal_mutation();
-        let cut_damage = mutation == WalMutation::CutsDamage;
+        let mutation = crate::mutation::current();
+        let cut_damage = mutated!(mutation, WalCutsDamage);
         let mut replayed = codec::replay(&bytes, cut_damage).map_err(WalOpenError::Damaged)?;
         let mut shards: HashMap<ShardId, ShardLog> = HashMap::new();
         for rec in std::mem::take(&mut replayed.records) {
@@ -314,7 +315,7 @@ impl Wal {
         at: At,
         shards: HashMap<ShardId, Arc<Mutex<ShardLog>>>,
         cut_bytes: u64,
-        (rewrite_bytes_min, mutation): (u64, WalMutation),
+        (rewrite_bytes_min, mutation): (u64, Switch),
     ) -> io::Result<Arc<Wal>> {
         let (tx, rx) = mpsc::channel::<Msg>();
         let poisoned = Arc::new(OnceLock::new());
@@ -444,7 +445,7 @@ struct Writer {
     rewritten_len: u64,
     rewrite_bytes_min: u64,
     /// A deliberate bug for the tests of the tests (see `wal_crash.rs`).
-    mutation: WalMutation,
+    mutation: Switch,
 }
 
 /// Every shard's in-memory log, shared by the stores and the writer.
@@ -458,7 +459,7 @@ impl Writer {
             while let Ok(m) = rx.try_recv() {
                 group.push(m);
             }
-            if self.mutation == WalMutation::AckBeforeSync {
+            if mutated!(self.mutation, WalAckBeforeSync) {
                 for m in &mut group {
                     std::mem::replace(&mut m.done, Done::Nobody).complete(&Ok(()));
                 }
@@ -506,7 +507,7 @@ impl Writer {
         );
         self.payload = payload;
         let vote_unsynced =
-            self.mutation == WalMutation::VoteUnsynced && group.iter().all(|m| m.vote);
+            mutated!(self.mutation, WalVoteUnsynced) && group.iter().all(|m| m.vote);
         let sync = group.iter().any(|m| m.synced) && !vote_unsynced;
         self.preallocate(self.end + buf.len() as u64);
         let r = self

@@ -25,7 +25,7 @@ async fn a_lagging_follower_is_sent_bounded_append_entries() {
 #[test]
 fn a_leader_that_sends_unbounded_append_entries_is_caught() {
     crate::support::fails_under_with(
-        fencelog_engine::Mutation::AppendRpcUnbounded,
+        fencelog_cluster::Mutation::AppendRpcUnbounded,
         lagging_follower,
         "over the bound",
     );

@@ -18,7 +18,7 @@ async fn a_full_budget_refuses_appends_at_the_leader_until_a_trim_frees_space() 
 #[test]
 fn a_leader_that_ignores_the_budget_is_caught() {
     crate::support::fails_under_with(
-        fencelog_engine::Mutation::ClusterBudgetIgnored,
+        fencelog_cluster::Mutation::ClusterBudgetIgnored,
         full_budget,
         "the budget never filled",
     );

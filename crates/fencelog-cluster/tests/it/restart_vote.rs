@@ -5,7 +5,7 @@
 
 use crate::support::{append, fails_under_with, TestCluster};
 use fencelog_cluster::node::WriteOutcome;
-use fencelog_engine::Mutation;
+use fencelog_cluster::Mutation;
 
 /// Shard 0's term as node `id` sees it.
 fn term(c: &TestCluster, id: u64) -> u64 {

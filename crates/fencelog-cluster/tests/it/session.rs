@@ -6,7 +6,7 @@
 
 use crate::support::{append, fails_under_with, TestCluster};
 use fencelog_cluster::raft::{OpResult, Proposed, SessionGate, SESSION_BROKEN};
-use fencelog_engine::Mutation;
+use fencelog_cluster::Mutation;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_proposes_nothing_after_an_append_that_was_not_applied() {

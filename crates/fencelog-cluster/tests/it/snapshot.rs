@@ -196,7 +196,7 @@ async fn a_slow_snapshot_transfer_is_not_overtaken_by_the_next_snapshot() {
 #[test]
 fn a_leader_that_snapshots_while_it_sends_one_is_caught() {
     crate::support::fails_under_with(
-        fencelog_engine::Mutation::SnapshotHoldIgnored,
+        fencelog_cluster::Mutation::SnapshotHoldIgnored,
         a_slow_transfer_is_followed_by_the_log,
         "snapshots in a row",
     );

@@ -11,7 +11,8 @@
 use crate::support::{append, eventually, fails_under_with};
 use fencelog_cluster::raft::{shard_engine_config, Batch, Entry, ShardSm, Snapshot};
 use fencelog_cluster::snapshot::{Chunk, Manifest, SnapFile};
-use fencelog_engine::{Config, Mutation, WriteOp};
+use fencelog_cluster::Mutation;
+use fencelog_engine::{Config, WriteOp};
 use openraft::storage::{RaftSnapshotBuilder, RaftStateMachine};
 use openraft::testing::log_id;
 use openraft::EntryPayload;

@@ -248,14 +248,43 @@ pub async fn append_surely(c: &TestCluster, via: &[NodeId], stream: &str, seq: u
     .await
 }
 
+/// A deliberate bug: the engine's (a shard engine's) or the cluster's own.
+#[derive(Debug, Clone, Copy)]
+pub enum Deliberate {
+    Engine(fencelog_engine::Mutation),
+    Cluster(fencelog_cluster::Mutation),
+}
+
+impl From<fencelog_engine::Mutation> for Deliberate {
+    fn from(m: fencelog_engine::Mutation) -> Self {
+        Deliberate::Engine(m)
+    }
+}
+
+impl From<fencelog_cluster::Mutation> for Deliberate {
+    fn from(m: fencelog_cluster::Mutation) -> Self {
+        Deliberate::Cluster(m)
+    }
+}
+
+impl Deliberate {
+    /// Switches it on for the calling thread.
+    fn switch_on(self) {
+        match self {
+            Deliberate::Engine(m) => fencelog_engine::set_mutation(m),
+            Deliberate::Cluster(m) => fencelog_cluster::set_mutation(m),
+        }
+    }
+}
+
 /// Runs `test` with the deliberate bug `m` on, on a thread and runtime of
 /// its own (the switch is per thread, and nodes read it when they start).
 fn run_under<F: std::future::Future<Output = ()> + 'static>(
-    m: fencelog_engine::Mutation,
+    m: Deliberate,
     test: fn() -> F,
 ) -> std::thread::Result<()> {
     std::thread::spawn(move || {
-        fencelog_engine::set_mutation(m);
+        m.switch_on();
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -270,10 +299,11 @@ fn run_under<F: std::future::Future<Output = ()> + 'static>(
 /// must fail under it, with a message that holds `expected`, so the bug
 /// is caught for the reason the test states and not by another panic.
 pub fn fails_under_with<F: std::future::Future<Output = ()> + 'static>(
-    m: fencelog_engine::Mutation,
+    m: impl Into<Deliberate>,
     test: fn() -> F,
     expected: &'static str,
 ) {
+    let m = m.into();
     let Err(payload) = run_under(m, test) else {
         panic!("{m:?} was not caught");
     };

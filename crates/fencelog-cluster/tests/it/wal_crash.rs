@@ -536,9 +536,9 @@ fn every_wal_io_fault_poisons_and_recovers_what_was_acknowledged() {
 }
 
 /// The tests of the tests: each deliberate bug of the WAL fails the crash
-/// points (the cluster's dev build always has the engine's `mutations`).
+/// points (the cluster's dev build always has its `mutations`).
 mod mutations {
-    use fencelog_engine::{set_mutation, Mutation};
+    use fencelog_cluster::{set_mutation, Mutation};
 
     struct Off;
     impl Drop for Off {

@@ -6,7 +6,7 @@
 use crate::support::{append, fails_under_with, TestCluster};
 use fencelog_cluster::node::WriteOutcome;
 use fencelog_cluster::wal::WAL_FILE_NAME;
-use fencelog_engine::Mutation;
+use fencelog_cluster::Mutation;
 
 async fn damaged_wal_refused() {
     let c = TestCluster::start(3, 1).await;

@@ -107,3 +107,40 @@ fn a_cursor_moving_back_is_caught() {
     let m = Mutation::CursorBackwards;
     assert_caught(m, with_mutation(m, cursor_suite));
 }
+
+/// A producer's retry after another owner fenced the stream: answered
+/// from the producer table with the original ack, before the token, so
+/// the fenced-out producer learns its write landed (the rejection fast
+/// path must not refuse it from the higher token).
+fn retry_after_fence_suite() -> Result<(), String> {
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    rt.block_on(async {
+        let e = Engine::open(dir.path()).map_err(|e| e.to_string())?;
+        let put = || {
+            let opts = AppendOptions {
+                producer: Some(ProducerSeq {
+                    id: "p".into(),
+                    seq: 0,
+                }),
+                ..Default::default()
+            };
+            e.append_with("s", 3, vec![bytes::Bytes::from("a")], opts)
+        };
+        let first = put().await.map_err(|e| e.to_string())?;
+        e.fence("s", 4).await.map_err(|e| e.to_string())?;
+        match put().await {
+            Ok(ack) if ack.duplicate && ack.first_seq == first.first_seq => Ok(()),
+            other => Err(format!(
+                "the producer's retry after a fence answered {other:?}"
+            )),
+        }
+    })
+}
+
+#[test]
+fn a_producer_refused_early_is_caught() {
+    with_mutation(Mutation::None, retry_after_fence_suite).unwrap();
+    let m = Mutation::ProducerRefusedEarly;
+    assert_caught(m, with_mutation(m, retry_after_fence_suite));
+}

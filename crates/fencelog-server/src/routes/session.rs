@@ -43,7 +43,7 @@ use axum::Extension;
 use bytes::{Bytes, BytesMut};
 use fencelog_api::session::{self as wire, SessionAppend};
 use fencelog_api::{ErrorCode, Field};
-use fencelog_engine::{Ack, AppendOptions, Applied, SessionMutation, WriteOp};
+use fencelog_engine::{Ack, AppendOptions, Applied, WriteOp};
 use futures_util::{FutureExt, SinkExt, StreamExt};
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -399,7 +399,7 @@ impl Session {
             },
         };
         match self.sink.append(op) {
-            pending if self.state.session_mutation == SessionMutation::AckBeforeDurable => {
+            pending if mutated!(self.state.mutation, SessionAckBeforeDurable) => {
                 drop(pending);
                 Answer::Known(Ok(self.guessed_ack(token)))
             }
@@ -429,7 +429,7 @@ impl Session {
     /// Sends the answer of every append at the front whose answer is
     /// known, in order, then flushes them in one write.
     async fn answer_ready(&mut self, socket: &mut WebSocket) -> Result<(), axum::Error> {
-        let unordered = self.state.session_mutation == SessionMutation::AckUnordered;
+        let unordered = mutated!(self.state.mutation, SessionAckUnordered);
         let mut wrote = false;
         let mut i = 0;
         while i < self.in_flight.len() {

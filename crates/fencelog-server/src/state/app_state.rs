@@ -14,7 +14,7 @@ use crate::state::limits::HttpLimits;
 use crate::state::shutdown::Shutdown;
 use axum::response::IntoResponse;
 use fencelog_api::ErrorCode;
-use fencelog_engine::{Engine, SessionMutation, WriteError};
+use fencelog_engine::{Engine, WriteError};
 use std::sync::Arc;
 
 /// Everything a handler needs. Cheap to clone.
@@ -32,8 +32,8 @@ pub struct AppState {
     pub budget: MemoryBudget,
     pub http_metrics: Arc<HttpMetrics>,
     /// The append session's deliberate bug (tests only; see
-    /// `fencelog_engine::SessionMutation`), read when the state is made.
-    pub session_mutation: SessionMutation,
+    /// `crate::mutation`), read when the state is made.
+    pub(crate) mutation: crate::mutation::Switch,
 }
 
 impl AppState {
@@ -54,7 +54,7 @@ impl AppState {
             audit: Arc::default(),
             budget: MemoryBudget::default(),
             http_metrics: Arc::default(),
-            session_mutation: fencelog_engine::session_mutation(),
+            mutation: crate::mutation::current(),
         }
     }
 

@@ -14,6 +14,10 @@ pub(crate) mod http_metrics;
 mod limits;
 pub(crate) mod shutdown;
 
+/// The server's deliberate bugs (tests only), read when an [`AppState`]
+/// is made.
+#[cfg(feature = "mutations")]
+pub use crate::mutation::{set_mutation, Mutation};
 pub use app_state::AppState;
 pub use budget::{Lease, MemoryBudget, Pool};
 pub use http_metrics::HttpMetrics;
