@@ -163,6 +163,13 @@ impl Default for Config {
 impl Config {
     /// Refuses settings the format or the index cannot honour.
     pub fn validate(&self) -> Result<(), String> {
+        self.validate_sizes()?;
+        self.validate_retention()?;
+        self.validate_writer()
+    }
+
+    /// Segment, preallocation and batch sizes.
+    fn validate_sizes(&self) -> Result<(), String> {
         if self.prealloc_bytes > SEGMENT_BYTES_LIMIT {
             return Err(format!(
                 "prealloc_bytes must be at most {SEGMENT_BYTES_LIMIT}, got {}",
@@ -187,6 +194,11 @@ impl Config {
                 self.batch_bytes_max
             ));
         }
+        Ok(())
+    }
+
+    /// The default retention and the disk budget.
+    fn validate_retention(&self) -> Result<(), String> {
         if self
             .retention_age_s
             .is_some_and(|a| a == 0 || a > RETENTION_AGE_S_LIMIT)
@@ -209,6 +221,12 @@ impl Config {
                 self.data_bytes_max
             ));
         }
+        Ok(())
+    }
+
+    /// The writer's spin, compaction's rate, and the queue, group and
+    /// producer limits.
+    fn validate_writer(&self) -> Result<(), String> {
         if self.writer_spin_us > WRITER_SPIN_US_LIMIT {
             return Err(format!(
                 "writer_spin_us must be at most {WRITER_SPIN_US_LIMIT}, got {}",

@@ -237,6 +237,10 @@ pub enum WriteError {
 }
 
 impl fmt::Display for WriteError {
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one message per variant: a table that reads best whole"
+    )]
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             WriteError::InvalidStreamName(e) => write!(f, "invalid stream name: {e}"),

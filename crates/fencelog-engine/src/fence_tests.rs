@@ -405,6 +405,10 @@ fn replay_accepts_what_the_writer_could_have_written() {
 }
 
 #[test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "a table of cases, one per refusal, read top to bottom"
+)]
 fn replay_refuses_what_the_writer_never_writes() {
     let s = live(8, 3);
     let cases = [

@@ -6,7 +6,7 @@
 use crate::codec::manifest::Manifest;
 use crate::error::StorageFailure;
 use crate::locks;
-use crate::storage::{Storage, StorageFile};
+use crate::storage::{buffer_len, Storage, StorageFile};
 use std::io;
 use std::sync::{Arc, Mutex};
 
@@ -65,7 +65,7 @@ pub fn replace_whole(storage: &dyn Storage, tmp: &str, name: &str, bytes: &[u8])
 pub fn read_whole(storage: &dyn Storage, name: &str) -> io::Result<Vec<u8>> {
     let file = storage.open(name)?;
     let len = file.len()?;
-    let mut buf = vec![0u8; len as usize];
+    let mut buf = vec![0u8; buffer_len(len)?];
     file.read_exact_at(&mut buf, 0)?;
     Ok(buf)
 }

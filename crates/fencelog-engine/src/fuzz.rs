@@ -136,9 +136,10 @@ fn check_recovered(recovered: &crate::recovery::Recovered) {
                 .expect("indexed segment exists");
             let bytes = seg
                 .file
-                .view(seg.file.len().unwrap())
+                .view(seg.file.len().expect("length of a recovered segment"))
                 .expect("view of a recovered segment");
-            let frame = decode_frame(&bytes[loc.offset as usize..], seg.version)
+            let at = usize::try_from(loc.offset).expect("an offset within a mapped segment");
+            let frame = decode_frame(&bytes[at..], seg.version)
                 .expect("recovery indexed a frame that does not decode");
             assert_eq!(frame.name, &**name);
             assert_eq!(frame.header.first_seq, loc.first_seq);
@@ -258,11 +259,12 @@ async fn model_append(
             );
             let entry = acked.entry(stream).or_default();
             let seqs = &mut entry.0;
-            if seqs.len() < ack.next_seq as usize {
-                seqs.resize(ack.next_seq as usize, None);
+            let seq = |s: u64| usize::try_from(s).expect("the model's seqs index a Vec in memory");
+            if seqs.len() < seq(ack.next_seq) {
+                seqs.resize(seq(ack.next_seq), None);
             }
             for (k, r) in records.into_iter().enumerate() {
-                seqs[ack.first_seq as usize + k] = Some(r);
+                seqs[seq(ack.first_seq) + k] = Some(r);
             }
             entry.1 = entry.1.max(token);
         }

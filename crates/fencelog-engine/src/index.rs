@@ -67,10 +67,11 @@ fn pack(segment: u64, offset: u64, count: u32, len: u32) -> Entry {
     assert!((1..=1 << COUNT_BITS).contains(&count), "count {count}");
     assert!(len as u64 <= FRAME_LEN_MAX, "frame length {len}");
     let low = segment & ((1 << SEGMENT_LOW_BITS) - 1);
-    let high = segment >> SEGMENT_LOW_BITS;
+    let high = u32::try_from(segment >> SEGMENT_LOW_BITS)
+        .expect("asserted segment <= SEGMENT_INDEX_MAX: 5 high bits");
     Entry {
         lo: (low << (OFFSET_BITS + COUNT_BITS)) | (offset << COUNT_BITS) | (count as u64 - 1),
-        hi: (high as u32) << LEN_BITS | len,
+        hi: high << LEN_BITS | len,
     }
 }
 

@@ -9,7 +9,7 @@ fn entries_are_12_bytes_and_pack_round_trips_at_the_edges() {
             SEGMENT_INDEX_MAX,
             FRAME_OFFSET_MAX,
             4096,
-            FRAME_LEN_MAX as u32,
+            u32::try_from(FRAME_LEN_MAX).unwrap(),
         ),
         (3, 12345, 17, 1000),
         (1 << 20, 7, 1, 64 << 20),
@@ -24,8 +24,14 @@ fn finds_every_seq_across_many_checkpoints() {
     let mut seq = 0;
     let mut frames = Vec::new();
     for i in 0..1000u64 {
-        let count = (i % 7 + 1) as u32;
-        idx.push(seq, i / 100, i * 1000, count, 60 + i as u32);
+        let count = u32::try_from(i % 7 + 1).unwrap();
+        idx.push(
+            seq,
+            i / 100,
+            i * 1000,
+            count,
+            60 + u32::try_from(i).unwrap(),
+        );
         frames.push((seq, count, i));
         seq += count as u64;
     }
@@ -42,7 +48,7 @@ fn finds_every_seq_across_many_checkpoints() {
                     offset: i * 1000,
                     first_seq: first,
                     record_count: count,
-                    len: 60 + i as u32,
+                    len: 60 + u32::try_from(i).unwrap(),
                 }
             );
         }

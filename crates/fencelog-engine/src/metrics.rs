@@ -11,7 +11,7 @@ use std::sync::atomic::AtomicI64;
 type IntGauge = Gauge<i64, AtomicI64>;
 
 /// The engine's metrics, registered under the `fencelog_` prefix; the
-/// help text of each is in [`Metrics::default`].
+/// help text of each is beside its registration (`Metrics::default`).
 pub struct Metrics {
     /// Every metric below, for [`Metrics::encode`].
     pub registry: Registry,
@@ -111,10 +111,23 @@ fn register<M: Metric + Clone>(r: &mut Registry, name: &str, help: &str, m: &M) 
 
 impl Default for Metrics {
     fn default() -> Self {
+        let m = Metrics::unregistered();
         let mut registry = Registry::with_prefix("fencelog");
+        // Registration order is the order of the exposition.
+        register_accepted(&mut registry, &m);
+        register_refusals_and_groups(&mut registry, &m);
+        register_disk(&mut registry, &m);
+        register_protocol(&mut registry, &m);
+        Metrics { registry, ..m }
+    }
+}
+
+impl Metrics {
+    /// Every metric at zero, in a registry that lists none of them.
+    fn unregistered() -> Metrics {
         // 10 µs .. ~1.3 s
         let latency = || Histogram::new(exponential_buckets(0.000_01, 2.0, 18));
-        let m = Metrics {
+        Metrics {
             appends_accepted: Counter::default(),
             fences_accepted: Counter::default(),
             trims_accepted: Counter::default(),
@@ -158,233 +171,247 @@ impl Default for Metrics {
             batches_refused: Counter::default(),
             healthy: Gauge::default(),
             registry: Registry::default(),
-        };
-        let r = &mut registry;
-        register(
-            r,
-            "appends_accepted",
-            "Appends acknowledged as durable",
-            &m.appends_accepted,
-        );
-        register(
-            r,
-            "fences_accepted",
-            "Fences acknowledged as durable",
-            &m.fences_accepted,
-        );
-        register(
-            r,
-            "trims_accepted",
-            "Trims acknowledged as durable",
-            &m.trims_accepted,
-        );
-        register(r, "seals_accepted", "Streams sealed", &m.seals_accepted);
-        register(
-            r,
-            "deletes_accepted",
-            "Streams deleted (tombstones written)",
-            &m.deletes_accepted,
-        );
-        register(
-            r,
-            "configs_accepted",
-            "Stream retention settings changed",
-            &m.configs_accepted,
-        );
-        register(
-            r,
-            "retention_trims",
-            "Trims made by retention",
-            &m.retention_trims,
-        );
-        register(
-            r,
-            "records_written",
-            "Records made durable",
-            &m.records_written,
-        );
-        register(
-            r,
-            "bytes_written",
-            "Frame bytes made durable",
-            &m.bytes_written,
-        );
-        register(
-            r,
-            "stale_rejections",
-            "Writes rejected for a stale fencing token",
-            &m.stale_rejections,
-        );
-        register(
-            r,
-            "seq_mismatches",
-            "Appends rejected because match_seq_num differed",
-            &m.seq_mismatches,
-        );
-        register(
-            r,
-            "sealed_rejections",
-            "Writes rejected because the stream is sealed",
-            &m.sealed_rejections,
-        );
-        register(
-            r,
-            "budget_rejections",
-            "Appends rejected by the disk budget",
-            &m.budget_rejections,
-        );
-        register(
-            r,
-            "groups_committed",
-            "Write groups committed with one fdatasync each",
-            &m.groups_committed,
-        );
-        register(
-            r,
-            "fsync_seconds",
-            "Latency of each group's fdatasync",
-            &m.fsync_seconds,
-        );
-        register(
-            r,
-            "group_records",
-            "Records per committed group",
-            &m.group_records,
-        );
-        register(
-            r,
-            "overload_rejections",
-            "Writes refused with 503 overloaded because the writer's queue was full",
-            &m.overload_rejections,
-        );
-        register(
-            r,
-            "groups_refused",
-            "Groups refused because storage failed before any of them was written",
-            &m.groups_refused,
-        );
-        register(
-            r,
-            "writer_queue_depth",
-            "Requests waiting for the writer",
-            &m.queue_depth,
-        );
-        register(
-            r,
-            "disk_bytes",
-            "Bytes of the data directory's files",
-            &m.disk_bytes,
-        );
-        register(
-            r,
-            "live_bytes",
-            "Bytes of live records frames",
-            &m.live_bytes,
-        );
-        register(r, "segments", "Segment files", &m.segments);
-        register(
-            r,
-            "reclaimed_bytes",
-            "Segment bytes given back by deletion",
-            &m.reclaimed_bytes,
-        );
-        register(
-            r,
-            "segments_deleted",
-            "Segments deleted",
-            &m.segments_deleted,
-        );
-        register(r, "compactions", "Segments compacted", &m.compactions);
-        register(
-            r,
-            "compaction_frames_copied",
-            "Frames copied forward by compaction",
-            &m.compaction_frames_copied,
-        );
-        register(
-            r,
-            "compaction_bytes_copied",
-            "Bytes copied forward by compaction",
-            &m.compaction_bytes_copied,
-        );
-        register(
-            r,
-            "compaction_dead_on_arrival",
-            "Frames compaction chose that died before the copy",
-            &m.compaction_dead_on_arrival,
-        );
-        register(
-            r,
-            "compaction_corrupt_frames",
-            "Frames compaction refused to copy for a bad CRC",
-            &m.compaction_corrupt_frames,
-        );
-        register(
-            r,
-            "compaction_seconds",
-            "Time to compact one segment",
-            &m.compaction_seconds,
-        );
-        register(r, "checkpoints", "Checkpoints written", &m.checkpoints);
-        register(
-            r,
-            "checkpoint_seconds",
-            "Time to write one checkpoint",
-            &m.checkpoint_seconds,
-        );
-        register(
-            r,
-            "checkpoint_failures",
-            "Checkpoints that failed to write and will be retried",
-            &m.checkpoint_failures,
-        );
-        for (name, help, c) in [
-            (
-                "producer_duplicates",
-                "Idempotent appends answered as duplicates",
-                &m.producer_duplicates,
-            ),
-            (
-                "producer_evictions",
-                "Producers evicted beyond producers_per_stream_max",
-                &m.producer_evictions,
-            ),
-            (
-                "producer_rejections",
-                "Appends refused by the producer rules",
-                &m.producer_rejections,
-            ),
-            (
-                "deadline_rejections",
-                "Writes refused past their not_after_ms",
-                &m.deadline_rejections,
-            ),
-            (
-                "cursor_commits",
-                "Cursor commits made durable",
-                &m.cursor_commits,
-            ),
-            (
-                "batches_accepted",
-                "Multi-stream batches applied",
-                &m.batches_accepted,
-            ),
-            (
-                "batches_refused",
-                "Multi-stream batches refused whole",
-                &m.batches_refused,
-            ),
-        ] {
-            register(r, name, help, c);
         }
-        register(
-            r,
-            "healthy",
-            "1 while writes are accepted, 0 once storage failed (until a restart) or shutdown began",
-            &m.healthy,
-        );
-        Metrics { registry, ..m }
     }
+}
+
+/// The writes made durable: each kind, records and bytes.
+fn register_accepted(r: &mut Registry, m: &Metrics) {
+    register(
+        r,
+        "appends_accepted",
+        "Appends acknowledged as durable",
+        &m.appends_accepted,
+    );
+    register(
+        r,
+        "fences_accepted",
+        "Fences acknowledged as durable",
+        &m.fences_accepted,
+    );
+    register(
+        r,
+        "trims_accepted",
+        "Trims acknowledged as durable",
+        &m.trims_accepted,
+    );
+    register(r, "seals_accepted", "Streams sealed", &m.seals_accepted);
+    register(
+        r,
+        "deletes_accepted",
+        "Streams deleted (tombstones written)",
+        &m.deletes_accepted,
+    );
+    register(
+        r,
+        "configs_accepted",
+        "Stream retention settings changed",
+        &m.configs_accepted,
+    );
+    register(
+        r,
+        "retention_trims",
+        "Trims made by retention",
+        &m.retention_trims,
+    );
+    register(
+        r,
+        "records_written",
+        "Records made durable",
+        &m.records_written,
+    );
+    register(
+        r,
+        "bytes_written",
+        "Frame bytes made durable",
+        &m.bytes_written,
+    );
+}
+
+/// Writes refused, and the writer's groups and queue.
+fn register_refusals_and_groups(r: &mut Registry, m: &Metrics) {
+    register(
+        r,
+        "stale_rejections",
+        "Writes rejected for a stale fencing token",
+        &m.stale_rejections,
+    );
+    register(
+        r,
+        "seq_mismatches",
+        "Appends rejected because match_seq_num differed",
+        &m.seq_mismatches,
+    );
+    register(
+        r,
+        "sealed_rejections",
+        "Writes rejected because the stream is sealed",
+        &m.sealed_rejections,
+    );
+    register(
+        r,
+        "budget_rejections",
+        "Appends rejected by the disk budget",
+        &m.budget_rejections,
+    );
+    register(
+        r,
+        "groups_committed",
+        "Write groups committed with one fdatasync each",
+        &m.groups_committed,
+    );
+    register(
+        r,
+        "fsync_seconds",
+        "Latency of each group's fdatasync",
+        &m.fsync_seconds,
+    );
+    register(
+        r,
+        "group_records",
+        "Records per committed group",
+        &m.group_records,
+    );
+    register(
+        r,
+        "overload_rejections",
+        "Writes refused with 503 overloaded because the writer's queue was full",
+        &m.overload_rejections,
+    );
+    register(
+        r,
+        "groups_refused",
+        "Groups refused because storage failed before any of them was written",
+        &m.groups_refused,
+    );
+    register(
+        r,
+        "writer_queue_depth",
+        "Requests waiting for the writer",
+        &m.queue_depth,
+    );
+}
+
+/// The data directory: bytes, segments, reclaiming, compaction, checkpoints.
+fn register_disk(r: &mut Registry, m: &Metrics) {
+    register(
+        r,
+        "disk_bytes",
+        "Bytes of the data directory's files",
+        &m.disk_bytes,
+    );
+    register(
+        r,
+        "live_bytes",
+        "Bytes of live records frames",
+        &m.live_bytes,
+    );
+    register(r, "segments", "Segment files", &m.segments);
+    register(
+        r,
+        "reclaimed_bytes",
+        "Segment bytes given back by deletion",
+        &m.reclaimed_bytes,
+    );
+    register(
+        r,
+        "segments_deleted",
+        "Segments deleted",
+        &m.segments_deleted,
+    );
+    register(r, "compactions", "Segments compacted", &m.compactions);
+    register(
+        r,
+        "compaction_frames_copied",
+        "Frames copied forward by compaction",
+        &m.compaction_frames_copied,
+    );
+    register(
+        r,
+        "compaction_bytes_copied",
+        "Bytes copied forward by compaction",
+        &m.compaction_bytes_copied,
+    );
+    register(
+        r,
+        "compaction_dead_on_arrival",
+        "Frames compaction chose that died before the copy",
+        &m.compaction_dead_on_arrival,
+    );
+    register(
+        r,
+        "compaction_corrupt_frames",
+        "Frames compaction refused to copy for a bad CRC",
+        &m.compaction_corrupt_frames,
+    );
+    register(
+        r,
+        "compaction_seconds",
+        "Time to compact one segment",
+        &m.compaction_seconds,
+    );
+    register(r, "checkpoints", "Checkpoints written", &m.checkpoints);
+    register(
+        r,
+        "checkpoint_seconds",
+        "Time to write one checkpoint",
+        &m.checkpoint_seconds,
+    );
+    register(
+        r,
+        "checkpoint_failures",
+        "Checkpoints that failed to write and will be retried",
+        &m.checkpoint_failures,
+    );
+}
+
+/// Producers, deadlines, cursors, batches, and health.
+fn register_protocol(r: &mut Registry, m: &Metrics) {
+    for (name, help, c) in [
+        (
+            "producer_duplicates",
+            "Idempotent appends answered as duplicates",
+            &m.producer_duplicates,
+        ),
+        (
+            "producer_evictions",
+            "Producers evicted beyond producers_per_stream_max",
+            &m.producer_evictions,
+        ),
+        (
+            "producer_rejections",
+            "Appends refused by the producer rules",
+            &m.producer_rejections,
+        ),
+        (
+            "deadline_rejections",
+            "Writes refused past their not_after_ms",
+            &m.deadline_rejections,
+        ),
+        (
+            "cursor_commits",
+            "Cursor commits made durable",
+            &m.cursor_commits,
+        ),
+        (
+            "batches_accepted",
+            "Multi-stream batches applied",
+            &m.batches_accepted,
+        ),
+        (
+            "batches_refused",
+            "Multi-stream batches refused whole",
+            &m.batches_refused,
+        ),
+    ] {
+        register(r, name, help, c);
+    }
+    register(
+        r,
+        "healthy",
+        "1 while writes are accepted, 0 once storage failed (until a restart) or shutdown began",
+        &m.healthy,
+    );
 }
 
 impl Metrics {

@@ -222,7 +222,8 @@ fn collect(
         if loc.first_seq >= f.next_seq || covered >= max_records {
             break;
         }
-        covered += loc.end_seq().saturating_sub(start_seq.max(loc.first_seq)) as usize;
+        let from_loc = loc.end_seq().saturating_sub(start_seq.max(loc.first_seq));
+        covered += usize::try_from(from_loc).expect("at most the frame's record count, a u32");
         view.locs.push((loc, segment_of(&segments, &loc)?));
         cur = inner.index.next_after(i, &loc);
     }
@@ -254,7 +255,8 @@ fn frame_bytes(
         })
     };
     if let Some(map) = &seg.sealed {
-        let at = loc.offset as usize;
+        // An offset past `usize` is past the end of any map.
+        let at = usize::try_from(loc.offset).unwrap_or(usize::MAX);
         if at >= map.len() {
             return Err(corrupt("offset past the end of the segment".into()));
         }

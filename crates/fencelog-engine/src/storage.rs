@@ -34,7 +34,10 @@ pub trait Storage: Send + Sync + 'static {
 }
 
 /// One file of a [`Storage`].
-#[allow(clippy::len_without_is_empty)] // a file's length is an I/O result, not a property
+#[allow(
+    clippy::len_without_is_empty,
+    reason = "a file's length is an I/O result, not a property"
+)]
 pub trait StorageFile: Send + Sync {
     /// The file's current length in bytes.
     fn len(&self) -> io::Result<u64>;
@@ -50,6 +53,17 @@ pub trait StorageFile: Send + Sync {
     /// memory-maps, so only call it on bytes that will never change again
     /// (sealed segments, or a prefix recovery has just verified).
     fn view(&self, len: u64) -> io::Result<Bytes>;
+}
+
+/// A length of file bytes as the length of a buffer or map holding them;
+/// an error where it does not fit this platform's address space.
+pub(crate) fn buffer_len(len: u64) -> io::Result<usize> {
+    usize::try_from(len).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::OutOfMemory,
+            format!("{len} bytes do not fit in memory on this platform"),
+        )
+    })
 }
 
 /// The real thing: a directory on a local filesystem.
@@ -175,23 +189,21 @@ impl StorageFile for DiskFile {
     fn truncate(&self, len: u64) -> io::Result<()> {
         self.file.set_len(len)
     }
-    // The engine's one `unsafe`: mapping a file is unsafe because another
-    // writer could change the mapped bytes under us.
-    #[allow(unsafe_code)]
+    #[allow(
+        unsafe_code,
+        reason = "the engine's one `unsafe`: another writer could change mapped bytes under us"
+    )]
     fn view(&self, len: u64) -> io::Result<Bytes> {
         if len == 0 {
             return Ok(Bytes::new());
         }
+        let len = buffer_len(len)?;
         // SAFETY: fencelog never rewrites bytes below a length it has handed
         // out a view of (segments are append-only and truncation only ever
         // cuts an unverified tail before any view exists), and the LOCK file
         // keeps other fencelog processes out. An outside process modifying
         // the file is outside the fault model (see ARCHITECTURE.md).
-        let map = unsafe {
-            memmap2::MmapOptions::new()
-                .len(len as usize)
-                .map(&self.file)?
-        };
+        let map = unsafe { memmap2::MmapOptions::new().len(len).map(&self.file)? };
         Ok(Bytes::from_owner(map))
     }
 }

@@ -86,9 +86,12 @@ impl StreamEntry {
     /// The entry's payload (without its length and CRC).
     pub fn encode(&self, out: &mut Vec<u8>) {
         assert!(self.history.len() <= FENCE_HISTORY_MAX);
-        assert!(
-            self.producers.len() <= u16::MAX as usize && self.cursors.len() <= u16::MAX as usize
-        );
+        let producers = u16::try_from(self.producers.len())
+            .expect("producers per stream are capped at PRODUCERS_PER_STREAM_LIMIT (u16::MAX)");
+        let cursors = u16::try_from(self.cursors.len())
+            .expect("cursors per stream are capped at CURSORS_PER_STREAM_MAX (u16::MAX)");
+        let name_len = u16::try_from(self.name.len())
+            .expect("stream names are at most STREAM_NAME_BYTES_MAX (255) bytes");
         let (age_set, age) = encode_retention(self.retention_age_s);
         let (bytes_set, bytes) = encode_retention(self.retention_bytes);
         let flags = (self.sealed as u16 * SEALED)
@@ -96,7 +99,7 @@ impl StreamEntry {
             | (age_set as u16 * AGE_SET)
             | (bytes_set as u16 * BYTES_SET)
             | (self.respect_cursors as u16 * RESPECT_CURSORS);
-        out.extend_from_slice(&(self.name.len() as u16).to_le_bytes());
+        out.extend_from_slice(&name_len.to_le_bytes());
         out.extend_from_slice(self.name.as_bytes());
         out.extend_from_slice(&flags.to_le_bytes());
         for v in [
@@ -111,36 +114,11 @@ impl StreamEntry {
         ] {
             out.extend_from_slice(&v.to_le_bytes());
         }
-        out.extend_from_slice(&(self.producers.len() as u16).to_le_bytes());
-        for p in &self.producers {
-            out.push(p.id.len() as u8);
-            out.extend_from_slice(p.id.as_bytes());
-            for v in [
-                p.producer_seq,
-                p.first_seq,
-                p.last_seq,
-                p.token,
-                p.timestamp_ms,
-                p.last_used_group,
-            ] {
-                out.extend_from_slice(&v.to_le_bytes());
-            }
-        }
-        out.push(self.history.len() as u8);
-        for h in &self.history {
-            for v in [h.token, h.first_seq, h.timestamp_ms] {
-                out.extend_from_slice(&v.to_le_bytes());
-            }
-            out.push(h.by as u8);
-        }
-        out.extend_from_slice(&(self.cursors.len() as u16).to_le_bytes());
-        for c in &self.cursors {
-            out.push(c.name.len() as u8);
-            out.extend_from_slice(c.name.as_bytes());
-            for v in [c.token, c.seq, c.timestamp_ms] {
-                out.extend_from_slice(&v.to_le_bytes());
-            }
-        }
+        out.extend_from_slice(&producers.to_le_bytes());
+        encode_producers(&self.producers, out);
+        encode_history(&self.history, out);
+        out.extend_from_slice(&cursors.to_le_bytes());
+        encode_cursors(&self.cursors, out);
     }
 
     /// Decodes and checks one entry's payload.
@@ -151,6 +129,10 @@ impl StreamEntry {
         validate_stream_name_bytes(name).map_err(|e| DecodeError::BadName(e.to_string()))?;
         let flags = r.u16()?;
         if flags & !(SEALED | DELETED | AGE_SET | BYTES_SET | RESPECT_CURSORS) != 0 {
+            #[allow(
+                clippy::cast_possible_truncation,
+                reason = "`BadFlags` holds one byte; it reports an entry's 16 flag bits by their low byte"
+            )]
             return Err(DecodeError::BadFlags(flags as u8));
         }
         let mut v = [0u64; 8];
@@ -216,6 +198,50 @@ impl StreamEntry {
             return fail("a cursor past next_seq or without a token");
         }
         Ok(())
+    }
+}
+
+/// Each producer of an entry, after its count.
+fn encode_producers(producers: &[ProducerEntry], out: &mut Vec<u8>) {
+    for p in producers {
+        let id_len = u8::try_from(p.id.len())
+            .expect("producer ids are at most PRODUCER_ID_BYTES_MAX (64) bytes");
+        out.push(id_len);
+        out.extend_from_slice(p.id.as_bytes());
+        for v in [
+            p.producer_seq,
+            p.first_seq,
+            p.last_seq,
+            p.token,
+            p.timestamp_ms,
+            p.last_used_group,
+        ] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+}
+
+/// An entry's fence history with its count, at most [`FENCE_HISTORY_MAX`].
+fn encode_history(history: &[FenceEvent], out: &mut Vec<u8>) {
+    out.push(u8::try_from(history.len()).expect("asserted at most FENCE_HISTORY_MAX (64)"));
+    for h in history {
+        for v in [h.token, h.first_seq, h.timestamp_ms] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
+        out.push(h.by as u8);
+    }
+}
+
+/// Each cursor of an entry, after its count.
+fn encode_cursors(cursors: &[CursorEntry], out: &mut Vec<u8>) {
+    for c in cursors {
+        let name_len = u8::try_from(c.name.len())
+            .expect("cursor names are at most CURSOR_NAME_BYTES_MAX (64) bytes");
+        out.push(name_len);
+        out.extend_from_slice(c.name.as_bytes());
+        for v in [c.token, c.seq, c.timestamp_ms] {
+            out.extend_from_slice(&v.to_le_bytes());
+        }
     }
 }
 
@@ -324,7 +350,9 @@ fn encode_applied(a: Option<&AppliedState>, out: &mut Vec<u8>) {
     for v in [s.term, s.node_id, s.index] {
         out.extend_from_slice(&v.to_le_bytes());
     }
-    out.extend_from_slice(&(s.membership.len() as u32).to_le_bytes());
+    let len =
+        u32::try_from(s.membership.len()).expect("asserted at most MEMBERSHIP_BYTES_MAX (1 MiB)");
+    out.extend_from_slice(&len.to_le_bytes());
     out.extend_from_slice(&s.membership);
 }
 
@@ -354,7 +382,9 @@ fn decode_applied(payload: &[u8]) -> Result<Option<AppliedState>, DecodeError> {
 fn push_framed(out: &mut Vec<u8>, payload: &[u8]) -> u32 {
     assert!(payload.len() <= CHECKPOINT_ENTRY_BYTES_MAX);
     let crc = crc32fast::hash(payload);
-    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    let len =
+        u32::try_from(payload.len()).expect("asserted at most CHECKPOINT_ENTRY_BYTES_MAX (32 MiB)");
+    out.extend_from_slice(&len.to_le_bytes());
     out.extend_from_slice(&crc.to_le_bytes());
     out.extend_from_slice(payload);
     crc

@@ -3,6 +3,7 @@
 //! batch, or one state change, of one stream, so it is atomic on disk: its
 //! single CRC either passes or the frame is not there.
 
+use super::narrow::{len_u16, len_u32};
 use super::payload::{
     check_records, decode_config, decode_cursor_name, decode_producer, encode_config,
     encode_cursor_name, encode_records_area, records_area_len, AppliedMark, ProducerTrailer,
@@ -180,9 +181,13 @@ impl<'a> Frame<'a> {
     }
 
     /// The producer trailer, if the frame has one.
-    // The writer encodes the trailer and recovery matches the payload
-    // directly; the codec's tests read it here.
-    #[cfg_attr(not(feature = "sim"), allow(dead_code))]
+    #[cfg_attr(
+        not(feature = "sim"),
+        allow(
+            dead_code,
+            reason = "only the codec's tests read it; the writer and recovery use the payload"
+        )
+    )]
     pub fn producer(&self) -> Option<ProducerTrailer<'a>> {
         match self.payload {
             Payload::Records { producer, .. } => producer,
@@ -216,7 +221,13 @@ pub struct FrameSpec<'a> {
 /// commits, a shard engine's Applied markers), and so do the codec's tests
 /// and the fuzz targets.
 #[derive(Debug, Clone, Copy)]
-#[cfg_attr(not(feature = "sim"), allow(dead_code))]
+#[cfg_attr(
+    not(feature = "sim"),
+    allow(
+        dead_code,
+        reason = "some kinds are built only by the codec's tests and the fuzz targets"
+    )
+)]
 pub enum PayloadSpec<'a> {
     /// Kind Records with a producer trailer or headers.
     Records {
@@ -260,15 +271,15 @@ fn put_header(out: &mut Vec<u8>, spec: &FrameSpec<'_>, len: usize, count: usize)
     out.reserve(len);
     out.extend_from_slice(&FRAME_MAGIC.to_le_bytes());
     out.extend_from_slice(&[0; 4]); // crc, filled by `seal`
-    out.extend_from_slice(&(len as u32).to_le_bytes());
+    out.extend_from_slice(&len_u32(len).to_le_bytes());
     out.push(spec.kind as u8);
     out.push(spec.flags);
-    out.extend_from_slice(&(spec.name.len() as u16).to_le_bytes());
+    out.extend_from_slice(&len_u16(spec.name.len()).to_le_bytes());
     out.extend_from_slice(&spec.group_id.to_le_bytes());
     out.extend_from_slice(&spec.first_seq.to_le_bytes());
     out.extend_from_slice(&spec.fencing_token.to_le_bytes());
     out.extend_from_slice(&spec.timestamp_ms.to_le_bytes());
-    out.extend_from_slice(&(count as u32).to_le_bytes());
+    out.extend_from_slice(&len_u32(count).to_le_bytes());
     out.extend_from_slice(&[0; 4]);
     out.extend_from_slice(spec.name.as_bytes());
     start
@@ -307,7 +318,7 @@ pub fn encode_frame<B: AsRef<[u8]>>(
     let start = put_header(out, spec, len, bodies.len());
     for body in bodies {
         let body = body.as_ref();
-        out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        out.extend_from_slice(&len_u32(body.len()).to_le_bytes());
         out.extend_from_slice(body);
     }
     seal(out, start, len);

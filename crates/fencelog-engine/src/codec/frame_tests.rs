@@ -33,18 +33,31 @@ fn reseal(mut b: Vec<u8>) -> Vec<u8> {
     b
 }
 
+/// Encoded frames, each with what it is.
+type Named = Vec<(&'static str, Vec<u8>)>;
+
 /// One frame of every kind and flag combination the format allows.
-fn every_kind() -> Vec<(&'static str, Vec<u8>)> {
+fn every_kind() -> Named {
     let mut out = Vec::new();
-    let mut add = |what: &'static str, f: &dyn Fn(&mut Vec<u8>)| {
-        let mut b = Vec::new();
-        f(&mut b);
-        out.push((what, b));
-    };
-    add("records", &|b| {
+    plain_kinds(&mut out);
+    records_with_payloads(&mut out);
+    state_kinds(&mut out);
+    out
+}
+
+/// Adds the frame `f` encodes, named `what`.
+fn add(out: &mut Named, what: &'static str, f: impl FnOnce(&mut Vec<u8>)) {
+    let mut b = Vec::new();
+    f(&mut b);
+    out.push((what, b));
+}
+
+/// Records without a payload beyond their bodies, and the kinds without one.
+fn plain_kinds(out: &mut Named) {
+    add(out, "records", |b| {
         encode_frame(b, &spec(FrameKind::Records, "s"), &[&b"x"[..]]);
     });
-    add("records relocated", &|b| {
+    add(out, "records relocated", |b| {
         let f = FrameSpec {
             flags: FLAG_RELOCATED,
             ..spec(FrameKind::Records, "s")
@@ -57,17 +70,21 @@ fn every_kind() -> Vec<(&'static str, Vec<u8>)> {
         FrameKind::Seal,
         FrameKind::Delete,
     ] {
-        add("empty payload", &move |b| {
+        add(out, "empty payload", move |b| {
             encode_frame::<&[u8]>(b, &spec(kind, "s"), &[]);
         });
     }
-    add("retention trim", &|b| {
+    add(out, "retention trim", |b| {
         let f = FrameSpec {
             flags: FLAG_RETENTION | FLAG_LAST_IN_GROUP,
             ..spec(FrameKind::Trim, "s")
         };
         encode_frame::<&[u8]>(b, &f, &[]);
     });
+}
+
+/// Records with headers, a producer trailer, or both.
+fn records_with_payloads(out: &mut Named) {
     let h: &[(&[u8], &[u8])] = &[(b"content-type", b"text/plain"), (b"k", b"")];
     let recs = [
         RecordSpec {
@@ -79,7 +96,7 @@ fn every_kind() -> Vec<(&'static str, Vec<u8>)> {
             body: b"",
         },
     ];
-    add("records with headers and producer", &|b| {
+    add(out, "records with headers and producer", |b| {
         let producer = Some(ProducerTrailer { id: "p-1", seq: 9 });
         encode_frame_with(
             b,
@@ -90,7 +107,7 @@ fn every_kind() -> Vec<(&'static str, Vec<u8>)> {
             },
         );
     });
-    add("records with producer only", &|b| {
+    add(out, "records with producer only", |b| {
         let plain = [RecordSpec {
             headers: &[],
             body: b"b",
@@ -108,7 +125,7 @@ fn every_kind() -> Vec<(&'static str, Vec<u8>)> {
             },
         );
     });
-    add("records with headers only", &|b| {
+    add(out, "records with headers only", |b| {
         encode_frame_with(
             b,
             &spec(FrameKind::Records, "s"),
@@ -118,7 +135,11 @@ fn every_kind() -> Vec<(&'static str, Vec<u8>)> {
             },
         );
     });
-    add("config", &|b| {
+}
+
+/// Config, Cursor and Applied frames.
+fn state_kinds(out: &mut Named) {
+    add(out, "config", |b| {
         let c = StreamConfig {
             retention_age_s: Retention::Limit(604_800),
             retention_bytes: Retention::Unlimited,
@@ -126,14 +147,14 @@ fn every_kind() -> Vec<(&'static str, Vec<u8>)> {
         };
         encode_frame_with(b, &spec(FrameKind::Config, "s"), &PayloadSpec::Config(c));
     });
-    add("config defaults", &|b| {
+    add(out, "config defaults", |b| {
         encode_frame_with(
             b,
             &spec(FrameKind::Config, "s"),
             &PayloadSpec::Config(StreamConfig::default()),
         );
     });
-    add("cursor", &|b| {
+    add(out, "cursor", |b| {
         encode_frame_with(
             b,
             &spec(FrameKind::Cursor, "s"),
@@ -141,7 +162,7 @@ fn every_kind() -> Vec<(&'static str, Vec<u8>)> {
         );
     });
     for (term, membership) in [(3u64, &b"{voters:[1,2,3]}"[..]), (1, b"")] {
-        add("applied", &move |b| {
+        add(out, "applied", move |b| {
             let f = FrameSpec {
                 fencing_token: 0,
                 first_seq: 0,
@@ -156,7 +177,6 @@ fn every_kind() -> Vec<(&'static str, Vec<u8>)> {
             encode_frame_with(b, &f, &PayloadSpec::Applied(a));
         });
     }
-    out
 }
 
 /// The plain append is byte for byte what version 1 wrote: assembled here
@@ -176,7 +196,7 @@ fn a_plain_append_encodes_exactly_as_version_1() {
     want.extend_from_slice(&[0; 4]);
     want.extend_from_slice(b"orders");
     for body in [&b"alpha"[..], b"", b"\xff\x00"] {
-        want.extend_from_slice(&(body.len() as u32).to_le_bytes());
+        want.extend_from_slice(&u32::try_from(body.len()).unwrap().to_le_bytes());
         want.extend_from_slice(body);
     }
     assert_eq!(sample(), reseal(want));
@@ -454,7 +474,7 @@ fn resealed_bad_fields_are_refused() {
             DecodeError::BadRecordCount(1)
         );
         out.push(0);
-        let len = out.len() as u32;
+        let len = u32::try_from(out.len()).unwrap();
         out[8..12].copy_from_slice(&len.to_le_bytes());
         assert_eq!(
             decode_frame(&reseal(out), FORMAT_VERSION).unwrap_err(),

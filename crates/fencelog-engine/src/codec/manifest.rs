@@ -38,6 +38,27 @@ pub struct Manifest {
     pub ranges: Vec<(u64, u64)>,
 }
 
+impl Flushed {
+    /// The flushed point from its three fields; all 0 is none.
+    fn decode(
+        segment: u64,
+        end_offset: u64,
+        group_id: u64,
+    ) -> Result<Option<Flushed>, (u64, DecodeError)> {
+        match group_id {
+            0 if segment != 0 || end_offset != 0 => {
+                Err((40, DecodeError::BadField("a flushed point without a group")))
+            }
+            0 => Ok(None),
+            group_id => Ok(Some(Flushed {
+                segment,
+                end_offset,
+                group_id,
+            })),
+        }
+    }
+}
+
 impl Manifest {
     /// The ranges of `indices` (ascending, distinct).
     pub fn ranges_of(indices: impl IntoIterator<Item = u64>) -> Vec<(u64, u64)> {
@@ -95,7 +116,8 @@ impl Manifest {
         ] {
             out.extend_from_slice(&v.to_le_bytes());
         }
-        out.extend_from_slice(&(self.ranges.len() as u32).to_le_bytes());
+        let count = u32::try_from(self.ranges.len()).expect("asserted at most MANIFEST_RANGES_MAX");
+        out.extend_from_slice(&count.to_le_bytes());
         out.extend_from_slice(&0u32.to_le_bytes());
         for &(a, b) in &self.ranges {
             out.extend_from_slice(&a.to_le_bytes());
@@ -160,34 +182,12 @@ impl Manifest {
                 DecodeError::BadField("a covered group without a checkpoint"),
             ));
         }
-        let flushed = match group {
-            0 if seg != 0 || off != 0 => {
-                return Err((40, DecodeError::BadField("a flushed point without a group")))
-            }
-            0 => None,
-            group_id => Some(Flushed {
-                segment: seg,
-                end_offset: off,
-                group_id,
-            }),
-        };
+        let flushed = Flushed::decode(seg, off, group)?;
         r.u32().map_err(|e| err(&r, e))?;
         if r.u32().map_err(|e| err(&r, e))? != 0 {
             return Err((68, DecodeError::BadReserved));
         }
-        let mut ranges = Vec::with_capacity(count);
-        for _ in 0..count {
-            ranges.push((
-                r.u64().map_err(|e| err(&r, e))?,
-                r.u64().map_err(|e| err(&r, e))?,
-            ));
-        }
-        check_ranges(&ranges).map_err(|i| {
-            (
-                (MANIFEST_HEADER_BYTES + 16 * i) as u64,
-                DecodeError::BadField("segment ranges not ascending and apart"),
-            )
-        })?;
+        let ranges = decode_ranges(&mut r, count)?;
         Ok(Manifest {
             generation,
             checkpoint_generation,
@@ -207,6 +207,25 @@ fn check_ranges(ranges: &[(u64, u64)]) -> Result<(), usize> {
         }
     }
     Ok(())
+}
+
+/// The `count` segment ranges after the header, checked ascending and apart.
+fn decode_ranges(r: &mut BytesIn<'_>, count: usize) -> Result<Vec<(u64, u64)>, (u64, DecodeError)> {
+    let err = |r: &BytesIn<'_>, e| (r.pos() as u64, e);
+    let mut ranges = Vec::with_capacity(count);
+    for _ in 0..count {
+        ranges.push((
+            r.u64().map_err(|e| err(r, e))?,
+            r.u64().map_err(|e| err(r, e))?,
+        ));
+    }
+    check_ranges(&ranges).map_err(|i| {
+        (
+            (MANIFEST_HEADER_BYTES + 16 * i) as u64,
+            DecodeError::BadField("segment ranges not ascending and apart"),
+        )
+    })?;
+    Ok(ranges)
 }
 
 #[cfg(test)]

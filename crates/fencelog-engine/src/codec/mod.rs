@@ -16,11 +16,13 @@ mod bytes_in;
 pub mod checkpoint;
 mod frame;
 pub mod manifest;
+mod narrow;
 mod payload;
 mod segment;
 
 pub use bytes_in::BytesIn;
 pub use frame::*;
+pub(crate) use narrow::len_u32;
 pub use payload::*;
 pub use segment::*;
 
@@ -104,13 +106,13 @@ impl fmt::Display for DecodeError {
 impl std::error::Error for DecodeError {}
 
 pub(crate) fn u16_at(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes(b[at..at + 2].try_into().unwrap())
+    u16::from_le_bytes(b[at..at + 2].try_into().expect("a slice of 2 bytes"))
 }
 pub(crate) fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("a slice of 4 bytes"))
 }
 pub(crate) fn u64_at(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("a slice of 8 bytes"))
 }
 
 /// Checks `stored` against the CRC of `bytes`.

@@ -5,6 +5,7 @@
 //! payload cannot fail, and an encoder that writes exactly what the decoder
 //! accepts.
 
+use super::narrow::{len_u16, len_u32, len_u8};
 use super::{check_short_name, BytesIn, DecodeError};
 use fencelog_types::{Retention, StreamConfig};
 
@@ -125,7 +126,7 @@ impl AppliedMark<'_> {
         out.extend_from_slice(&self.term.to_le_bytes());
         out.extend_from_slice(&self.node_id.to_le_bytes());
         out.extend_from_slice(&self.index.to_le_bytes());
-        out.extend_from_slice(&(self.membership.len() as u32).to_le_bytes());
+        out.extend_from_slice(&len_u32(self.membership.len()).to_le_bytes());
         out.extend_from_slice(self.membership);
     }
 
@@ -153,7 +154,7 @@ impl AppliedMark<'_> {
 /// A cursor frame's payload: `u8 name_len, name`.
 pub fn encode_cursor_name(out: &mut Vec<u8>, name: &str) {
     assert!(!name.is_empty() && name.len() <= CURSOR_NAME_BYTES_MAX);
-    out.push(name.len() as u8);
+    out.push(len_u8(name.len()));
     out.extend_from_slice(name.as_bytes());
 }
 
@@ -206,7 +207,7 @@ pub fn encode_records_area(
 ) {
     if let Some(p) = producer {
         assert!(!p.id.is_empty() && p.id.len() <= PRODUCER_ID_BYTES_MAX);
-        out.push(p.id.len() as u8);
+        out.push(len_u8(p.id.len()));
         out.extend_from_slice(p.id.as_bytes());
         out.extend_from_slice(&p.seq.to_le_bytes());
     }
@@ -214,16 +215,16 @@ pub fn encode_records_area(
     for r in records {
         if headers {
             assert!(r.headers.len() <= HEADERS_PER_RECORD_MAX);
-            out.extend_from_slice(&(r.headers.len() as u16).to_le_bytes());
+            out.extend_from_slice(&len_u16(r.headers.len()).to_le_bytes());
             for (name, value) in r.headers {
                 assert!(!name.is_empty() && name.len() <= HEADER_NAME_BYTES_MAX);
-                out.extend_from_slice(&(name.len() as u16).to_le_bytes());
+                out.extend_from_slice(&len_u16(name.len()).to_le_bytes());
                 out.extend_from_slice(name);
-                out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+                out.extend_from_slice(&len_u32(value.len()).to_le_bytes());
                 out.extend_from_slice(value);
             }
         }
-        out.extend_from_slice(&(r.body.len() as u32).to_le_bytes());
+        out.extend_from_slice(&len_u32(r.body.len()).to_le_bytes());
         out.extend_from_slice(r.body);
     }
 }
@@ -279,10 +280,10 @@ pub(super) fn check_records(
 }
 
 /// Validates one record's headers and returns how many it has.
-fn skip_headers(r: &mut BytesIn<'_>) -> Result<usize, DecodeError> {
+fn skip_headers(r: &mut BytesIn<'_>) -> Result<u16, DecodeError> {
     let layout = |_| DecodeError::BadRecordLayout;
-    let count = r.u16().map_err(layout)? as usize;
-    if count > HEADERS_PER_RECORD_MAX {
+    let count = r.u16().map_err(layout)?;
+    if usize::from(count) > HEADERS_PER_RECORD_MAX {
         return Err(DecodeError::BadField("more than 64 headers on a record"));
     }
     let mut total = 0usize;
@@ -322,9 +323,13 @@ impl<'a> RecordRef<'a> {
         })
     }
 
-    // The codec's tests and the fuzz targets read it; the reader walks
-    // `headers` instead.
-    #[cfg_attr(not(feature = "sim"), allow(dead_code))]
+    #[cfg_attr(
+        not(feature = "sim"),
+        allow(
+            dead_code,
+            reason = "the codec's tests and fuzz targets read it; the reader walks `headers`"
+        )
+    )]
     pub fn header_count(&self) -> usize {
         self.header_count as usize
     }
@@ -347,9 +352,13 @@ impl<'a> RecordsArea<'a> {
     }
 
     /// Whether the batch carries headers (flag HEADERS).
-    // The codec's tests and the fuzz targets read it; the reader walks
-    // each record's headers instead.
-    #[cfg_attr(not(feature = "sim"), allow(dead_code))]
+    #[cfg_attr(
+        not(feature = "sim"),
+        allow(
+            dead_code,
+            reason = "the codec's tests and fuzz targets read it; the reader walks the headers"
+        )
+    )]
     pub fn has_headers(&self) -> bool {
         self.headers
     }
@@ -368,7 +377,7 @@ impl<'a> Iterator for RecordIter<'a> {
             let count = skip_headers(&mut probe).expect("checked");
             let len = probe.pos() - start;
             let all = self.rest.take(len).expect("checked");
-            (&all[2..], count as u16)
+            (&all[2..], count)
         } else {
             (&[][..], 0)
         };

@@ -56,7 +56,10 @@ struct WaiterGuard<'a> {
 impl Drop for WaiterGuard<'_> {
     fn drop(&mut self) {
         let mut waiters = locks::lock(&self.shared.waiters);
-        let notify = self.notify.take().unwrap();
+        let notify = self
+            .notify
+            .take()
+            .expect("set when the guard is made, taken only here");
         // Two owners left: the map and us.
         if Arc::strong_count(&notify) == 2 {
             waiters.remove(self.name);

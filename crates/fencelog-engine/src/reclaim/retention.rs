@@ -12,8 +12,7 @@ use crate::locks;
 use crate::reclaim_signal::ReclaimReport;
 use crate::shared::Shared;
 use crate::stream::StreamShared;
-use crate::writer::Op;
-use std::time::{SystemTime, UNIX_EPOCH};
+use crate::writer::{now_ms, Op};
 
 /// Frames whose timestamps one look at a stream reads at most; a stream
 /// with more expired ones is trimmed further at the next pass.
@@ -30,9 +29,7 @@ pub(super) fn run(
     if !shared.config.retention_in_reclaim {
         return Ok(());
     }
-    let now_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
+    let now_ms = now_ms();
     let defaults = (shared.config.retention_age_s, shared.config.retention_bytes);
     for (stream, first_seq) in due(shared, now_ms, defaults) {
         writer.request(&stream, |reply| Op::Retain { first_seq, reply })?;
@@ -108,7 +105,7 @@ fn timestamp(shared: &Shared, loc: &FrameLoc) -> Option<u64> {
     let seg = locks::read(&shared.segments).get(loc.segment)?.clone();
     let owned;
     let bytes: &[u8] = match &seg.sealed {
-        Some(view) => view.get(loc.offset as usize..)?,
+        Some(view) => view.get(usize::try_from(loc.offset).ok()?..)?,
         None => {
             let mut buf = vec![0u8; loc.len as usize];
             seg.file.read_exact_at(&mut buf, loc.offset).ok()?;

@@ -11,7 +11,7 @@ use crate::codec::{FORMAT_VERSION, SEGMENT_HEADER_BYTES};
 use crate::error::OpenError;
 use crate::files::{replace_whole, MANIFEST_NAME, MANIFEST_TMP_NAME};
 use crate::segment::{create_segment, segment_name, Segment, Segments};
-use crate::storage::Storage;
+use crate::storage::{buffer_len, Storage};
 
 /// What the scan left.
 pub(super) struct Scanned {
@@ -158,7 +158,8 @@ fn reseal(
     file.write_all_at(&header, 0)
         .map_err(|e| io("writing", e))?;
     if let Some(start) = last_group_start {
-        let mut group = vec![0u8; (active_len - start) as usize];
+        let len = buffer_len(active_len - start).map_err(|e| io("reading", e))?;
+        let mut group = vec![0u8; len];
         file.read_exact_at(&mut group, start)
             .map_err(|e| io("reading", e))?;
         file.write_all_at(&group, start)

@@ -10,7 +10,8 @@ use super::tail::{self, Cut, Position};
 use super::{corrupt, FIRST_GROUP_ID};
 use crate::codec::checkpoint::AppliedState;
 use crate::codec::{
-    decode_frame, Frame, FrameKind, Payload, SegmentHeader, FORMAT_VERSION, SEGMENT_HEADER_BYTES,
+    decode_frame, len_u32, Frame, FrameKind, Payload, SegmentHeader, FORMAT_VERSION,
+    SEGMENT_HEADER_BYTES,
 };
 use crate::error::OpenError;
 use crate::fence::ReplayViolation;
@@ -280,7 +281,7 @@ impl Scan {
                 count: h.record_count,
                 segment,
                 offset: at,
-                len: frame.frame_len as u32,
+                len: len_u32(frame.frame_len),
                 group: g,
             };
             self.open.push(PendingFound {

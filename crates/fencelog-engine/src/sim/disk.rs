@@ -74,10 +74,15 @@ impl Rng {
         }
     }
 
+    /// Uniform in `0..n` as an index: the same draw as [`Self::below`].
+    pub fn index(&mut self, n: usize) -> usize {
+        usize::try_from(self.below(n as u64)).expect("below n, a usize")
+    }
+
     /// Puts `v` in a random order (Fisher-Yates).
     pub fn shuffle<T>(&mut self, v: &mut [T]) {
         for i in (1..v.len()).rev() {
-            let j = self.below(i as u64 + 1) as usize;
+            let j = self.index(i + 1);
             v.swap(i, j);
         }
     }
@@ -205,12 +210,18 @@ fn fault_error(kind: FaultKind) -> io::Error {
     }
 }
 
+/// An offset or length in a simulated file as an index into its bytes:
+/// simulated files live in memory, so what the engine asks of them fits.
+fn mem(n: u64) -> usize {
+    usize::try_from(n).expect("a simulated file's offsets and lengths fit in memory")
+}
+
 fn write_into(buf: &mut Vec<u8>, offset: u64, bytes: &[u8]) {
-    let end = offset as usize + bytes.len();
+    let end = mem(offset) + bytes.len();
     if buf.len() < end {
         buf.resize(end, 0);
     }
-    buf[offset as usize..end].copy_from_slice(bytes);
+    buf[mem(offset)..end].copy_from_slice(bytes);
 }
 
 impl State {
@@ -301,7 +312,7 @@ impl State {
                 PendingOp::Write { offset, bytes, .. } => {
                     write_into(&mut data.durable, offset, &bytes)
                 }
-                PendingOp::Truncate { len, .. } => data.durable.resize(len as usize, 0),
+                PendingOp::Truncate { len, .. } => data.durable.resize(mem(len), 0),
                 _ => unreachable!(),
             }
         }
@@ -331,31 +342,12 @@ impl State {
             Resolution::KeepAll => true,
             Resolution::DropAll => false,
             Resolution::Subset(mask) => k < 64 && mask & (1 << k) != 0,
-            Resolution::Random(_) => rng.as_mut().unwrap().chance(1, 2),
+            Resolution::Random(_) => rng
+                .as_mut()
+                .expect("a random resolution has an rng")
+                .chance(1, 2),
         };
-        // Directory operations land in issue order (a journal keeps them
-        // ordered); each one independently made it or not.
-        let mut content: Vec<(usize, PendingOp)> = Vec::new();
-        for (k, op) in pending.into_iter().enumerate() {
-            match op {
-                PendingOp::Link { name, file } => {
-                    if keep(k, &mut rng) {
-                        self.durable_dir.insert(name, file);
-                    }
-                }
-                PendingOp::Unlink { name, file } => {
-                    if keep(k, &mut rng) && self.durable_dir.get(&name) == Some(&file) {
-                        self.durable_dir.remove(&name);
-                    }
-                }
-                PendingOp::Rename { from, to, file } => {
-                    if keep(k, &mut rng) {
-                        apply_rename(&mut self.durable_dir, &from, &to, file);
-                    }
-                }
-                other => content.push((k, other)),
-            }
-        }
+        let mut content = self.resolve_dir_ops(pending, keep, &mut rng);
         if let Some(r) = rng.as_mut() {
             r.shuffle(&mut content);
         }
@@ -364,7 +356,7 @@ impl State {
                 PendingOp::Truncate { file, len, .. } => {
                     if keep(k, &mut rng) {
                         if let Some(f) = self.files.get_mut(&file) {
-                            f.durable.resize(len as usize, 0);
+                            f.durable.resize(mem(len), 0);
                         }
                     }
                 }
@@ -397,6 +389,39 @@ impl State {
         self.dir = self.durable_dir.clone();
     }
 
+    /// Lands or drops each directory operation, in issue order (a journal
+    /// keeps them ordered); each one independently made it or not. Returns
+    /// the content operations, numbered as `keep` knows them.
+    fn resolve_dir_ops(
+        &mut self,
+        pending: Vec<PendingOp>,
+        keep: impl Fn(usize, &mut Option<Rng>) -> bool,
+        rng: &mut Option<Rng>,
+    ) -> Vec<(usize, PendingOp)> {
+        let mut content = Vec::new();
+        for (k, op) in pending.into_iter().enumerate() {
+            match op {
+                PendingOp::Link { name, file } => {
+                    if keep(k, rng) {
+                        self.durable_dir.insert(name, file);
+                    }
+                }
+                PendingOp::Unlink { name, file } => {
+                    if keep(k, rng) && self.durable_dir.get(&name) == Some(&file) {
+                        self.durable_dir.remove(&name);
+                    }
+                }
+                PendingOp::Rename { from, to, file } => {
+                    if keep(k, rng) {
+                        apply_rename(&mut self.durable_dir, &from, &to, file);
+                    }
+                }
+                other => content.push((k, other)),
+            }
+        }
+        content
+    }
+
     fn new_epoch(&mut self) {
         self.epoch += 1;
         self.halted = false;
@@ -425,7 +450,7 @@ fn random_fate_of_rewrite(rng: &mut Rng, durable: &mut Vec<u8>, offset: u64, byt
     let before = durable.clone();
     random_fate(rng, durable, offset, bytes);
     for (i, &b) in bytes.iter().enumerate() {
-        let at = offset as usize + i;
+        let at = mem(offset) + i;
         if before.get(at) == Some(&b) && at < durable.len() {
             durable[at] = b;
         }
@@ -438,7 +463,7 @@ fn random_fate(rng: &mut Rng, durable: &mut Vec<u8>, offset: u64, bytes: &[u8]) 
         0 => write_into(durable, offset, bytes),
         1 => {}
         2 => {
-            let cut = rng.below(bytes.len() as u64 + 1) as usize;
+            let cut = rng.index(bytes.len() + 1);
             write_into(durable, offset, &bytes[..cut]);
         }
         3 => write_into(durable, offset, &vec![0; bytes.len()]),
@@ -452,8 +477,8 @@ fn random_fate(rng: &mut Rng, durable: &mut Vec<u8>, offset: u64, bytes: &[u8]) 
             // persistence inside one write.
             let mut at = 0;
             while at < bytes.len() {
-                let sector_end = ((offset as usize + at) / SECTOR + 1) * SECTOR;
-                let end = (sector_end - offset as usize).min(bytes.len());
+                let sector_end = ((mem(offset) + at) / SECTOR + 1) * SECTOR;
+                let end = (sector_end - mem(offset)).min(bytes.len());
                 let chunk = &bytes[at..end];
                 let pos = offset + at as u64;
                 match rng.below(4) {
@@ -774,14 +799,14 @@ impl StorageFile for SimFile {
             return Err(fault_error(k));
         }
         let data = &s.file(self.id)?.written;
-        let end = offset as usize + buf.len();
+        let end = mem(offset) + buf.len();
         if end > data.len() {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 "read past the end of a simulated file",
             ));
         }
-        buf.copy_from_slice(&data[offset as usize..end]);
+        buf.copy_from_slice(&data[mem(offset)..end]);
         Ok(())
     }
 
@@ -822,7 +847,7 @@ impl StorageFile for SimFile {
         if let Some(k) = s.enter(self.epoch, OpKind::Mutate, "truncate")? {
             return Err(fault_error(k));
         }
-        s.file(self.id)?.written.resize(len as usize, 0);
+        s.file(self.id)?.written.resize(mem(len), 0);
         s.pending.push(PendingOp::Truncate {
             file: self.id,
             len,
@@ -837,13 +862,13 @@ impl StorageFile for SimFile {
             return Err(fault_error(k));
         }
         let data = &s.file(self.id)?.written;
-        if len as usize > data.len() {
+        if mem(len) > data.len() {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 "view past the end of a simulated file",
             ));
         }
-        Ok(Bytes::copy_from_slice(&data[..len as usize]))
+        Ok(Bytes::copy_from_slice(&data[..mem(len)]))
     }
 }
 

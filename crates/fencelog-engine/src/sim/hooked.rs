@@ -2,6 +2,7 @@
 //! that changes the disk, so tests can fail or hold calls on a real
 //! directory (the simulated disk is in [`super::disk`]).
 
+use crate::locks;
 use crate::storage::{Storage, StorageFile};
 use bytes::Bytes;
 use std::io;
@@ -53,7 +54,7 @@ impl<S: Storage> HookedStorage<S> {
     /// A disk that breaks (or fills up) when a test says so: while `switch`
     /// holds an error kind, every write and `sync_data` fails with it.
     pub fn failing_when(inner: S, switch: Arc<std::sync::Mutex<Option<io::ErrorKind>>>) -> Self {
-        Self::new(inner, move |call| match (call, *switch.lock().unwrap()) {
+        Self::new(inner, move |call| match (call, *locks::lock(&switch)) {
             (HookedCall::Write | HookedCall::SyncData, Some(kind)) => {
                 Err(io::Error::new(kind, "injected by the test"))
             }

@@ -83,10 +83,12 @@ pub(crate) struct Writer {
     buf: Vec<u8>,
 }
 
-fn now_ms() -> u64 {
+/// Wall-clock milliseconds since the Unix epoch; 0 for a clock set before
+/// it.
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
         .unwrap_or(0)
 }
 

@@ -147,7 +147,7 @@ impl Tail {
         // blocks and cannot run out of space halfway.
         let mut at = self.allocated_len;
         while at < target {
-            let n = ((target - at) as usize).min(ZEROS_BYTES);
+            let n = usize::try_from(target - at).map_or(ZEROS_BYTES, |n| n.min(ZEROS_BYTES));
             if let Err(e) = seg.file.write_all_at(&ZEROS[..n], at) {
                 let failure = StorageFailure::new("preallocate", &seg.name, &e);
                 // Undo: the zeros past the old end may be partly there. The

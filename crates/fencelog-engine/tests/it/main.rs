@@ -4,6 +4,19 @@
 //! corpus suites on the simulated disk. The tests of the tests (deliberate
 //! bugs the suites must catch) need the `mutations` feature.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "tests fail loudly on purpose: an unwrap is a failure with its line"
+)]
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test scenario, or a suite's generator or checker, reads top to bottom"
+)]
+#![allow(
+    clippy::cast_possible_truncation,
+    reason = "counts and draws are bounded by the scenario, offsets lie on small disks, clock milliseconds fit, and a test byte may wrap"
+)]
+
 mod support;
 
 mod api;

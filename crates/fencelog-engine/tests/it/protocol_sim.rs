@@ -175,8 +175,10 @@ struct Req {
     kind: ReqKind,
 }
 
-// Messages are read through `Debug`, in failure reports.
-#[allow(dead_code)]
+#[allow(
+    dead_code,
+    reason = "fields are read through `Debug`, in failure reports"
+)]
 #[derive(Debug, Clone)]
 enum Res {
     Acked(fencelog_engine::Ack),

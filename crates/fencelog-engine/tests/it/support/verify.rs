@@ -253,7 +253,6 @@ fn check_tombstone(
     }))
 }
 
-#[allow(clippy::too_many_arguments)]
 fn check_live(
     engine: &Engine,
     model: &Model,
