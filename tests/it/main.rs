@@ -4,6 +4,7 @@
 
 mod support;
 
+mod architecture_doc;
 mod audit_log;
 mod auth_batch;
 mod auth_scopes;
