@@ -10,7 +10,7 @@ use fencelog_types::{CursorEntry, ProducerEntry};
 
 /// Producers one stream remembers; beyond it the least recently used is
 /// evicted and the stream's producer token floor rises past its token
-/// (format-v2.md, "Eviction").
+/// (ARCHITECTURE.md, invariant 13: exactly once for idempotent producers).
 pub const PRODUCERS_PER_STREAM_DEFAULT: usize = 1024;
 /// Hard cap: the checkpoint's producer count is a u16.
 pub const PRODUCERS_PER_STREAM_LIMIT: usize = u16::MAX as usize;

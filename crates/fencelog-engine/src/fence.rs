@@ -8,7 +8,7 @@
 //! read backwards. All of them compute the next state with [`advance`], so
 //! the state a restart rebuilds is the state the writer acknowledged.
 //!
-//! The rule, in check order (format-v2.md, "The fence rule"):
+//! The rule, in check order:
 //! 1. token 0 → [`Refusal::ZeroToken`], for every write that carries one;
 //! 2. an idempotent producer's duplicate → [`Verdict::Duplicate`], before the
 //!    token, so a fenced-out owner can learn its write landed;
@@ -291,7 +291,8 @@ pub fn check_retention(state: FenceState, first_seq: u64) -> Effect {
 /// (nothing written); a lower token is stale. A higher one is written: an
 /// accepted token must be the stream's from then on, or a delete carrying
 /// a token between the two could still change the stream (a refinement of
-/// format-v2.md's "idempotent success", recorded in docs/design.md).
+/// the design's "idempotent success", recorded in docs/design.md,
+/// "Refinements made while implementing the format").
 pub fn check_seal(state: FenceState, token: u64) -> Result<Effect, Refusal> {
     nonzero(token)?;
     token_on_live(state, token)?;

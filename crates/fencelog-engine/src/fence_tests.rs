@@ -1,4 +1,4 @@
-//! One test per row of the rule table (format-v2.md, "The fence rule"),
+//! One test per row of the rule table (the rule in check order, `fence.rs`),
 //! and replay read backwards.
 
 use super::*;

@@ -5,7 +5,7 @@
 //! from the group's buffer, its streams' pending state restored — so
 //! nothing of it reaches the disk. Otherwise all of its frames are in this
 //! one group, whose last frame alone carries LAST_IN_GROUP: recovery
-//! applies all of them or none (format-v2.md, "Group semantics").
+//! applies all of them or none (docs/design.md, "Groups").
 
 use super::plan::{pending, plan_append, plan_state, AppendArgs, Lookup, Out, Pending, Saved};
 use crate::error::WriteError;
