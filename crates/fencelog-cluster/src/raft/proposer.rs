@@ -109,6 +109,8 @@ type Pause = Arc<Mutex<Option<Instant>>>;
 
 /// How often a paused proposer looks at the clock and its leadership.
 const PAUSE_POLL: Duration = Duration::from_millis(5);
+/// The pause is held to set, clear or copy it.
+const UNPOISONED: &str = "no thread panics while holding the proposer's pause";
 
 fn now_ms() -> u64 {
     SystemTime::now()
@@ -172,12 +174,12 @@ impl Proposer {
     /// then they are answered "not leader" and forwarded, never proposed
     /// here). Waiting ops keep their place.
     pub fn pause(&self, d: Duration) {
-        *self.paused.lock().unwrap() = Some(Instant::now() + d);
+        *self.paused.lock().expect(UNPOISONED) = Some(Instant::now() + d);
     }
 
     /// Lets proposals go again.
     pub fn resume(&self) {
-        *self.paused.lock().unwrap() = None;
+        *self.paused.lock().expect(UNPOISONED) = None;
     }
 
     /// Queues `op` (already validated) of the session behind `gate`, now,
@@ -373,7 +375,7 @@ pub fn leadership(raft: &Raft, id: NodeId) -> Result<(), Option<NodeId>> {
 /// Waits while the proposer is paused and this node still leads.
 async fn wait_unpaused(raft: &Raft, id: NodeId, paused: &Pause) {
     loop {
-        let until = *paused.lock().unwrap();
+        let until = *paused.lock().expect(UNPOISONED);
         match until {
             Some(u) if Instant::now() < u && leadership(raft, id).is_ok() => {
                 tokio::time::sleep(PAUSE_POLL).await

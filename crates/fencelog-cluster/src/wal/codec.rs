@@ -215,7 +215,7 @@ fn records_of(payload: &[u8], at: usize) -> Result<Vec<WalRecord>, Damage> {
     let mut rest = payload;
     while !rest.is_empty() {
         let bad = || damage(at, "a whole group whose records do not decode");
-        let len = u32::from_le_bytes(rest.get(..4).ok_or_else(bad)?.try_into().unwrap()) as usize;
+        let len = u32::from_le_bytes(*rest.first_chunk().ok_or_else(bad)?) as usize;
         let body = rest.get(4..4 + len).ok_or_else(bad)?;
         let (rec, left) = postcard::take_from_bytes::<WalRecord>(body).map_err(|_| bad())?;
         if len == 0 || !left.is_empty() {

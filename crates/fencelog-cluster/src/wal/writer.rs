@@ -33,7 +33,7 @@
 
 use super::codec::{self, encode_record, Damage, GROUP_PAYLOAD_BYTES_MAX, WAL_VERSION};
 use super::record::WalRecord;
-use super::shard_log::ShardLog;
+use super::shard_log::{locked, ShardLog};
 use crate::ids::ShardId;
 use crate::mutation::Switch;
 use crate::raft::types::TypeConfig;
@@ -55,6 +55,9 @@ pub const REWRITE_BYTES_MIN: u64 = 64 << 20;
 pub const PREALLOC_BYTES: u64 = 4 << 20;
 /// Zeros written per call while preallocating.
 const ZEROS_BYTES: usize = 64 << 10;
+/// The WAL's own locks (its sender, thread, storage and shard map) are
+/// held for one take, send or lookup, none of which panics.
+const UNPOISONED: &str = "no thread panics while holding a lock of the raft WAL";
 
 /// Who hears that a record is durable.
 pub enum Done {
@@ -185,7 +188,7 @@ fn write_fresh(
     let salt = new_salt();
     let mut recs = Vec::new();
     for (shard, log) in shards {
-        let log = log.lock().unwrap();
+        let log = locked(log);
         recs.extend(log.records(*shard).iter().map(encode_record));
     }
     let mut bytes = codec::file_header(salt, first_seq).to_vec();
@@ -354,7 +357,7 @@ impl Wal {
 
     /// One shard's log (empty for a shard the WAL has never seen).
     pub fn shard(&self, shard: ShardId) -> Arc<Mutex<ShardLog>> {
-        let mut shards = self.shards.lock().unwrap();
+        let mut shards = self.shards.lock().expect(UNPOISONED);
         shards.entry(shard).or_default().clone()
     }
 
@@ -368,7 +371,7 @@ impl Wal {
             done,
             vote: matches!(rec, WalRecord::Vote { .. }),
         };
-        let tx = self.tx.lock().unwrap();
+        let tx = self.tx.lock().expect(UNPOISONED);
         let unsent = match tx.as_ref() {
             Some(tx) => tx.send(msg).err().map(|e| e.0),
             None => Some(msg),
@@ -399,17 +402,17 @@ impl Wal {
     /// Stops the writer after what is queued (a clean stop; a crash is the
     /// same minus the queue).
     pub fn close(&self) {
-        self.tx.lock().unwrap().take();
-        if let Some(t) = self.thread.lock().unwrap().take() {
+        self.tx.lock().expect(UNPOISONED).take();
+        if let Some(t) = self.thread.lock().expect(UNPOISONED).take() {
             let _ = t.join();
         }
-        self.storage.lock().unwrap().take();
+        self.storage.lock().expect(UNPOISONED).take();
     }
 }
 
 impl Drop for Wal {
     fn drop(&mut self) {
-        self.tx.lock().unwrap().take();
+        self.tx.lock().expect(UNPOISONED).take();
     }
 }
 
@@ -569,7 +572,7 @@ impl Writer {
         let shards: Vec<_> = self
             .shards
             .lock()
-            .unwrap()
+            .expect(UNPOISONED)
             .iter()
             .map(|(k, l)| (*k, l.clone()))
             .collect();
