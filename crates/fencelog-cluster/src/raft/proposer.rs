@@ -28,7 +28,7 @@ use fencelog_engine::{BatchAction, WriteOp};
 use openraft::ServerState;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
 /// Most ops in one entry (the engine's group bound).
@@ -111,13 +111,6 @@ type Pause = Arc<Mutex<Option<Instant>>>;
 const PAUSE_POLL: Duration = Duration::from_millis(5);
 /// The pause is held to set, clear or copy it.
 const UNPOISONED: &str = "no thread panics while holding the proposer's pause";
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
 
 /// Record bytes an op carries, with their length prefixes (the bound on
 /// one entry's ops).
@@ -346,7 +339,7 @@ impl Group {
 async fn propose(raft: &Raft, ops: Vec<WriteOp>, timeout: Duration) -> Vec<Proposed> {
     let n = ops.len();
     let batch = Batch {
-        leader_ts_ms: now_ms(),
+        leader_ts_ms: crate::millis::unix_now(),
         ops,
     };
     match tokio::time::timeout(timeout, raft.client_write(batch)).await {

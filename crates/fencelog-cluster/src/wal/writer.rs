@@ -235,7 +235,12 @@ impl Wal {
             Err(e) => return Err(e.into()),
         };
         let len = file.len()?;
-        let mut bytes = vec![0u8; len as usize];
+        let len = usize::try_from(len).map_err(|_| {
+            io::Error::other(format!(
+                "the raft WAL is {len} bytes, more than memory can hold"
+            ))
+        })?;
+        let mut bytes = vec![0u8; len];
         file.read_exact_at(&mut bytes, 0)?;
         let mutation = crate::mutation::current();
         let cut_damage = mutated!(mutation, WalCutsDamage);
@@ -553,7 +558,7 @@ impl Writer {
         let target = data_end + PREALLOC_BYTES;
         let mut at = self.allocated.max(self.end);
         while at < target {
-            let n = ((target - at) as usize).min(ZEROS_BYTES);
+            let n = usize::try_from(target - at).map_or(ZEROS_BYTES, |n| n.min(ZEROS_BYTES));
             if let Err(e) = self.file.write_all_at(&ZEROS[..n], at) {
                 tracing::warn!(error = %e, "raft WAL: could not preallocate; writing on");
                 return;
