@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 /// The longest hold, whatever a notice asks for: as long as the longest
 /// admin operation may run.
 pub const HOLD_MAX: Duration = Duration::from_secs(600);
+/// The holds are held for one lookup or update.
+const UNPOISONED: &str = "no thread panics while holding the rebalancing holds";
 
 /// Per shard, until when the rebalancer leaves it alone.
 pub struct Holds {
@@ -27,7 +29,7 @@ impl Holds {
     /// Keeps the rebalancer off shard `k` for `d` (a longer hold wins).
     pub fn hold(&self, k: ShardId, d: Duration) {
         let until = Instant::now() + d.min(HOLD_MAX);
-        let mut holds = self.until.lock().unwrap();
+        let mut holds = self.until.lock().expect(UNPOISONED);
         if let Some(slot) = holds.get_mut(k as usize) {
             *slot = Some(slot.map_or(until, |u| u.max(until)));
         }
@@ -35,7 +37,7 @@ impl Holds {
 
     /// Whether the rebalancer must leave shard `k` alone now.
     pub fn held(&self, k: ShardId) -> bool {
-        let holds = self.until.lock().unwrap();
+        let holds = self.until.lock().expect(UNPOISONED);
         holds
             .get(k as usize)
             .copied()

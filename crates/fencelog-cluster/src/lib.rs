@@ -5,16 +5,17 @@
 //! appends and votes. See ARCHITECTURE.md, "Cluster", and docs/cluster.md.
 //!
 //! The crate is in layers, each using only those below it. At the bottom
-//! the ids ([`NodeId`], [`ShardId`]), a peer RPC's bytes and the transport
-//! seam ([`rpc`]), the shard map ([`shard`]) and who may call a node
-//! ([`http_auth`]); then snapshots on disk ([`snapshot`]); one shard's Raft
-//! group ([`raft`]); the disk budget ([`disk_budget`]); the node's WAL and
-//! each group's log over it ([`wal`]); the node itself ([`node`]), which
-//! starts them all, takes every write and keeps the rebalancing holds;
-//! over the node its metrics ([`node_metrics`]) and retention
-//! ([`retention`]), the admin side ([`admin`]), how nodes reach each other
-//! ([`peer`]), and at the top the server's write seam ([`backend`]) and
-//! the `/_cluster/` routes ([`routes`]).
+//! the ids ([`NodeId`], [`ShardId`]), time in milliseconds (`millis`), a
+//! peer RPC's bytes and the transport seam ([`rpc`]), the shard map
+//! ([`shard`]) and who may call a node ([`http_auth`]); then snapshots on
+//! disk ([`snapshot`]); one shard's Raft group ([`raft`]); the disk budget
+//! ([`disk_budget`]); the node's WAL and each group's log over it
+//! ([`wal`]); the node itself ([`node`]), which starts them all, takes
+//! every write and keeps the rebalancing holds; over the node its metrics
+//! ([`node_metrics`]) and retention ([`retention`]), the admin side
+//! ([`admin`]), how nodes reach each other ([`peer`]), and at the top the
+//! server's write seam ([`backend`]) and the `/_cluster/` routes
+//! ([`routes`]).
 
 #![warn(missing_docs)]
 
@@ -27,6 +28,7 @@ pub mod disk_budget;
 mod holds;
 pub mod http_auth;
 mod ids;
+mod millis;
 pub mod node;
 pub mod node_metrics;
 pub mod peer;

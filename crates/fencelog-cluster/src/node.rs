@@ -15,6 +15,7 @@ use crate::rpc::{decode, encode, RpcKind, Transport, TransportError};
 use crate::shard::shard_of;
 use crate::snapshot::dir::Chunk;
 use crate::wal::log_store::LogStore;
+use crate::wal::shard_log::locked;
 use crate::wal::writer::Wal;
 use fencelog_engine::{Config, DirStorage, Engine, WriteOp};
 use openraft::error::{CheckIsLeaderError, InitializeError, RaftError};
@@ -805,7 +806,7 @@ impl ShardStart<'_> {
         }
         if !mutated!(self.mutation, LeaderResumesOwnVote) {
             let shard_log = self.wal.shard(k);
-            let mut shard_log = shard_log.lock().unwrap();
+            let mut shard_log = locked(&shard_log);
             shard_log.vote = crate::raft::restart_vote::on_start(shard_log.vote, self.options.id);
         }
         let append_bytes_max = if mutated!(self.mutation, AppendRpcUnbounded) {
@@ -839,7 +840,7 @@ impl ShardStart<'_> {
         let shard_log = self.wal.shard(k);
         let snapshots = crate::raft::snapshot_trigger::spawn(
             raft.clone(),
-            move || shard_log.lock().unwrap().bytes(),
+            move || locked(&shard_log).bytes(),
             sends.clone(),
             self.options.timing.snapshot_policy(),
             mutated!(self.mutation, SnapshotHoldIgnored),
@@ -930,7 +931,7 @@ where
 /// this means the disk lost synced data (or files were mixed by hand).
 fn check_applied_reaches_log(shard: ShardId, sm: &ShardSm, wal: &Wal) -> io::Result<()> {
     let applied = sm.engine().applied().map_or(0, |a| a.index);
-    let purged = wal.shard(shard).lock().unwrap().last_purged;
+    let purged = locked(&wal.shard(shard)).last_purged;
     match purged {
         Some(p) if p.index > applied => Err(io::Error::other(format!(
             "shard {shard}: its state holds entries up to index {applied}, but its Raft log \

@@ -199,6 +199,12 @@ pub fn raft_families(node: &Node) -> String {
             .map(|k| (*k, node.snapshot_sends(*k) as u64))
             .collect::<Vec<_>>(),
     );
+    wal_families(&mut out, node);
+    out
+}
+
+/// The node's Raft WAL: its fdatasyncs and whether it accepts writes.
+fn wal_families(out: &mut String, node: &Node) {
     let _ = writeln!(
         out,
         "# HELP fencelog_raft_wal_fsyncs fdatasyncs of the node's Raft WAL."
@@ -216,7 +222,6 @@ pub fn raft_families(node: &Node) -> String {
     let _ = writeln!(out, "# TYPE fencelog_raft_wal_healthy gauge");
     let healthy = u64::from(node.wal().poisoned().is_none());
     let _ = writeln!(out, "fencelog_raft_wal_healthy {healthy}");
-    out
 }
 
 /// The node's whole text: the HTTP layer's families (`http`, without

@@ -25,7 +25,6 @@ use crate::node::{Node, WriteOutcome};
 use crate::raft::proposer::leadership;
 use fencelog_engine::WriteOp;
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Retention trims one shard proposes per interval at most; a shard with
 /// more due streams trims the rest at the next one.
@@ -48,9 +47,7 @@ pub async fn pass(node: &Node, k: ShardId) -> usize {
     if leadership(node.raft(k), node.id()).is_err() || node.wal().poisoned().is_some() {
         return 0;
     }
-    let now_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
+    let now_ms = crate::millis::unix_now();
     let c = &node.options().engine;
     let (age_s, bytes) = (c.retention_age_s, c.retention_bytes);
     let engine = node.engine(k);

@@ -24,7 +24,8 @@ pub fn shard_of(stream: &str, shards: u32) -> ShardId {
         (1..=SHARDS_MAX).contains(&shards),
         "shards {shards} out of range"
     );
-    (fnv1a64(stream.as_bytes()) % shards as u64) as ShardId
+    ShardId::try_from(fnv1a64(stream.as_bytes()) % u64::from(shards))
+        .expect("the remainder is below `shards`, a u32")
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ pub(crate) fn check_shard(node: &Node, k: ShardId) -> Result<(), AdminError> {
 /// (best effort: a member that misses it may move leadership back).
 pub(crate) async fn hold_everywhere(node: &Node, k: ShardId, d: Duration) {
     let cmd = MemberCmd::Hold {
-        ms: d.as_millis() as u64,
+        ms: crate::millis::of(d),
     };
     for m in members(node, k) {
         let _ = call(node, m, k, &cmd, NOTICE_TIMEOUT).await;
@@ -61,7 +61,7 @@ pub async fn transfer(
     hold_everywhere(node, k, MANUAL_HOLD).await;
     let budget = left(deadline).min(CAMPAIGN_BUDGET_MAX);
     let cmd = MemberCmd::Campaign {
-        budget_ms: budget.as_millis() as u64,
+        budget_ms: crate::millis::of(budget),
     };
     match call(node, to, k, &cmd, budget + NOTICE_TIMEOUT).await {
         Ok(MemberAnswer::Done) => Ok(Transferred {
@@ -82,7 +82,7 @@ pub async fn transfer(
 pub(crate) async fn campaign_elsewhere(node: &Node, k: ShardId, to: NodeId, deadline: Instant) {
     let budget = left(deadline).min(CAMPAIGN_BUDGET_MAX);
     let cmd = MemberCmd::Campaign {
-        budget_ms: budget.as_millis() as u64,
+        budget_ms: crate::millis::of(budget),
     };
     let _ = call(node, to, k, &cmd, budget + NOTICE_TIMEOUT).await;
 }

@@ -248,7 +248,7 @@ mod tests {
 
     #[test]
     fn bad_frames_are_errors_not_waits() {
-        let mut long = BytesMut::from(&(MAX as u32 + 1).to_le_bytes()[..]);
+        let mut long = BytesMut::from(&(u32::try_from(MAX).unwrap() + 1).to_le_bytes()[..]);
         assert_eq!(
             take_request(&mut long, MAX),
             Err(FrameError::TooLong(MAX + 1))

@@ -36,6 +36,10 @@ pub struct Router {
     largest_append: Mutex<BTreeMap<NodeId, usize>>,
 }
 
+/// The router's tables are held for one lookup or update, none of which
+/// panics.
+const UNPOISONED: &str = "no thread panics while holding a router table";
+
 fn link(a: NodeId, b: NodeId) -> (NodeId, NodeId) {
     (a.min(b), a.max(b))
 }
@@ -56,22 +60,25 @@ impl Router {
 
     /// Makes a started node reachable.
     pub fn register(&self, node: Arc<Node>) {
-        self.nodes.write().unwrap().insert(node.id(), node);
+        self.nodes
+            .write()
+            .expect(UNPOISONED)
+            .insert(node.id(), node);
     }
 
     /// Takes a node away (it is down); returns it.
     pub fn unregister(&self, id: NodeId) -> Option<Arc<Node>> {
-        self.nodes.write().unwrap().remove(&id)
+        self.nodes.write().expect(UNPOISONED).remove(&id)
     }
 
     /// A registered node.
     pub fn node(&self, id: NodeId) -> Option<Arc<Node>> {
-        self.nodes.read().unwrap().get(&id).cloned()
+        self.nodes.read().expect(UNPOISONED).get(&id).cloned()
     }
 
     /// Cuts every link of `id`.
     pub fn isolate(&self, id: NodeId, all: impl IntoIterator<Item = NodeId>) {
-        let mut cut = self.cut.lock().unwrap();
+        let mut cut = self.cut.lock().expect(UNPOISONED);
         for other in all.into_iter().filter(|o| *o != id) {
             cut.insert(link(id, other));
         }
@@ -79,13 +86,13 @@ impl Router {
 
     /// Restores every link.
     pub fn heal(&self) {
-        self.cut.lock().unwrap().clear();
+        self.cut.lock().expect(UNPOISONED).clear();
     }
 
     /// Delays every snapshot chunk by `d` from now on (a snapshot transfer
     /// slower than the writes).
     pub fn slow_snapshot_chunks(&self, d: Duration) {
-        *self.chunk_delay.lock().unwrap() = d;
+        *self.chunk_delay.lock().expect(UNPOISONED) = d;
     }
 
     /// Snapshot manifests delivered to `id` so far (the installs it was
@@ -93,7 +100,7 @@ impl Router {
     pub fn snapshots_sent_to(&self, id: NodeId) -> (u64, Option<u64>) {
         self.installs
             .lock()
-            .unwrap()
+            .expect(UNPOISONED)
             .get(&id)
             .copied()
             .unwrap_or_default()
@@ -102,14 +109,14 @@ impl Router {
     /// Delays every AppendEntries to `id` by `d` from now on (a follower
     /// that replays the log slowly).
     pub fn slow_appends_to(&self, id: NodeId, d: Duration) {
-        self.append_delay.lock().unwrap().insert(id, d);
+        self.append_delay.lock().expect(UNPOISONED).insert(id, d);
     }
 
     /// The largest AppendEntries body, in bytes, delivered to `id` so far.
     pub fn largest_append_to(&self, id: NodeId) -> usize {
         self.largest_append
             .lock()
-            .unwrap()
+            .expect(UNPOISONED)
             .get(&id)
             .copied()
             .unwrap_or(0)
@@ -117,13 +124,18 @@ impl Router {
 
     /// Snapshot chunks delivered to `id` so far.
     pub fn snapshot_chunks_to(&self, id: NodeId) -> u64 {
-        self.chunks.lock().unwrap().get(&id).copied().unwrap_or(0)
+        self.chunks
+            .lock()
+            .expect(UNPOISONED)
+            .get(&id)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// Loses the answer to the `nth` snapshot chunk from now (1 = the
     /// next): a transfer cut short after the receiver wrote it.
     pub fn lose_snapshot_chunk_answer(&self, nth: u64) {
-        *self.lose_chunk_answer.lock().unwrap() = Some(nth);
+        *self.lose_chunk_answer.lock().expect(UNPOISONED) = Some(nth);
     }
 
     /// Answers resume questions as a node that predates them does (an
@@ -135,7 +147,7 @@ impl Router {
 
     /// Whether this chunk's answer is the one to lose (counts it down).
     fn loses_chunk_answer(&self) -> bool {
-        let mut n = self.lose_chunk_answer.lock().unwrap();
+        let mut n = self.lose_chunk_answer.lock().expect(UNPOISONED);
         match *n {
             Some(1) => {
                 *n = None;
@@ -150,7 +162,7 @@ impl Router {
     }
 
     fn is_cut(&self, a: NodeId, b: NodeId) -> bool {
-        self.cut.lock().unwrap().contains(&link(a, b))
+        self.cut.lock().expect(UNPOISONED).contains(&link(a, b))
     }
 }
 
@@ -182,17 +194,27 @@ impl Transport for Port {
             let mut lose_answer = false;
             match kind {
                 RpcKind::SnapshotChunk => {
-                    let delay = *router.chunk_delay.lock().unwrap();
+                    let delay = *router.chunk_delay.lock().expect(UNPOISONED);
                     tokio::time::sleep(delay).await;
-                    *router.chunks.lock().unwrap().entry(target).or_default() += 1;
+                    *router
+                        .chunks
+                        .lock()
+                        .expect(UNPOISONED)
+                        .entry(target)
+                        .or_default() += 1;
                     lose_answer = router.loses_chunk_answer();
                 }
                 RpcKind::Append => {
-                    let delay = router.append_delay.lock().unwrap().get(&target).copied();
+                    let delay = router
+                        .append_delay
+                        .lock()
+                        .expect(UNPOISONED)
+                        .get(&target)
+                        .copied();
                     if let Some(d) = delay {
                         tokio::time::sleep(d).await;
                     }
-                    let mut largest = router.largest_append.lock().unwrap();
+                    let mut largest = router.largest_append.lock().expect(UNPOISONED);
                     let seen = largest.entry(target).or_default();
                     *seen = (*seen).max(body.len());
                 }
@@ -206,7 +228,7 @@ impl Transport for Port {
                 RpcKind::Snapshot => {
                     let rpc: Option<SnapshotRpc> = decode(&body).ok();
                     let index = rpc.and_then(|(_, meta, _)| meta.last_log_id.map(|l| l.index));
-                    let mut installs = router.installs.lock().unwrap();
+                    let mut installs = router.installs.lock().expect(UNPOISONED);
                     let seen = installs.entry(target).or_default();
                     *seen = (seen.0 + 1, index);
                 }

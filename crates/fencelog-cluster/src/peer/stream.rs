@@ -60,6 +60,10 @@ pub const STALL: Duration = Duration::from_secs(2);
 pub const UPGRADE_TIMEOUT: Duration = Duration::from_secs(3);
 /// Frames waiting for a connection's writer (per peer).
 const QUEUE_FRAMES_MAX: usize = 1024;
+/// The streams' locks (the slot map, a slot's fallback time, a
+/// connection's waiting calls) are held for one lookup or update, none of
+/// which panics.
+const UNPOISONED: &str = "no thread panics while holding a peer stream's lock";
 /// Most bytes the writer gathers into one write.
 pub(crate) const WRITE_BYTES_MAX: usize = 1 << 20;
 /// Bytes reserved ahead of each read.
@@ -129,7 +133,7 @@ impl PeerStreams {
         if slot
             .http_until
             .lock()
-            .unwrap()
+            .expect(UNPOISONED)
             .is_some_and(|t| Instant::now() < t)
         {
             return None;
@@ -137,7 +141,7 @@ impl PeerStreams {
         let link = match timeout_at(deadline, self.link(&slot, target)).await {
             Ok(Ok(Opened::Link(l))) => l,
             Ok(Ok(Opened::NoStream)) => {
-                *slot.http_until.lock().unwrap() = Some(Instant::now() + HTTP_FALLBACK);
+                *slot.http_until.lock().expect(UNPOISONED) = Some(Instant::now() + HTTP_FALLBACK);
                 return None;
             }
             Ok(Err(e)) => return Some(Err(e)),
@@ -151,7 +155,7 @@ impl PeerStreams {
 
     /// `target`'s slot; a new one when its address changed.
     fn slot(&self, target: NodeId, addr: &str) -> Arc<Slot> {
-        let mut slots = self.slots.lock().unwrap();
+        let mut slots = self.slots.lock().expect(UNPOISONED);
         let fresh = || {
             Arc::new(Slot {
                 addr: addr.to_string(),
@@ -287,7 +291,7 @@ impl Shared {
 
     /// Ends the connection: every waiting call is `Lost`.
     fn close(&self, why: String) {
-        let Some(waiting) = self.waiting.lock().unwrap().take() else {
+        let Some(waiting) = self.waiting.lock().expect(UNPOISONED).take() else {
             return;
         };
         tracing::debug!(node = self.target, %why, "peer stream closed");
@@ -300,7 +304,7 @@ impl Shared {
 
     /// Registers a call; `false` once the connection is closed.
     fn wait_for(&self, id: u64, waiter: Waiter) -> bool {
-        let mut held = self.waiting.lock().unwrap();
+        let mut held = self.waiting.lock().expect(UNPOISONED);
         let Some(w) = held.as_mut() else {
             return false;
         };
@@ -310,7 +314,7 @@ impl Shared {
     }
 
     fn answer(&self, a: Answer) {
-        let waiter = match self.waiting.lock().unwrap().as_mut() {
+        let waiter = match self.waiting.lock().expect(UNPOISONED).as_mut() {
             Some(w) => {
                 let waiter = w.calls.remove(&a.id);
                 w.unanswered_since = (!w.calls.is_empty()).then(Instant::now);
@@ -332,14 +336,14 @@ impl Shared {
     }
 
     fn forget(&self, id: u64) {
-        if let Some(w) = self.waiting.lock().unwrap().as_mut() {
+        if let Some(w) = self.waiting.lock().expect(UNPOISONED).as_mut() {
             w.calls.remove(&id);
         }
     }
 
     /// A call has been outstanding for [`STALL`] with nothing read.
     fn stalled(&self) -> bool {
-        let held = self.waiting.lock().unwrap();
+        let held = self.waiting.lock().expect(UNPOISONED);
         let since = held.as_ref().and_then(|w| w.unanswered_since);
         since.is_some_and(|t| t.elapsed() >= STALL)
     }

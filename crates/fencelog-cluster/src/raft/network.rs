@@ -181,7 +181,7 @@ impl Conn {
             }
             // At least one chunk per file, so an empty file exists too.
             loop {
-                let n = (f.len - offset).min(CHUNK_BYTES as u64) as usize;
+                let n = usize::try_from(f.len - offset).map_or(CHUNK_BYTES, |n| n.min(CHUNK_BYTES));
                 let mut data = vec![0; n];
                 file.read_exact(&mut data).await.map_err(net_err)?;
                 let chunk = Chunk {

@@ -242,6 +242,10 @@ impl BatchOpOwned {
 }
 
 impl<'a> OpRef<'a> {
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one arm per WriteOp variant, each a field-for-field copy: a table that reads best whole"
+    )]
     fn of(op: &'a WriteOp) -> Self {
         use WriteOp as W;
         match op {
@@ -323,6 +327,10 @@ impl<'a> OpRef<'a> {
 }
 
 impl OpOwned {
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one arm per WriteOp variant, each a field-for-field copy: a table that reads best whole"
+    )]
     fn into_engine(self) -> WriteOp {
         use OpOwned as O;
         match self {
@@ -491,6 +499,10 @@ mod tests {
     }
 
     /// One op of every kind, every optional field set in some.
+    #[allow(
+        clippy::too_many_lines,
+        reason = "a literal with one op of every kind: test data that reads best whole"
+    )]
     fn ops() -> Vec<WriteOp> {
         let b = |s: &str| Bytes::copy_from_slice(s.as_bytes());
         let producer = Some(ProducerSeq {

@@ -28,7 +28,7 @@ use fencelog_engine::{BatchAction, WriteOp};
 use openraft::ServerState;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
 
 /// Most ops in one entry (the engine's group bound).
@@ -109,13 +109,8 @@ type Pause = Arc<Mutex<Option<Instant>>>;
 
 /// How often a paused proposer looks at the clock and its leadership.
 const PAUSE_POLL: Duration = Duration::from_millis(5);
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
+/// The pause is held to set, clear or copy it.
+const UNPOISONED: &str = "no thread panics while holding the proposer's pause";
 
 /// Record bytes an op carries, with their length prefixes (the bound on
 /// one entry's ops).
@@ -172,12 +167,12 @@ impl Proposer {
     /// then they are answered "not leader" and forwarded, never proposed
     /// here). Waiting ops keep their place.
     pub fn pause(&self, d: Duration) {
-        *self.paused.lock().unwrap() = Some(Instant::now() + d);
+        *self.paused.lock().expect(UNPOISONED) = Some(Instant::now() + d);
     }
 
     /// Lets proposals go again.
     pub fn resume(&self) {
-        *self.paused.lock().unwrap() = None;
+        *self.paused.lock().expect(UNPOISONED) = None;
     }
 
     /// Queues `op` (already validated) of the session behind `gate`, now,
@@ -344,7 +339,7 @@ impl Group {
 async fn propose(raft: &Raft, ops: Vec<WriteOp>, timeout: Duration) -> Vec<Proposed> {
     let n = ops.len();
     let batch = Batch {
-        leader_ts_ms: now_ms(),
+        leader_ts_ms: crate::millis::unix_now(),
         ops,
     };
     match tokio::time::timeout(timeout, raft.client_write(batch)).await {
@@ -373,7 +368,7 @@ pub fn leadership(raft: &Raft, id: NodeId) -> Result<(), Option<NodeId>> {
 /// Waits while the proposer is paused and this node still leads.
 async fn wait_unpaused(raft: &Raft, id: NodeId, paused: &Pause) {
     loop {
-        let until = *paused.lock().unwrap();
+        let until = *paused.lock().expect(UNPOISONED);
         match until {
             Some(u) if Instant::now() < u && leadership(raft, id).is_ok() => {
                 tokio::time::sleep(PAUSE_POLL).await

@@ -40,6 +40,8 @@ pub const CHECK_MS: u64 = 50;
 /// retries, then its replay of the log from the snapshot. A follower that
 /// died meanwhile holds it no longer than this.
 pub const HOLD_AFTER_SEND: Duration = Duration::from_secs(60);
+/// The transfers' end times are held for one insert or one scan.
+const UNPOISONED: &str = "no thread panics while holding the snapshot transfers' end times";
 
 /// Snapshot transfers this node is making for one shard, and when its
 /// last one to each follower ended.
@@ -67,7 +69,7 @@ impl Sends {
 
     /// The followers whose last transfer ended within `within`.
     pub fn recent(&self, within: Duration) -> Vec<NodeId> {
-        let ended = self.ended.lock().unwrap();
+        let ended = self.ended.lock().expect(UNPOISONED);
         ended
             .iter()
             .filter(|(_, at)| at.elapsed() < within)
@@ -95,7 +97,7 @@ impl SendGuard {
 impl Drop for SendGuard {
     fn drop(&mut self) {
         if self.reached {
-            let mut ended = self.sends.ended.lock().unwrap();
+            let mut ended = self.sends.ended.lock().expect(UNPOISONED);
             ended.insert(self.target, Instant::now());
         }
         self.sends.in_flight.fetch_sub(1, Ordering::SeqCst);

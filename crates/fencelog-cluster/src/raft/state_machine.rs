@@ -45,6 +45,11 @@ use std::sync::{Arc, Mutex, RwLock};
 /// readers take a clone.
 pub type EngineSlot = Arc<RwLock<Engine>>;
 
+/// A state machine's std locks (its directory, engine slot, current
+/// snapshot and transfers being received) are held for a lookup, a clone,
+/// a swap or one file operation whose failure is an error, not a panic.
+const UNPOISONED: &str = "no thread panics while holding a shard state machine's lock";
+
 /// One shard's state machine. Clones share everything (one is the
 /// snapshot builder).
 #[derive(Clone)]
@@ -161,7 +166,7 @@ impl ShardSm {
 
     /// The current engine's directory.
     pub fn engine_dir(&self) -> std::path::PathBuf {
-        self.dir.lock().unwrap().engine_dir()
+        self.dir.lock().expect(UNPOISONED).engine_dir()
     }
 
     /// The engine slot readers use.
@@ -171,7 +176,7 @@ impl ShardSm {
 
     /// The current engine.
     pub fn engine(&self) -> Engine {
-        self.engine.read().unwrap().clone()
+        self.engine.read().expect(UNPOISONED).clone()
     }
 
     fn applied_now(&self) -> (Option<LogId>, StoredMembership) {
@@ -237,7 +242,7 @@ impl ShardSm {
     /// the one under way from the same node starts a new one, and the
     /// unfinished one's directory goes.
     pub fn receive_chunk(&self, chunk: &Chunk) -> io::Result<()> {
-        let mut slots = self.receiving.lock().unwrap();
+        let mut slots = self.receiving.lock().expect(UNPOISONED);
         let fresh = !slots
             .get(&chunk.from)
             .is_some_and(|r| r.is(chunk.from, &chunk.snapshot_id));
@@ -251,7 +256,7 @@ impl ShardSm {
             let path = self
                 .dir
                 .lock()
-                .unwrap()
+                .expect(UNPOISONED)
                 .receive_path(self.next_dir_number());
             let r = Receiving::start(chunk.from, &chunk.snapshot_id, path)?;
             slots.insert(chunk.from, r);
@@ -269,7 +274,7 @@ impl ShardSm {
     /// from it): where a new attempt of the same transfer resumes.
     /// Blocking, like [`ShardSm::receive_chunk`].
     pub fn received_so_far(&self, from: NodeId, snapshot_id: &str) -> io::Result<Vec<SnapFile>> {
-        let slots = self.receiving.lock().unwrap();
+        let slots = self.receiving.lock().expect(UNPOISONED);
         match slots.get(&from) {
             Some(r) if r.is(from, snapshot_id) => r.files(),
             _ => Ok(Vec::new()),
@@ -278,7 +283,7 @@ impl ShardSm {
 
     /// The snapshot whose chunks arrived, checked against its manifest.
     pub fn received(&self, snapshot_id: &str, manifest: &Manifest) -> io::Result<ShardSnapshot> {
-        let mut slots = self.receiving.lock().unwrap();
+        let mut slots = self.receiving.lock().expect(UNPOISONED);
         match slots.remove(&manifest.from) {
             Some(r) if r.is(manifest.from, snapshot_id) => {
                 let (dir, files) = r.finish(manifest)?;
@@ -346,11 +351,11 @@ impl ShardSm {
     /// the old: openraft purged its log only up to the old one. The caller
     /// holds the gate.
     async fn recapture(&self) {
-        if self.current.lock().unwrap().is_none() {
+        if self.current.lock().expect(UNPOISONED).is_none() {
             return;
         }
         match self.capture().await {
-            Ok((meta, data)) => *self.current.lock().unwrap() = Some((meta, data)),
+            Ok((meta, data)) => *self.current.lock().expect(UNPOISONED) = Some((meta, data)),
             // The old snapshot stays current: correct, only larger on disk.
             Err(e) => tracing::warn!(error = %e, "a shard's snapshot was not captured again"),
         }
@@ -364,7 +369,7 @@ impl ShardSm {
         let (last_log_id, last_membership) = self.applied_now();
         let n = self.next_dir_number();
         let (src, dst) = {
-            let dir = self.dir.lock().unwrap();
+            let dir = self.dir.lock().expect(UNPOISONED);
             (dir.engine_dir(), dir.snapshot_path(n))
         };
         // Owned before it is made, so a failed capture leaves nothing.
@@ -401,7 +406,7 @@ impl RaftSnapshotBuilder<TypeConfig> for ShardSm {
         let (meta, data) = self.capture().await?;
         // Under the gate, so a recapture (which also holds it) is never
         // replaced by this older snapshot.
-        *self.current.lock().unwrap() = Some((meta.clone(), data.clone()));
+        *self.current.lock().expect(UNPOISONED) = Some((meta.clone(), data.clone()));
         drop(gate);
         Ok(Snapshot {
             meta,
@@ -457,13 +462,13 @@ impl RaftStateMachine<TypeConfig> for ShardSm {
             .to_path_buf();
         let old = self.engine();
         old.shutdown().await;
-        let mut dir = self.dir.lock().unwrap().clone();
+        let mut dir = self.dir.lock().expect(UNPOISONED).clone();
         let dir = tokio::task::spawn_blocking(move || dir.install(&src).map(|()| dir))
             .await
             .map_err(sm_err)?
             .map_err(sm_err)?;
         let engine_dir = dir.engine_dir();
-        *self.dir.lock().unwrap() = dir;
+        *self.dir.lock().expect(UNPOISONED) = dir;
         let engine = Engine::open_with(&engine_dir, self.config.clone()).map_err(sm_err)?;
         if let Some(name) = &engine.recovery_report().removed_segment {
             // It would make a linked (shared) segment active again.
@@ -479,10 +484,14 @@ impl RaftStateMachine<TypeConfig> for ShardSm {
                 meta.snapshot_id, meta.last_log_id
             )));
         }
-        *self.engine.write().unwrap() = engine;
+        *self.engine.write().expect(UNPOISONED) = engine;
         drop(old);
-        self.dir.lock().unwrap().remove_previous().map_err(sm_err)?;
-        *self.current.lock().unwrap() = Some((meta.clone(), *snapshot));
+        self.dir
+            .lock()
+            .expect(UNPOISONED)
+            .remove_previous()
+            .map_err(sm_err)?;
+        *self.current.lock().expect(UNPOISONED) = Some((meta.clone(), *snapshot));
         Ok(())
     }
 
@@ -490,7 +499,7 @@ impl RaftStateMachine<TypeConfig> for ShardSm {
         Ok(self
             .current
             .lock()
-            .unwrap()
+            .expect(UNPOISONED)
             .clone()
             .map(|(meta, data)| Snapshot {
                 meta,

@@ -19,6 +19,8 @@ use std::time::{Duration, Instant};
 /// metrics, a little after openraft stamped its vote; a margin covers the
 /// scheduling between the two under load.
 const LEASE_MARGIN: Duration = Duration::from_millis(50);
+/// The clock is held to compare and stamp the vote, or to read it.
+const UNPOISONED: &str = "no thread panics while holding the vote clock";
 
 /// When shard's vote last changed, as this node saw it.
 #[derive(Clone)]
@@ -43,7 +45,7 @@ impl VoteClock {
             loop {
                 let vote = rx.borrow_and_update().vote;
                 {
-                    let mut s = seen.lock().unwrap();
+                    let mut s = seen.lock().expect(UNPOISONED);
                     if s.0 != Some(vote) {
                         *s = (Some(vote), Instant::now());
                     }
@@ -59,6 +61,6 @@ impl VoteClock {
     /// The earliest instant at which this node, holding the vote it holds
     /// now, grants a vote to another candidate (given `lease`).
     pub fn grants_from(&self, lease: Duration) -> Instant {
-        self.seen.lock().unwrap().1 + lease + LEASE_MARGIN
+        self.seen.lock().expect(UNPOISONED).1 + lease + LEASE_MARGIN
     }
 }

@@ -221,7 +221,7 @@ impl Chunk {
             name: self.name.clone(),
             offset: self.offset,
             crc32: self.crc32,
-            len: self.data.len() as u32,
+            len: u32::try_from(self.data.len()).expect("a chunk holds at most CHUNK_BYTES"),
         };
         let mut out = crate::rpc::encode(&header);
         out.extend_from_slice(&self.data);

@@ -123,6 +123,22 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().expect("eight bytes"))
 }
 
+// Every length a writer puts in a u32 field is checked against one of
+// these first.
+const _: () = assert!(RECORD_BYTES_MAX <= u32::MAX as usize);
+const _: () = assert!(GROUP_PAYLOAD_BYTES_MAX <= u32::MAX as usize);
+
+/// A record or group payload length as its u32 field holds it; the
+/// caller has checked `n` against [`RECORD_BYTES_MAX`] or
+/// [`GROUP_PAYLOAD_BYTES_MAX`]. Per record, so no second check here.
+#[allow(
+    clippy::cast_possible_truncation,
+    reason = "callers check n against RECORD_BYTES_MAX or GROUP_PAYLOAD_BYTES_MAX, both below u32::MAX (asserted above)"
+)]
+fn len_u32(n: usize) -> u32 {
+    n as u32
+}
+
 /// A version-2 file header.
 pub fn file_header(salt: u64, first_seq: u64) -> [u8; FILE_HEADER_BYTES] {
     let mut h = [0u8; FILE_HEADER_BYTES];
@@ -142,7 +158,7 @@ pub fn put_record(out: &mut Vec<u8>, rec: &WalRecord) {
         payload.len() <= RECORD_BYTES_MAX,
         "WAL record over the bound"
     );
-    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    out.extend_from_slice(&len_u32(payload.len()).to_le_bytes());
     out.extend_from_slice(&payload);
 }
 
@@ -173,7 +189,7 @@ pub fn put_group(out: &mut Vec<u8>, salt: u64, seq: u64, durable_below: u64, pay
     );
     let mut head = [0u8; GROUP_HEADER_BYTES];
     head[..4].copy_from_slice(&GROUP_MAGIC);
-    head[4..8].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    head[4..8].copy_from_slice(&len_u32(payload.len()).to_le_bytes());
     head[8..16].copy_from_slice(&seq.to_le_bytes());
     head[16..24].copy_from_slice(&durable_below.to_le_bytes());
     let crc = group_crc(salt, &head, payload);
@@ -215,7 +231,7 @@ fn records_of(payload: &[u8], at: usize) -> Result<Vec<WalRecord>, Damage> {
     let mut rest = payload;
     while !rest.is_empty() {
         let bad = || damage(at, "a whole group whose records do not decode");
-        let len = u32::from_le_bytes(rest.get(..4).ok_or_else(bad)?.try_into().unwrap()) as usize;
+        let len = u32::from_le_bytes(*rest.first_chunk().ok_or_else(bad)?) as usize;
         let body = rest.get(4..4 + len).ok_or_else(bad)?;
         let (rec, left) = postcard::take_from_bytes::<WalRecord>(body).map_err(|_| bad())?;
         if len == 0 || !left.is_empty() {
@@ -365,7 +381,8 @@ fn replay_v1(b: &[u8]) -> Replayed {
 pub(crate) fn encode_v1_record(rec: &WalRecord) -> Vec<u8> {
     let payload = postcard::to_allocvec(rec).expect("a WAL record encodes");
     let mut out = Vec::with_capacity(V1_RECORD_HEADER_BYTES + payload.len());
-    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    let len = u32::try_from(payload.len()).expect("a test's record is far below 4 GiB");
+    out.extend_from_slice(&len.to_le_bytes());
     out.extend_from_slice(&crc32fast::hash(&payload).to_le_bytes());
     out.extend_from_slice(&payload);
     out

@@ -27,7 +27,7 @@ fn file(n: u64, durable: impl Fn(u64) -> u64) -> (Vec<u8>, Vec<usize>) {
             0xfeed,
             10 + i,
             durable(10 + i),
-            &encode_record(&rec(i as u32)),
+            &encode_record(&rec(u32::try_from(i).unwrap())),
         );
     }
     (b, starts)

@@ -4,7 +4,7 @@
 //! `save_vote` returns, so it is never used before it is durable.
 
 use super::record::WalRecord;
-use super::shard_log::{entry_bytes, ShardLog};
+use super::shard_log::{entry_bytes, locked, ShardLog};
 use super::writer::{Done, Wal};
 use crate::ids::ShardId;
 use crate::raft::types::{Entry, LogId, StorageError, TypeConfig, Vote};
@@ -75,7 +75,7 @@ impl RaftLogReader<TypeConfig> for LogStore {
         &mut self,
         range: RB,
     ) -> Result<Vec<Entry>, StorageError> {
-        let log = self.log.lock().unwrap();
+        let log = locked(&self.log);
         Ok(log.entries.range(range).map(|(_, e)| e.clone()).collect())
     }
 
@@ -86,7 +86,7 @@ impl RaftLogReader<TypeConfig> for LogStore {
         start: u64,
         end: u64,
     ) -> Result<Vec<Entry>, StorageError> {
-        let log = self.log.lock().unwrap();
+        let log = locked(&self.log);
         let entries = log.entries.range(start..end).map(|(_, e)| e);
         Ok(within_bytes(entries, self.append_bytes_max))
     }
@@ -96,7 +96,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     type LogReader = Self;
 
     async fn get_log_state(&mut self) -> Result<LogState<TypeConfig>, StorageError> {
-        let log = self.log.lock().unwrap();
+        let log = locked(&self.log);
         let last = log.entries.values().next_back().map(|e| e.log_id);
         Ok(LogState {
             last_purged_log_id: log.last_purged,
@@ -115,7 +115,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         };
         // Memory first, so it never lags the file (the WAL's rewrite
         // relies on that); the vote is used only after this returns.
-        self.log.lock().unwrap().vote = Some(*vote);
+        locked(&self.log).vote = Some(*vote);
         self.wal
             .submit_and_wait(&rec)
             .await
@@ -124,7 +124,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn read_vote(&mut self) -> Result<Option<Vote>, StorageError> {
-        Ok(self.log.lock().unwrap().vote)
+        Ok(locked(&self.log).vote)
     }
 
     async fn save_committed(&mut self, committed: Option<LogId>) -> Result<(), StorageError> {
@@ -135,12 +135,12 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             committed,
         };
         self.wal.submit(&rec, Done::Nobody);
-        self.log.lock().unwrap().committed = committed;
+        locked(&self.log).committed = committed;
         Ok(())
     }
 
     async fn read_committed(&mut self) -> Result<Option<LogId>, StorageError> {
-        Ok(self.log.lock().unwrap().committed)
+        Ok(locked(&self.log).committed)
     }
 
     async fn append<I>(
@@ -160,7 +160,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             callback.log_io_completed(Ok(()));
             return Ok(());
         }
-        self.log.lock().unwrap().append(entries.clone());
+        locked(&self.log).append(entries.clone());
         let rec = WalRecord::Entries {
             shard: self.shard,
             entries,
@@ -170,7 +170,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     }
 
     async fn truncate(&mut self, log_id: LogId) -> Result<(), StorageError> {
-        self.log.lock().unwrap().truncate(log_id.index);
+        locked(&self.log).truncate(log_id.index);
         let rec = WalRecord::Truncate {
             shard: self.shard,
             since: log_id.index,
@@ -187,7 +187,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             shard: self.shard,
             upto: log_id,
         };
-        self.log.lock().unwrap().purge(log_id);
+        locked(&self.log).purge(log_id);
         self.wal
             .submit_and_wait(&rec)
             .await

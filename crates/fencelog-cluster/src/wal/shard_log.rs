@@ -7,6 +7,7 @@ use super::record::WalRecord;
 use crate::ids::ShardId;
 use crate::raft::types::{Entry, LogId, Vote};
 use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard};
 
 /// Entries per record in a rewritten file.
 const REWRITE_ENTRIES_PER_RECORD: usize = 256;
@@ -39,6 +40,14 @@ pub fn entry_bytes(e: &Entry) -> u64 {
             .sum(),
         _ => ENTRY_OVERHEAD_BYTES,
     }
+}
+
+/// Locks one shard's log. Its holders only read or update the log in
+/// memory; a panic under the lock would be a bug, and later holders stop
+/// too rather than use a log it may have left half-changed.
+pub fn locked(log: &Mutex<ShardLog>) -> MutexGuard<'_, ShardLog> {
+    log.lock()
+        .expect("no thread panics while holding a shard's Raft log")
 }
 
 fn sum_bytes(entries: &BTreeMap<u64, Entry>) -> u64 {

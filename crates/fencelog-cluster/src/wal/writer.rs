@@ -33,7 +33,7 @@
 
 use super::codec::{self, encode_record, Damage, GROUP_PAYLOAD_BYTES_MAX, WAL_VERSION};
 use super::record::WalRecord;
-use super::shard_log::ShardLog;
+use super::shard_log::{locked, ShardLog};
 use crate::ids::ShardId;
 use crate::mutation::Switch;
 use crate::raft::types::TypeConfig;
@@ -55,6 +55,9 @@ pub const REWRITE_BYTES_MIN: u64 = 64 << 20;
 pub const PREALLOC_BYTES: u64 = 4 << 20;
 /// Zeros written per call while preallocating.
 const ZEROS_BYTES: usize = 64 << 10;
+/// The WAL's own locks (its sender, thread, storage and shard map) are
+/// held for one take, send or lookup, none of which panics.
+const UNPOISONED: &str = "no thread panics while holding a lock of the raft WAL";
 
 /// Who hears that a record is durable.
 pub enum Done {
@@ -185,7 +188,7 @@ fn write_fresh(
     let salt = new_salt();
     let mut recs = Vec::new();
     for (shard, log) in shards {
-        let log = log.lock().unwrap();
+        let log = locked(log);
         recs.extend(log.records(*shard).iter().map(encode_record));
     }
     let mut bytes = codec::file_header(salt, first_seq).to_vec();
@@ -232,7 +235,12 @@ impl Wal {
             Err(e) => return Err(e.into()),
         };
         let len = file.len()?;
-        let mut bytes = vec![0u8; len as usize];
+        let len = usize::try_from(len).map_err(|_| {
+            io::Error::other(format!(
+                "the raft WAL is {len} bytes, more than memory can hold"
+            ))
+        })?;
+        let mut bytes = vec![0u8; len];
         file.read_exact_at(&mut bytes, 0)?;
         let mutation = crate::mutation::current();
         let cut_damage = mutated!(mutation, WalCutsDamage);
@@ -354,7 +362,7 @@ impl Wal {
 
     /// One shard's log (empty for a shard the WAL has never seen).
     pub fn shard(&self, shard: ShardId) -> Arc<Mutex<ShardLog>> {
-        let mut shards = self.shards.lock().unwrap();
+        let mut shards = self.shards.lock().expect(UNPOISONED);
         shards.entry(shard).or_default().clone()
     }
 
@@ -368,7 +376,7 @@ impl Wal {
             done,
             vote: matches!(rec, WalRecord::Vote { .. }),
         };
-        let tx = self.tx.lock().unwrap();
+        let tx = self.tx.lock().expect(UNPOISONED);
         let unsent = match tx.as_ref() {
             Some(tx) => tx.send(msg).err().map(|e| e.0),
             None => Some(msg),
@@ -399,17 +407,17 @@ impl Wal {
     /// Stops the writer after what is queued (a clean stop; a crash is the
     /// same minus the queue).
     pub fn close(&self) {
-        self.tx.lock().unwrap().take();
-        if let Some(t) = self.thread.lock().unwrap().take() {
+        self.tx.lock().expect(UNPOISONED).take();
+        if let Some(t) = self.thread.lock().expect(UNPOISONED).take() {
             let _ = t.join();
         }
-        self.storage.lock().unwrap().take();
+        self.storage.lock().expect(UNPOISONED).take();
     }
 }
 
 impl Drop for Wal {
     fn drop(&mut self) {
-        self.tx.lock().unwrap().take();
+        self.tx.lock().expect(UNPOISONED).take();
     }
 }
 
@@ -550,7 +558,7 @@ impl Writer {
         let target = data_end + PREALLOC_BYTES;
         let mut at = self.allocated.max(self.end);
         while at < target {
-            let n = ((target - at) as usize).min(ZEROS_BYTES);
+            let n = usize::try_from(target - at).map_or(ZEROS_BYTES, |n| n.min(ZEROS_BYTES));
             if let Err(e) = self.file.write_all_at(&ZEROS[..n], at) {
                 tracing::warn!(error = %e, "raft WAL: could not preallocate; writing on");
                 return;
@@ -569,7 +577,7 @@ impl Writer {
         let shards: Vec<_> = self
             .shards
             .lock()
-            .unwrap()
+            .expect(UNPOISONED)
             .iter()
             .map(|(k, l)| (*k, l.clone()))
             .collect();

@@ -47,7 +47,7 @@ async fn full_budget() {
     let body = "f".repeat(500);
     let mut appended = 0u64;
     let refused = loop {
-        let via = [leader, follower][appended as usize % 2];
+        let via = [leader, follower][(appended % 2) as usize];
         match c
             .write(via, producer_append("fill", 5, appended, &body))
             .await

@@ -1,5 +1,8 @@
 //! The cluster crate's integration tests.
 
+#![allow(clippy::unwrap_used, reason = "a test fails loudly on purpose")]
+#![allow(clippy::too_many_lines, reason = "a test scenario reads top to bottom")]
+
 mod support;
 
 mod append_rpc;

@@ -162,7 +162,7 @@ async fn purge_past_a_stopped_node(c: &TestCluster, body_len: usize) -> (NodeId,
     // snapshotted on schedule.
     for i in 0..c.timing.snapshot_logs + 10 {
         let op = append("t", 1, &format!("t{i}"));
-        let via = rest[i as usize % rest.len()];
+        let via = rest[usize::try_from(i).unwrap() % rest.len()];
         assert!(matches!(c.write(via, op).await, WriteOutcome::Decided(_)));
     }
     let logs = c.timing.snapshot_logs;

@@ -108,7 +108,10 @@ fn script() -> Vec<Step> {
     let mut steps = Vec::new();
     let mut m = Model::new();
     for r in 0..ROUNDS {
-        let (shard, term) = ((r % SHARDS as u64) as u32, r / SHARDS as u64 + 1);
+        let (shard, term) = (
+            u32::try_from(r % u64::from(SHARDS)).unwrap(),
+            r / u64::from(SHARDS) + 1,
+        );
         let s = m.get(&shard).cloned().unwrap_or_default();
         let next = s
             .entries
