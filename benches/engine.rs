@@ -7,6 +7,11 @@
 //! (default: the system temp dir), so the disk measured is the one fio must
 //! measure too.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a benchmark that hits an error stops loudly: there is no caller to hand it to"
+)]
+
 use bytes::Bytes;
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use fencelog_engine::testing::{
@@ -210,7 +215,7 @@ fn durable_appends(c: &mut Criterion) {
 /// mean append latency; reported: the median over rounds.
 fn prealloc_ab(_: &mut Criterion) {
     const ROUNDS: usize = 20;
-    const APPENDS_PER_ROUND: usize = 200;
+    const APPENDS_PER_ROUND: u32 = 200;
     let rt = runtime();
     let open = |prealloc_bytes: u64| {
         let dir = tempfile::tempdir_in(bench_dir()).unwrap();
@@ -236,7 +241,7 @@ fn prealloc_ab(_: &mut Criterion) {
                     engine.append("ab", 1, vec![body()], None).await.unwrap();
                     all[k].push(t.elapsed());
                 }
-                means[k].push(start.elapsed() / APPENDS_PER_ROUND as u32);
+                means[k].push(start.elapsed() / APPENDS_PER_ROUND);
             }
         }
     });

@@ -16,6 +16,15 @@
 //! `cargo bench --bench lifecycle` (FENCELOG_BENCH_DIR picks the disk,
 //! FENCELOG_BENCH_SECS the length of each phase, default 20).
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a benchmark that hits an error stops loudly: there is no caller to hand it to"
+)]
+#![allow(
+    clippy::cast_possible_truncation,
+    reason = "sample counts of one run fit in u32, and a percentile's index is within the sample"
+)]
+
 use bytes::Bytes;
 use fencelog_engine::{Config, Engine, Retention, StreamConfig};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -147,52 +156,7 @@ fn main() {
         let phases = [false, true, false, true];
         let mut p99 = [Vec::new(), Vec::new()];
         for reclaim in phases {
-            let phase = if reclaim { "with compaction" } else { "without compaction" };
-            let stop = Arc::new(AtomicBool::new(false));
-            let rec = reclaim.then(|| tokio::spawn(reclaim_loop(e.clone(), stop.clone(), start)));
-            let timer = {
-                let stop = stop.clone();
-                tokio::spawn(async move {
-                    tokio::time::sleep(Duration::from_secs(secs)).await;
-                    stop.store(true, Ordering::Relaxed);
-                })
-            };
-            let lat = appenders(&e, stop).await;
-            timer.await.unwrap();
-            println!(
-                "{phase}: {} appends, p50 {:?}, p99 {:?}, p99.9 {:?}",
-                lat.len(),
-                percentile(&lat, 0.50),
-                percentile(&lat, 0.99),
-                percentile(&lat, 0.999)
-            );
-            p99[reclaim as usize].push(percentile(&lat, 0.99));
-            if let Some(rec) = rec {
-                let r = rec.await.unwrap();
-                let mb = r.bytes_copied as f64 / (1 << 20) as f64;
-                println!(
-                    "  {} passes, {mb:.1} MiB copied, {:.1} MiB/s while compacting (limit {} MiB/s)",
-                    r.passes,
-                    mb / r.compacting.as_secs_f64().max(1e-9),
-                    config().compaction_bytes_per_second >> 20
-                );
-                let step = (r.series.len() / 12).max(1);
-                for (t, disk, live) in r.series.iter().step_by(step) {
-                    println!(
-                        "  t={:>5.1}s disk {:>6.2} MiB live {:>6.2} MiB ratio {:.2}",
-                        t.as_secs_f64(),
-                        *disk as f64 / (1 << 20) as f64,
-                        *live as f64 / (1 << 20) as f64,
-                        *disk as f64 / (*live).max(1) as f64
-                    );
-                }
-                let worst = r
-                    .series
-                    .iter()
-                    .map(|(_, d, l)| *d as f64 - (1.25 * *l as f64 + 2.0 * SEGMENT_BYTES as f64))
-                    .fold(f64::MIN, f64::max);
-                println!("  worst disk - (1.25 x live + 2 segments): {:.2} MiB", worst / (1 << 20) as f64);
-            }
+            p99[reclaim as usize].push(phase(&e, reclaim, secs, start).await);
         }
         let mean = |v: &[Duration]| v.iter().sum::<Duration>() / v.len() as u32;
         println!(
@@ -212,8 +176,77 @@ fn main() {
         e.shutdown().await;
     });
     drop(e);
+    print_restart(dir.path());
+}
+
+/// One phase of `secs` seconds, with reclamation passes running or not:
+/// prints the appenders' latencies (and the passes' figures) and returns
+/// the p99.
+async fn phase(e: &Engine, reclaim: bool, secs: u64, start: Instant) -> Duration {
+    let label = if reclaim {
+        "with compaction"
+    } else {
+        "without compaction"
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let rec = reclaim.then(|| tokio::spawn(reclaim_loop(e.clone(), stop.clone(), start)));
+    let timer = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(secs)).await;
+            stop.store(true, Ordering::Relaxed);
+        })
+    };
+    let lat = appenders(e, stop).await;
+    timer.await.unwrap();
+    println!(
+        "{label}: {} appends, p50 {:?}, p99 {:?}, p99.9 {:?}",
+        lat.len(),
+        percentile(&lat, 0.50),
+        percentile(&lat, 0.99),
+        percentile(&lat, 0.999)
+    );
+    if let Some(rec) = rec {
+        print_reclaimed(&rec.await.unwrap());
+    }
+    percentile(&lat, 0.99)
+}
+
+/// One "with compaction" phase's passes, throughput and disk against live
+/// bytes over the phase.
+fn print_reclaimed(r: &Reclaimed) {
+    let mb = r.bytes_copied as f64 / (1 << 20) as f64;
+    println!(
+        "  {} passes, {mb:.1} MiB copied, {:.1} MiB/s while compacting (limit {} MiB/s)",
+        r.passes,
+        mb / r.compacting.as_secs_f64().max(1e-9),
+        config().compaction_bytes_per_second >> 20
+    );
+    let step = (r.series.len() / 12).max(1);
+    for (t, disk, live) in r.series.iter().step_by(step) {
+        println!(
+            "  t={:>5.1}s disk {:>6.2} MiB live {:>6.2} MiB ratio {:.2}",
+            t.as_secs_f64(),
+            *disk as f64 / (1 << 20) as f64,
+            *live as f64 / (1 << 20) as f64,
+            *disk as f64 / (*live).max(1) as f64
+        );
+    }
+    let worst = r
+        .series
+        .iter()
+        .map(|(_, d, l)| *d as f64 - (1.25 * *l as f64 + 2.0 * SEGMENT_BYTES as f64))
+        .fold(f64::MIN, f64::max);
+    println!(
+        "  worst disk - (1.25 x live + 2 segments): {:.2} MiB",
+        worst / (1 << 20) as f64
+    );
+}
+
+/// The restart time of the directory the run compacted many times.
+fn print_restart(dir: &std::path::Path) {
     let t = Instant::now();
-    let e = Engine::open_with(dir.path(), config()).unwrap();
+    let e = Engine::open_with(dir, config()).unwrap();
     let streams = e.list_streams("", None, usize::MAX).len();
     println!(
         "restart after the run: {:?} ({streams} streams, {:.1} MiB on disk)",

@@ -15,6 +15,11 @@
 //! `cargo bench --bench producers` (FENCELOG_BENCH_DIR picks the disk;
 //! FENCELOG_BENCH_ROUNDS, FENCELOG_BENCH_APPENDS the sizes).
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a benchmark that hits an error stops loudly: there is no caller to hand it to"
+)]
+
 use bytes::Bytes;
 use fencelog_engine::sim::SimStorage;
 use fencelog_engine::{AppendOptions, Config, Engine, ProducerSeq};

@@ -14,6 +14,15 @@
 //! `cargo bench --bench roll` (FENCELOG_BENCH_DIR picks the disk,
 //! FENCELOG_BENCH_ROLLS the sample size, default 500).
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a benchmark that hits an error stops loudly: there is no caller to hand it to"
+)]
+#![allow(
+    clippy::cast_possible_truncation,
+    reason = "sample counts of one run fit in u32, and a percentile's index is within the sample"
+)]
+
 use bytes::Bytes;
 use fencelog_engine::{Config, Engine};
 use std::io::Write;

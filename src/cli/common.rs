@@ -173,11 +173,12 @@ pub fn parse_duration(raw: &str) -> Result<Duration, String> {
 
 /// The Unix ms `since` before now, for `--since`.
 pub fn since_ms(since: Duration) -> u64 {
+    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
+        .map(ms)
         .unwrap_or(0);
-    now.saturating_sub(since.as_millis() as u64)
+    now.saturating_sub(ms(since))
 }
 
 /// A runtime for one command; a client command is one request or one tail,

@@ -42,10 +42,10 @@ pub struct Cli {
     pub command: Command,
 }
 
-// Parsed once at startup and matched at once: the size of `serve`'s
-// arguments (which the lifecycle flags and main's security flags together
-// grew) costs nothing.
-#[allow(clippy::large_enum_variant)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "parsed once at startup and matched at once: the size of `serve`'s arguments costs nothing"
+)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the HTTP server on a data directory.

@@ -53,7 +53,7 @@ pub fn run(args: Args) -> ExitCode {
                 .records
                 .iter()
                 .take_while(|r| r.seq < end)
-                .take(left as usize)
+                .take(usize::try_from(left).unwrap_or(usize::MAX))
             {
                 let line = if args.json {
                     common::record_json(r)

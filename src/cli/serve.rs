@@ -310,6 +310,10 @@ fn limit(
 impl Settings {
     /// Flags and environment (both arrive through clap) win over the file,
     /// which wins over the built-in defaults.
+    #[allow(
+        clippy::too_many_lines,
+        reason = "a table: one field per setting, each its flag over the file over the default"
+    )]
     fn resolve(args: &Args) -> Result<(Settings, LogFormat), String> {
         let file = match &args.config {
             Some(path) => {

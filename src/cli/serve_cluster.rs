@@ -111,45 +111,65 @@ fn parse_range(text: &str) -> Result<(u64, u64), String> {
     Ok((a, b))
 }
 
+/// The `cluster` text and the members it names.
+type ClusterMembers = (String, BTreeMap<u64, String>);
+
+/// The `cluster` text and its members, empty for a joining node; `None`
+/// for a single node (which must not name a node id).
+fn cluster_or_join(
+    cluster: Option<String>,
+    join: Option<&String>,
+    node_id_given: bool,
+) -> Result<Option<ClusterMembers>, String> {
+    match (cluster, join) {
+        (Some(_), Some(_)) => {
+            Err("cluster and join exclude each other: cluster creates a cluster, join joins a running one".into())
+        }
+        (Some(c), None) => {
+            let members = parse_members(&c)?;
+            Ok(Some((c, members)))
+        }
+        (None, Some(_)) => Ok(Some((String::new(), BTreeMap::new()))),
+        (None, None) if node_id_given => Err("node_id needs cluster or join".into()),
+        (None, None) => Ok(None),
+    }
+}
+
+/// The address this node serves at: `listen` if given, else its own entry
+/// in the members; a node that creates the cluster must be one of them.
+fn own_listen(
+    node_id: u64,
+    members: &BTreeMap<u64, String>,
+    listen: Option<String>,
+    joining: bool,
+) -> Result<String, String> {
+    let listen = match (members.get(&node_id), listen) {
+        (_, Some(l)) => l,
+        (Some(own), None) => own.clone(),
+        (None, None) if joining => {
+            return Err("join needs listen: the address the other nodes reach this node at".into())
+        }
+        (None, None) => return Err(format!("node_id {node_id} is not in cluster")),
+    };
+    if !joining && !members.contains_key(&node_id) {
+        return Err(format!("node_id {node_id} is not in cluster"));
+    }
+    Ok(listen)
+}
+
 impl ClusterSettings {
     /// Flags and environment over the file; `None` without `--cluster`.
     pub(super) fn resolve(args: &Args, file: &FileSettings) -> Result<Option<Self>, String> {
         let join = args.join.clone().or(file.join.clone());
         let cluster = args.cluster.clone().or(file.cluster.clone());
-        let (cluster, members) = match (cluster, &join) {
-            (Some(_), Some(_)) => {
-                return Err("cluster and join exclude each other: cluster creates a cluster, join joins a running one".into())
-            }
-            (Some(c), None) => {
-                let members = parse_members(&c)?;
-                (c, members)
-            }
-            (None, Some(_)) => (String::new(), BTreeMap::new()),
-            (None, None) => {
-                if args.node_id.or(file.node_id).is_some() {
-                    return Err("node_id needs cluster or join".into());
-                }
-                return Ok(None);
-            }
+        let node_id = args.node_id.or(file.node_id);
+        let Some((cluster, members)) = cluster_or_join(cluster, join.as_ref(), node_id.is_some())?
+        else {
+            return Ok(None);
         };
-        let node_id = args
-            .node_id
-            .or(file.node_id)
-            .ok_or("cluster and join need node_id")?;
+        let node_id = node_id.ok_or("cluster and join need node_id")?;
         let listen = args.listen.clone().or(file.listen.clone());
-        let listen = match (members.get(&node_id), listen) {
-            (_, Some(l)) => l,
-            (Some(own), None) => own.clone(),
-            (None, None) if join.is_some() => {
-                return Err(
-                    "join needs listen: the address the other nodes reach this node at".into(),
-                )
-            }
-            (None, None) => return Err(format!("node_id {node_id} is not in cluster")),
-        };
-        if join.is_none() && !members.contains_key(&node_id) {
-            return Err(format!("node_id {node_id} is not in cluster"));
-        }
+        let listen = own_listen(node_id, &members, listen, join.is_some())?;
         let shards = args.shards.or(file.shards).unwrap_or(SHARDS_DEFAULT);
         if !(1..=SHARDS_MAX).contains(&shards) {
             return Err(format!("shards must be in 1..={SHARDS_MAX}, got {shards}"));

@@ -2,6 +2,19 @@
 //! CLI, the Rust client against a real server, SIGKILL loops, graceful
 //! stop, a full disk, the load generator, and the etcd story.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on purpose: an unwrap that panics is the failure report"
+)]
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test scenario reads top to bottom: its steps and their assertions in order"
+)]
+#![allow(
+    clippy::cast_possible_truncation,
+    reason = "the tests' counts, sizes, indices and clock readings fit their types by far; a truncated one would fail an assertion"
+)]
+
 mod support;
 
 mod architecture_doc;

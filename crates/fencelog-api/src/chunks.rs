@@ -196,7 +196,7 @@ mod tests {
                     },
                     Header {
                         name: Bytes::from("bin"),
-                        value: Bytes::from(vec![0xff, seq as u8]),
+                        value: Bytes::from(vec![0xff, (seq & 0xff) as u8]),
                     },
                 ]
             } else {
@@ -232,7 +232,7 @@ mod tests {
             record(2, vec![0xff, 0xfe, 0, 1, 2]),
             record(3, Vec::new()),
             record(4, "\"\\\n".repeat(1000).into_bytes()),
-            record(5, (0..10_000u32).map(|i| (i * 7 % 256) as u8).collect()),
+            record(5, (0..10_000u32).map(|i| ((i * 7) & 0xff) as u8).collect()),
             record(6, "ü".repeat(5000).into_bytes()),
         ];
         let whole = serde_json::to_vec(&RecordJson::all(&records)).unwrap();

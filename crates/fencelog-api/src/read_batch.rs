@@ -62,12 +62,14 @@ pub fn record_bytes(r: &Record) -> usize {
 }
 
 /// Everything of `r` before its body: fixed fields, headers, `body_len`.
+#[allow(
+    clippy::cast_possible_truncation,
+    reason = "the engine holds headers to 64 per record, names to 255 bytes, all headers to 8 KiB and a body to one 64 MiB frame"
+)]
 fn write_prefix(out: &mut Vec<u8>, r: &Record) {
     out.extend_from_slice(&r.seq.to_le_bytes());
     out.extend_from_slice(&r.fencing_token.to_le_bytes());
     out.extend_from_slice(&r.timestamp_ms.to_le_bytes());
-    // The engine holds headers to 64 per record, names to 255 bytes and
-    // all of them to 8 KiB, so these narrowings cannot truncate.
     out.extend_from_slice(&(r.headers.len() as u16).to_le_bytes());
     for h in &r.headers {
         out.extend_from_slice(&(h.name.len() as u16).to_le_bytes());
@@ -182,20 +184,25 @@ impl Fields<'_> {
         Some(u64::from_le_bytes(le))
     }
 
+    /// A count or length field of `N` bytes (at most 4: it fits a usize).
+    fn len<const N: usize>(&mut self) -> Option<usize> {
+        usize::try_from(self.uint::<N>()?).ok()
+    }
+
     fn record(&mut self) -> Option<Record> {
         let (seq, fencing_token, timestamp_ms) =
             (self.uint::<8>()?, self.uint::<8>()?, self.uint::<8>()?);
-        let count = self.uint::<2>()? as usize;
+        let count = self.len::<2>()?;
         // Bounded by what is left: every header takes at least six bytes.
         let mut headers = Vec::with_capacity(count.min((self.body.len() - self.at) / 6));
         for _ in 0..count {
-            let name_len = self.uint::<2>()? as usize;
+            let name_len = self.len::<2>()?;
             let name = self.take(name_len)?;
-            let value_len = self.uint::<4>()? as usize;
+            let value_len = self.len::<4>()?;
             let value = self.take(value_len)?;
             headers.push(Header { name, value });
         }
-        let body_len = self.uint::<4>()? as usize;
+        let body_len = self.len::<4>()?;
         let body = self.take(body_len)?;
         Some(Record {
             seq,
@@ -229,7 +236,7 @@ fn record_len(b: &[u8]) -> Option<usize> {
     let u = |at: usize, n: usize| -> Option<usize> {
         let mut le = [0u8; 8];
         le[..n].copy_from_slice(b.get(at..at + n)?);
-        Some(u64::from_le_bytes(le) as usize)
+        usize::try_from(u64::from_le_bytes(le)).ok()
     };
     let mut at = FIXED_BYTES + 2;
     for _ in 0..u(FIXED_BYTES, 2)? {

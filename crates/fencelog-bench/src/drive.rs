@@ -53,6 +53,10 @@ impl XorShift {
     }
 }
 
+#[allow(
+    clippy::cast_possible_truncation,
+    reason = "an id wants the clock's fast-moving low bits only"
+)]
 fn run_id() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -118,131 +122,21 @@ pub async fn drive<B: Backend>(backend: B, args: &BenchArgs) -> Result<Report, B
     // Fence every stream at the owner's token first, so stale requests are
     // stale from their first attempt and every stream exists.
     if args.workload != Workload::Fill {
-        let n = names.clone();
-        let clients = args.clients;
-        (conns, _) = on_each(conns, move |c, mut conn| {
-            let n = n.clone();
-            async move {
-                let mut r = Ok(());
-                for s in share(c, clients, n.len()) {
-                    r = conn.fence(&n[s], OWNER_TOKEN).await;
-                    if r.is_err() {
-                        break;
-                    }
-                }
-                (conn, r)
-            }
-        })
-        .await?;
+        conns = fence_all(conns, names.clone()).await?;
     }
-
-    let mut setup_logs = Vec::new();
-    let mut contents = Vec::new();
-    if args.workload == Workload::Read {
-        let fill = fill_args(args);
-        let (back, logs) = fill_streams(conns, &fill, names.clone()).await?;
-        let logs: Vec<ClientLog> = logs.into_iter().map(|(log, _)| log).collect();
-        conns = back;
-        let mut failures = Vec::new();
-        let exp = ledger::expectations(streams, &logs, &mut failures);
-        if !failures.is_empty() {
-            return Err(BenchError::target(failures.join("; ")));
-        }
-        contents = exp
-            .iter()
-            .map(|e| e.by_seq.values().copied().collect())
-            .collect();
-        setup_logs = logs;
-    }
-
-    // tails[s] are stream s's live tails.
-    let mut tails: Vec<Vec<super::fencelog::Tail>> = Vec::new();
-    if args.workload == Workload::Tail {
-        if streams * args.tails_per_stream > TAILS_MAX {
-            return Err(BenchError::args(format!(
-                "--workload tail opens --tails-per-stream tails per stream: at most {TAILS_MAX} in all"
-            )));
-        }
-        let endpoint = backend.tail_endpoint()?;
-        for name in names.iter() {
-            let mut on_stream = Vec::with_capacity(args.tails_per_stream);
-            for _ in 0..args.tails_per_stream {
-                on_stream.push(super::fencelog::Tail::start(&endpoint, name).await?);
-            }
-            tails.push(on_stream);
-        }
-    }
-
-    let started = Instant::now();
-    let ctx = Arc::new(Ctx {
-        args: args.clone(),
-        names: names.to_vec(),
-        live: Arc::new(Live::default()),
-        started,
-        deadline: started + args.duration_limit(),
-        contents,
-    });
-    let progress_until = if args.workload == Workload::Fill {
-        started + Duration::from_secs(24 * 3600)
+    let (conns, setup_logs, contents) = if args.workload == Workload::Read {
+        fill_for_read(conns, args, names.clone()).await?
     } else {
-        ctx.deadline
+        (conns, Vec::new(), Vec::new())
     };
-    let progress = stats::spawn_progress(ctx.live.clone(), started, progress_until);
-    let backend = Arc::new(backend);
-    let cpu_before = stats::process_cpu_s();
-    let (conns, results) = if args.workload == Workload::Fill {
-        let (conns, logs) = fill_streams(conns, args, names.clone()).await?;
-        let results = logs
-            .into_iter()
-            .map(|(log, hist)| {
-                let records: u64 = log.acked.iter().map(|a| a.count as u64).sum();
-                ClientResult {
-                    totals: Totals {
-                        requests: log.acked.len() as u64,
-                        appends: log.acked.len() as u64,
-                        records,
-                        ..Totals::default()
-                    },
-                    hist,
-                    log,
-                }
-            })
-            .collect();
-        (conns, results)
+    let tails = if args.workload == Workload::Tail {
+        open_tails(&backend, &names, args.tails_per_stream).await?
     } else {
-        let b = backend.clone();
-        let cx = ctx.clone();
-        on_each(conns, move |c, conn| {
-            let (b, cx) = (b.clone(), cx.clone());
-            async move {
-                let (conn, r) = client_loop(c, conn, &*b, &cx).await;
-                (conn, Ok(r))
-            }
-        })
-        .await?
+        Vec::new()
     };
-    let elapsed = started.elapsed();
-    let cpu_s = stats::process_cpu_s().zip(cpu_before).map(|(a, b)| a - b);
-    if let Some(p) = progress {
-        p.abort();
-    }
 
-    let mut totals = Totals {
-        elapsed,
-        cpu_s,
-        ..Totals::default()
-    };
-    let mut hist = stats::histogram();
-    let mut logs = Vec::with_capacity(results.len());
-    for r in results {
-        totals.requests += r.totals.requests;
-        totals.appends += r.totals.appends;
-        totals.records += r.totals.records;
-        totals.rejections += r.totals.rejections;
-        totals.errors += r.totals.errors;
-        hist.add(&r.hist).expect("histograms share their bounds");
-        logs.push(r.log);
-    }
+    let (conns, results, totals) = load(backend, conns, args, &names, contents).await?;
+    let (totals, hist, mut logs) = sum_up(results, totals);
     logs.extend(setup_logs);
     let mut report = Report::header(args)(totals, hist);
 
@@ -262,48 +156,230 @@ pub async fn drive<B: Backend>(backend: B, args: &BenchArgs) -> Result<Report, B
             Some(tail_visibility(tails, &logs, acked_records, &mut failures).await?);
     }
 
+    let mut v = check_streams(conns, names, expected, args, &mut failures).await?;
+    v.unknown_outcomes = logs.iter().map(|l| l.unknown.len() as u64).sum();
+    conclude(&mut report, args, v, failures);
+    Ok(report)
+}
+
+/// Fences every stream at the owner's token, streams divided among the
+/// connections.
+async fn fence_all<C: Conn>(conns: Vec<C>, names: Arc<Vec<String>>) -> Result<Vec<C>, BenchError> {
+    let clients = conns.len();
+    let (conns, _) = on_each(conns, move |c, mut conn| {
+        let n = names.clone();
+        async move {
+            let mut r = Ok(());
+            for s in share(c, clients, n.len()) {
+                r = conn.fence(&n[s], OWNER_TOKEN).await;
+                if r.is_err() {
+                    break;
+                }
+            }
+            (conn, r)
+        }
+    })
+    .await?;
+    Ok(conns)
+}
+
+/// What a `read` run reads: the fill's acknowledgements, and what every
+/// seq of every stream holds.
+type Filled<C> = (Vec<C>, Vec<ClientLog>, Vec<Vec<BodyId>>);
+
+/// For `read`: fills every stream, and checks the fill's acknowledgements
+/// before the run relies on them.
+async fn fill_for_read<C: Conn>(
+    conns: Vec<C>,
+    args: &BenchArgs,
+    names: Arc<Vec<String>>,
+) -> Result<Filled<C>, BenchError> {
+    let streams = names.len();
+    let fill = fill_args(args);
+    let (conns, logs) = fill_streams(conns, &fill, names).await?;
+    let logs: Vec<ClientLog> = logs.into_iter().map(|(log, _)| log).collect();
+    let mut failures = Vec::new();
+    let exp = ledger::expectations(streams, &logs, &mut failures);
+    if !failures.is_empty() {
+        return Err(BenchError::target(failures.join("; ")));
+    }
+    let contents = exp
+        .iter()
+        .map(|e| e.by_seq.values().copied().collect())
+        .collect();
+    Ok((conns, logs, contents))
+}
+
+/// For `tail`: `per_stream` live tails on every stream; `tails[s]` are
+/// stream s's.
+async fn open_tails<B: Backend>(
+    backend: &B,
+    names: &[String],
+    per_stream: usize,
+) -> Result<Vec<Vec<super::fencelog::Tail>>, BenchError> {
+    if names.len() * per_stream > TAILS_MAX {
+        return Err(BenchError::args(format!(
+            "--workload tail opens --tails-per-stream tails per stream: at most {TAILS_MAX} in all"
+        )));
+    }
+    let endpoint = backend.tail_endpoint()?;
+    let mut tails = Vec::new();
+    for name in names {
+        let mut on_stream = Vec::with_capacity(per_stream);
+        for _ in 0..per_stream {
+            on_stream.push(super::fencelog::Tail::start(&endpoint, name).await?);
+        }
+        tails.push(on_stream);
+    }
+    Ok(tails)
+}
+
+/// The timed part: every client's loop (or, for `fill`, the fill itself)
+/// with the progress line. Gives back the connections, each client's
+/// result, and totals holding the time and CPU the part took.
+async fn load<B: Backend>(
+    backend: B,
+    conns: Vec<B::Conn>,
+    args: &BenchArgs,
+    names: &Arc<Vec<String>>,
+    contents: Vec<Vec<BodyId>>,
+) -> Result<(Vec<B::Conn>, Vec<ClientResult>, Totals), BenchError> {
+    let started = Instant::now();
+    let ctx = Arc::new(Ctx {
+        args: args.clone(),
+        names: names.to_vec(),
+        live: Arc::new(Live::default()),
+        started,
+        deadline: started + args.duration_limit(),
+        contents,
+    });
+    let progress_until = if args.workload == Workload::Fill {
+        started + Duration::from_secs(24 * 3600)
+    } else {
+        ctx.deadline
+    };
+    let progress = stats::spawn_progress(ctx.live.clone(), started, progress_until);
+    let backend = Arc::new(backend);
+    let cpu_before = stats::process_cpu_s();
+    let (conns, results) = if args.workload == Workload::Fill {
+        let (conns, logs) = fill_streams(conns, args, names.clone()).await?;
+        (conns, logs.into_iter().map(fill_result).collect())
+    } else {
+        let b = backend.clone();
+        let cx = ctx.clone();
+        on_each(conns, move |c, conn| {
+            let (b, cx) = (b.clone(), cx.clone());
+            async move {
+                let (conn, r) = client_loop(c, conn, &*b, &cx).await;
+                (conn, Ok(r))
+            }
+        })
+        .await?
+    };
+    let elapsed = started.elapsed();
+    let cpu_s = stats::process_cpu_s().zip(cpu_before).map(|(a, b)| a - b);
+    if let Some(p) = progress {
+        p.abort();
+    }
+    let totals = Totals {
+        elapsed,
+        cpu_s,
+        ..Totals::default()
+    };
+    Ok((conns, results, totals))
+}
+
+/// A `fill` client's log and latencies as a client's result.
+fn fill_result((log, hist): (ClientLog, Histogram<u64>)) -> ClientResult {
+    let records: u64 = log.acked.iter().map(|a| a.count as u64).sum();
+    ClientResult {
+        totals: Totals {
+            requests: log.acked.len() as u64,
+            appends: log.acked.len() as u64,
+            records,
+            ..Totals::default()
+        },
+        hist,
+        log,
+    }
+}
+
+/// The clients' counts added to `totals`, their latencies in one
+/// histogram, and their logs.
+fn sum_up(
+    results: Vec<ClientResult>,
+    mut totals: Totals,
+) -> (Totals, Histogram<u64>, Vec<ClientLog>) {
+    let mut hist = stats::histogram();
+    let mut logs = Vec::with_capacity(results.len());
+    for r in results {
+        totals.requests += r.totals.requests;
+        totals.appends += r.totals.appends;
+        totals.records += r.totals.records;
+        totals.rejections += r.totals.rejections;
+        totals.errors += r.totals.errors;
+        hist.add(&r.hist).expect("histograms share their bounds");
+        logs.push(r.log);
+    }
+    (totals, hist, logs)
+}
+
+/// Reads every stream back and checks it against `expected`, streams
+/// divided among the connections; the differences go to `failures`.
+async fn check_streams<C: Conn>(
+    conns: Vec<C>,
+    names: Arc<Vec<String>>,
+    expected: Vec<ledger::Expected>,
+    args: &BenchArgs,
+    failures: &mut Vec<String>,
+) -> Result<super::Verification, BenchError> {
     let record_bytes = args.record_bytes;
     let next_seq_before = (args.workload == Workload::Reject).then_some(0);
     let with_token = matches!(args.workload, Workload::Reject | Workload::Mixed);
     let expected = Arc::new(expected);
-    let n = names.clone();
     let clients = args.clients;
-    let checks = {
-        let expected = expected.clone();
-        on_each(conns, move |c, mut conn| {
-            let (n, expected) = (n.clone(), expected.clone());
-            async move {
-                let rules = Rules {
-                    token: OWNER_TOKEN,
-                    record_bytes,
-                    next_seq_before,
-                };
-                let mut failures = Vec::new();
-                let mut records = 0u64;
-                let mut streams = 0u64;
-                for s in share(c, clients, n.len()) {
-                    match conn.dump(&n[s], with_token).await {
-                        Ok(dump) => {
-                            records +=
-                                ledger::check(&n[s], &dump, &expected[s], &rules, &mut failures);
-                            streams += 1;
-                        }
-                        Err(e) => return (conn, Err(e)),
+    let (_, checks) = on_each(conns, move |c, mut conn| {
+        let (n, expected) = (names.clone(), expected.clone());
+        async move {
+            let rules = Rules {
+                token: OWNER_TOKEN,
+                record_bytes,
+                next_seq_before,
+            };
+            let mut failures = Vec::new();
+            let mut records = 0u64;
+            let mut streams = 0u64;
+            for s in share(c, clients, n.len()) {
+                match conn.dump(&n[s], with_token).await {
+                    Ok(dump) => {
+                        records += ledger::check(&n[s], &dump, &expected[s], &rules, &mut failures);
+                        streams += 1;
                     }
+                    Err(e) => return (conn, Err(e)),
                 }
-                (conn, Ok((streams, records, failures)))
             }
-        })
-        .await
-    };
-    let (_, checks) = checks?;
+            (conn, Ok((streams, records, failures)))
+        }
+    })
+    .await?;
     let mut v = super::Verification::default();
     for (streams, records, mut f) in checks {
         v.streams_checked += streams;
         v.records_checked += records;
         failures.append(&mut f);
     }
-    v.unknown_outcomes = logs.iter().map(|l| l.unknown.len() as u64).sum();
+    Ok(v)
+}
+
+/// The run's own expectations (acknowledged appends, attempted stale
+/// ones), the failures listed up to [`FAILURES_LISTED_MAX`], and the
+/// verdict, into `report`.
+fn conclude(
+    report: &mut Report,
+    args: &BenchArgs,
+    mut v: super::Verification,
+    mut failures: Vec<String>,
+) {
     if report.appends == 0
         && matches!(
             args.workload,
@@ -326,7 +402,6 @@ pub async fn drive<B: Backend>(backend: B, args: &BenchArgs) -> Result<Report, B
     v.passed = failures.is_empty();
     v.failures = failures;
     report.verification = v;
-    Ok(report)
 }
 
 /// Arguments for filling streams before a `read` run.
@@ -357,7 +432,7 @@ async fn fill_streams<C: Conn>(
                 while left > 0 {
                     let n = left.min(batch);
                     let id = BodyId {
-                        client: c as u32,
+                        client: ledger::client_id(c),
                         counter,
                         index: 0,
                     };
@@ -367,10 +442,10 @@ async fn fill_streams<C: Conn>(
                     stats::record_us(&mut hist, t0.elapsed());
                     match result {
                         Ok(Outcome::Appended { first_seq }) => log.acked.push(Acked {
-                            stream: s as u32,
+                            stream: ledger::stream_index(s),
                             first_seq,
                             id,
-                            count: n as u16,
+                            count: ledger::batch_u16(n),
                             at: None,
                         }),
                         Ok(Outcome::Stale) => {
@@ -399,7 +474,7 @@ fn batch_of(id: BodyId, n: usize, record_bytes: usize) -> Vec<Bytes> {
         .map(|i| {
             body::encode(
                 BodyId {
-                    index: id.index + i as u16,
+                    index: id.index + ledger::batch_u16(i),
                     ..id
                 },
                 record_bytes,
@@ -416,71 +491,40 @@ async fn client_loop<B: Backend>(
 ) -> (B::Conn, ClientResult) {
     let args = &ctx.args;
     let streams = ctx.names.len();
-    let mut totals = Totals::default();
-    let mut hist = stats::histogram();
-    let mut log = ClientLog::default();
+    let mut out = ClientResult {
+        totals: Totals::default(),
+        hist: stats::histogram(),
+        log: ClientLog::default(),
+    };
     let stale_client = match args.workload {
         Workload::Reject => true,
         Workload::Mixed => c % 2 == 1,
         _ => false,
     };
-    let keep_ack_time = args.workload == Workload::Tail;
     // Open loop: this client's share of the rate, staggered so clients do
     // not fire in lockstep.
-    let interval = args
-        .rate
-        .map(|r| Duration::from_secs_f64(args.clients as f64 / r));
-    let offset = interval.map(|i| i.mul_f64(c as f64 / args.clients as f64));
+    let schedule = args.rate.map(|r| {
+        let interval = Duration::from_secs_f64(args.clients as f64 / r);
+        (interval, interval.mul_f64(c as f64 / args.clients as f64))
+    });
     let mut rng = XorShift(0x9e37_79b9_7f4a_7c15 ^ (c as u64 + 1));
     let mut k: u64 = 0;
+    // Request k goes to stream (c + k * clients) % streams.
+    let mut s = c % streams;
     loop {
         let now = Instant::now();
-        let t0 = match (interval, offset) {
-            (Some(i), Some(o)) => {
-                let intended = ctx.started + o + i.mul_f64(k as f64);
-                if intended >= ctx.deadline {
-                    break;
-                }
-                if intended > now {
-                    tokio::time::sleep_until(intended.into()).await;
-                }
-                intended
-            }
-            _ => now,
+        let Some(t0) = pace(ctx, schedule, k, now).await else {
+            break;
         };
         if now >= ctx.deadline {
             break;
         }
-        let s = (c + k as usize * args.clients) % streams;
-        let name = &ctx.names[s];
-        let id = BodyId {
-            client: c as u32,
-            counter: k,
-            index: 0,
-        };
         let result: Result<(), BenchError> = match args.workload {
             Workload::Healthz => conn.healthz().await,
             Workload::Read => {
                 let have = ctx.contents[s].len() as u64;
                 let start = rng.next() % have.max(1);
-                match conn.read(name, start, args.batch).await {
-                    Ok(records) => {
-                        for (seq, got) in &records {
-                            let want = ctx.contents[s].get(*seq as usize);
-                            if want.map(|w| body::encode(*w, args.record_bytes))
-                                != Some(got.clone())
-                            {
-                                log.failures.push(format!(
-                                    "{name}: read of seq {seq} returned other bytes"
-                                ));
-                            }
-                        }
-                        totals.records += records.len() as u64;
-                        ctx.live.add(&ctx.live.records, records.len() as u64);
-                        Ok(())
-                    }
-                    Err(e) => Err(e),
-                }
+                read_once(&mut conn, ctx, s, start, &mut out).await
             }
             _ => {
                 let token = if stale_client {
@@ -488,55 +532,22 @@ async fn client_loop<B: Backend>(
                 } else {
                     OWNER_TOKEN
                 };
-                let records = batch_of(id, args.batch, args.record_bytes);
-                match conn.append(name, token, &records).await {
-                    Ok(Outcome::Appended { first_seq }) => {
-                        if stale_client {
-                            log.failures.push(format!(
-                                "{name}: append with stale token {token} was accepted at seq {first_seq}"
-                            ));
-                        }
-                        log.acked.push(Acked {
-                            stream: s as u32,
-                            first_seq,
-                            id,
-                            count: args.batch as u16,
-                            at: keep_ack_time.then(Instant::now),
-                        });
-                        totals.appends += 1;
-                        totals.records += args.batch as u64;
-                        ctx.live.add(&ctx.live.records, args.batch as u64);
-                        Ok(())
-                    }
-                    Ok(Outcome::Stale) => {
-                        if !stale_client {
-                            log.failures.push(format!(
-                                "{name}: the owner's token {token} was rejected as stale"
-                            ));
-                        }
-                        totals.rejections += 1;
-                        ctx.live.add(&ctx.live.rejections, 1);
-                        Ok(())
-                    }
-                    Err(e) => {
-                        log.unknown.push(Unknown {
-                            stream: s as u32,
-                            id,
-                            count: args.batch as u16,
-                        });
-                        Err(e)
-                    }
-                }
+                let id = BodyId {
+                    client: ledger::client_id(c),
+                    counter: k,
+                    index: 0,
+                };
+                append_once(&mut conn, ctx, s, id, token, stale_client, &mut out).await
             }
         };
-        stats::record_us(&mut hist, t0.elapsed());
-        totals.requests += 1;
+        stats::record_us(&mut out.hist, t0.elapsed());
+        out.totals.requests += 1;
         ctx.live.add(&ctx.live.requests, 1);
         if let Err(e) = result {
-            totals.errors += 1;
+            out.totals.errors += 1;
             ctx.live.add(&ctx.live.errors, 1);
-            if log.failures.len() < FAILURES_LISTED_MAX {
-                log.failures.push(format!("client {c}: {e}"));
+            if out.log.failures.len() < FAILURES_LISTED_MAX {
+                out.log.failures.push(format!("client {c}: {e}"));
             }
             // A failed request usually means a dead connection: one fresh
             // try, and the client stops if even that fails.
@@ -546,8 +557,111 @@ async fn client_loop<B: Backend>(
             }
         }
         k += 1;
+        s = (s + args.clients) % streams;
     }
-    (conn, ClientResult { totals, hist, log })
+    (conn, out)
+}
+
+/// When request `k` starts: `now` in a closed loop; in an open loop (an
+/// interval and this client's offset) its intended time, waited for, or
+/// `None` once that is past the deadline.
+async fn pace(
+    ctx: &Ctx,
+    schedule: Option<(Duration, Duration)>,
+    k: u64,
+    now: Instant,
+) -> Option<Instant> {
+    let Some((interval, offset)) = schedule else {
+        return Some(now);
+    };
+    let intended = ctx.started + offset + interval.mul_f64(k as f64);
+    if intended >= ctx.deadline {
+        return None;
+    }
+    if intended > now {
+        tokio::time::sleep_until(intended.into()).await;
+    }
+    Some(intended)
+}
+
+/// `read`: one page of stream `s` from `start`, every record checked
+/// against what the fill wrote there.
+async fn read_once<C: Conn>(
+    conn: &mut C,
+    ctx: &Ctx,
+    s: usize,
+    start: u64,
+    out: &mut ClientResult,
+) -> Result<(), BenchError> {
+    let name = &ctx.names[s];
+    let records = conn.read(name, start, ctx.args.batch).await?;
+    for (seq, got) in &records {
+        let want = usize::try_from(*seq)
+            .ok()
+            .and_then(|i| ctx.contents[s].get(i));
+        if want.map(|w| body::encode(*w, ctx.args.record_bytes)) != Some(got.clone()) {
+            out.log
+                .failures
+                .push(format!("{name}: read of seq {seq} returned other bytes"));
+        }
+    }
+    out.totals.records += records.len() as u64;
+    ctx.live.add(&ctx.live.records, records.len() as u64);
+    Ok(())
+}
+
+/// One append of a batch written by `id` to stream `s` with `token`: a
+/// stale client's must be refused, the owner's accepted.
+async fn append_once<C: Conn>(
+    conn: &mut C,
+    ctx: &Ctx,
+    s: usize,
+    id: BodyId,
+    token: u64,
+    stale_client: bool,
+    out: &mut ClientResult,
+) -> Result<(), BenchError> {
+    let args = &ctx.args;
+    let name = &ctx.names[s];
+    let records = batch_of(id, args.batch, args.record_bytes);
+    match conn.append(name, token, &records).await {
+        Ok(Outcome::Appended { first_seq }) => {
+            if stale_client {
+                out.log.failures.push(format!(
+                    "{name}: append with stale token {token} was accepted at seq {first_seq}"
+                ));
+            }
+            out.log.acked.push(Acked {
+                stream: ledger::stream_index(s),
+                first_seq,
+                id,
+                count: ledger::batch_u16(args.batch),
+                at: (args.workload == Workload::Tail).then(Instant::now),
+            });
+            out.totals.appends += 1;
+            out.totals.records += args.batch as u64;
+            ctx.live.add(&ctx.live.records, args.batch as u64);
+            Ok(())
+        }
+        Ok(Outcome::Stale) => {
+            if !stale_client {
+                out.log.failures.push(format!(
+                    "{name}: the owner's token {token} was rejected as stale"
+                ));
+            }
+            out.totals.rejections += 1;
+            ctx.live.add(&ctx.live.rejections, 1);
+            Ok(())
+        }
+        Err(e) => {
+            out.log.unknown.push(Unknown {
+                stream: ledger::stream_index(s),
+                id,
+                count: ledger::batch_u16(args.batch),
+            });
+            Err(e)
+        }
+    }
 }
 
 /// Acknowledgement to arrival at the LAST of its stream's tails, for every

@@ -6,6 +6,33 @@ use super::StreamDump;
 use std::collections::{BTreeMap, HashSet};
 use std::time::Instant;
 
+/// A client's index as a body names it.
+#[allow(
+    clippy::cast_possible_truncation,
+    reason = "--clients is at most 4096 (`BenchArgs::validate`)"
+)]
+pub fn client_id(c: usize) -> u32 {
+    c as u32
+}
+
+/// A stream's index as the ledger keeps it.
+#[allow(
+    clippy::cast_possible_truncation,
+    reason = "a run holds every stream's name in memory before it starts: never 2^32 of them"
+)]
+pub fn stream_index(s: usize) -> u32 {
+    s as u32
+}
+
+/// The records of one append, or an index among them.
+#[allow(
+    clippy::cast_possible_truncation,
+    reason = "--batch is at most 4096 (`BenchArgs::validate`), a fill's batch at most 1000"
+)]
+pub fn batch_u16(n: usize) -> u16 {
+    n as u16
+}
+
 /// An acknowledged append.
 #[derive(Debug, Clone, Copy)]
 pub struct Acked {

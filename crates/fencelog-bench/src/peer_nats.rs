@@ -127,7 +127,8 @@ fn header_u64(headers: Option<&HeaderMap>, name: &str) -> Option<u64> {
 fn encode(records: &[Bytes]) -> Bytes {
     let mut out = BytesMut::with_capacity(records.iter().map(|r| 4 + r.len()).sum());
     for r in records {
-        out.put_u32_le(r.len() as u32);
+        let len = u32::try_from(r.len()).expect("a record of 4 GiB or more has no u32 length");
+        out.put_u32_le(len);
         out.put_slice(r);
     }
     out.freeze()

@@ -235,7 +235,11 @@ impl super::Conn for Conn {
         // used for small fill sizes, so the cost stays bounded.
         let (_, log) = keys(stream);
         let got = self
-            .entries_from(&log, "-", start_seq as usize + count)
+            .entries_from(
+                &log,
+                "-",
+                usize::try_from(start_seq).map_or(usize::MAX, |s| s.saturating_add(count)),
+            )
             .await?;
         Ok(got
             .iter()

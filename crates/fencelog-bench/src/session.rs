@@ -26,6 +26,10 @@ const FAILURES_LISTED_MAX: usize = 20;
 
 type Samples = Arc<Mutex<VecDeque<(u64, Instant)>>>;
 
+#[allow(
+    clippy::cast_possible_truncation,
+    reason = "a name wants the clock's fast-moving low bits only"
+)]
 fn stream_name() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -92,7 +96,10 @@ async fn send(
         for _ in 0..64 {
             record(n, record_bytes, &mut buf);
             if n.is_multiple_of(SAMPLE_EVERY) {
-                samples.lock().unwrap().push_back((n, Instant::now()));
+                samples
+                    .lock()
+                    .expect("send times poisoned: the receiving loop panicked")
+                    .push_back((n, Instant::now()));
             }
             tx.send(OWNER_TOKEN, None, &buf)
                 .await
@@ -114,7 +121,10 @@ async fn receive(
     while let Some((n, answer)) = rx.recv().await.map_err(client_err("session"))? {
         let ack = answer.map_err(client_err("append"))?;
         if n.is_multiple_of(SAMPLE_EVERY) {
-            let sent = samples.lock().unwrap().pop_front();
+            let sent = samples
+                .lock()
+                .expect("send times poisoned: the sending loop panicked")
+                .pop_front();
             match sent {
                 Some((m, at)) if m == n => stats::record_us(&mut hist, at.elapsed()),
                 _ => return Err(BenchError::target(format!("no send time for #{n}"))),

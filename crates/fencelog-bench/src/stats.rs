@@ -16,7 +16,9 @@ pub fn histogram() -> Histogram<u64> {
 }
 
 pub fn record_us(h: &mut Histogram<u64>, d: Duration) {
-    let us = (d.as_micros() as u64).clamp(1, LATENCY_MAX_US);
+    let us = u64::try_from(d.as_micros())
+        .unwrap_or(LATENCY_MAX_US)
+        .clamp(1, LATENCY_MAX_US);
     h.record(us)
         .expect("value is clamped into the histogram's range");
 }

@@ -272,6 +272,10 @@ fn transport_hint(causes: &str) -> &'static str {
 }
 
 impl fmt::Display for ClientError {
+    #[allow(
+        clippy::too_many_lines,
+        reason = "a table: one arm per variant, each its one message"
+    )]
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ClientError::StaleToken {
@@ -420,54 +424,13 @@ fn from_body(status: u16, answer: Box<ErrorBody>, url: &str, bytes: &[u8]) -> Cl
         status,
         body: String::from_utf8_lossy(bytes).into_owned(),
     };
-    let fields = |a: &ErrorBody, get: &[fn(&ErrorBody) -> Option<u64>]| -> Option<Vec<u64>> {
-        get.iter().map(|g| g(a)).collect()
-    };
     match answer.code {
-        ErrorCode::StaleFencingToken => {
-            let get = [
-                ErrorBody::presented_token,
-                ErrorBody::highest_token,
-                ErrorBody::next_seq,
-            ];
-            match fields(&answer, &get).as_deref() {
-                Some(&[presented, highest, next_seq]) => ClientError::StaleToken {
-                    presented,
-                    highest,
-                    next_seq,
-                    answer,
-                },
-                // Never a made-up 0: an answer without the fields is not
-                // one this client understands.
-                _ => protocol(),
-            }
-        }
-        ErrorCode::SeqMismatch => {
-            match fields(&answer, &[ErrorBody::match_seq_num, ErrorBody::next_seq]).as_deref() {
-                Some(&[expected, next_seq]) => ClientError::SeqMismatch {
-                    expected,
-                    next_seq,
-                    answer,
-                },
-                _ => protocol(),
-            }
-        }
-        ErrorCode::StreamSealed => {
-            let get = [
-                ErrorBody::first_seq,
-                ErrorBody::next_seq,
-                ErrorBody::highest_token,
-            ];
-            match fields(&answer, &get).as_deref() {
-                Some(&[first_seq, next_seq, highest_token]) => ClientError::StreamSealed {
-                    first_seq,
-                    next_seq,
-                    highest_token,
-                    answer,
-                },
-                _ => protocol(),
-            }
-        }
+        // Never a made-up 0: an answer without its fields is not one this
+        // client understands.
+        ErrorCode::StaleFencingToken
+        | ErrorCode::SeqMismatch
+        | ErrorCode::StreamSealed
+        | ErrorCode::OutOfRange => position_error(answer).unwrap_or_else(protocol),
         ErrorCode::ProducerFenced
         | ErrorCode::ProducerSeqStale
         | ErrorCode::ProducerSeqGap
@@ -481,16 +444,6 @@ fn from_body(status: u16, answer: Box<ErrorBody>, url: &str, bytes: &[u8]) -> Cl
             },
             None => protocol(),
         },
-        ErrorCode::OutOfRange => {
-            match fields(&answer, &[ErrorBody::first_seq, ErrorBody::next_seq]).as_deref() {
-                Some(&[first_seq, next_seq]) => ClientError::OutOfRange {
-                    first_seq,
-                    next_seq,
-                    answer,
-                },
-                _ => protocol(),
-            }
-        }
         _ => match by_status(status, Some(answer), url, bytes) {
             Ok(e) => e,
             Err(answer) => ClientError::Rejected {
@@ -498,6 +451,37 @@ fn from_body(status: u16, answer: Box<ErrorBody>, url: &str, bytes: &[u8]) -> Cl
             },
         },
     }
+}
+
+/// A refusal about the stream's position (a stale token, a sequence
+/// mismatch, a sealed stream, a read out of range), with the fields its
+/// code carries (`None` when one is missing: never a made-up 0).
+fn position_error(answer: Box<ErrorBody>) -> Option<ClientError> {
+    Some(match answer.code {
+        ErrorCode::StaleFencingToken => ClientError::StaleToken {
+            presented: answer.presented_token()?,
+            highest: answer.highest_token()?,
+            next_seq: answer.next_seq()?,
+            answer,
+        },
+        ErrorCode::SeqMismatch => ClientError::SeqMismatch {
+            expected: answer.match_seq_num()?,
+            next_seq: answer.next_seq()?,
+            answer,
+        },
+        ErrorCode::StreamSealed => ClientError::StreamSealed {
+            first_seq: answer.first_seq()?,
+            next_seq: answer.next_seq()?,
+            highest_token: answer.highest_token()?,
+            answer,
+        },
+        ErrorCode::OutOfRange => ClientError::OutOfRange {
+            first_seq: answer.first_seq()?,
+            next_seq: answer.next_seq()?,
+            answer,
+        },
+        _ => return None,
+    })
 }
 
 /// An idempotent producer's or a deadline's refusal, with the field its

@@ -80,6 +80,10 @@ impl Digits {
     }
 }
 
+#[allow(
+    clippy::cast_possible_truncation,
+    reason = "`n % 10` is one decimal digit"
+)]
 fn itoa(mut n: usize) -> Digits {
     let mut d = Digits {
         bytes: [0; 20],
@@ -247,9 +251,9 @@ impl Chunked {
                     if buf.is_empty() {
                         return Ok(Step::More);
                     }
-                    let take = left.min(buf.len() as u64);
-                    let piece = buf.split_to(take as usize).freeze();
-                    self.state = match left - take {
+                    let take = usize::try_from(left).map_or(buf.len(), |l| l.min(buf.len()));
+                    let piece = buf.split_to(take).freeze();
+                    self.state = match left - take as u64 {
                         0 => ChunkState::DataEnd,
                         rest => ChunkState::Data(rest),
                     };

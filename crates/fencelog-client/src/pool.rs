@@ -736,9 +736,10 @@ mod tests {
         let url = format!("http://{}/x", listener.local_addr().unwrap());
         tokio::spawn(async move {
             let (conn, _) = listener.accept().await.unwrap();
-            // Linger 0: the drop resets the connection at once (and does
-            // not block, which is what the deprecation warns of).
-            #[allow(deprecated)]
+            #[allow(
+                deprecated,
+                reason = "linger 0 makes the drop reset the connection at once, and here it does not block, which is what the deprecation warns of"
+            )]
             conn.set_linger(Some(Duration::ZERO)).unwrap();
             drop(conn); // a reset, not a FIN
         });

@@ -6,6 +6,11 @@
 //! history checker both the simulations and the cluster tests feed
 //! ([`history`]).
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test support, used only by tests: a helper that hits an error panics, failing the test that called it"
+)]
+
 pub mod deps;
 pub mod history;
 pub mod history_lifecycle;

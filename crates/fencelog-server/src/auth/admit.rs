@@ -105,9 +105,10 @@ pub async fn check(
 /// (`stream` is `Err` when the path could not be decoded), then 403. The
 /// append route's fast path (`crate::routes::append_route`) calls it directly, so
 /// both ways in decide alike.
-// The refusal is the response sent as it is, once; boxing it would give
-// every refused request an allocation to save a move.
-#[allow(clippy::result_large_err)]
+#[allow(
+    clippy::result_large_err,
+    reason = "the refusal is the response sent as it is, once; boxing it would give every refused request an allocation to save a move"
+)]
 pub fn admit<H: HeaderView + ?Sized>(
     auth: &Auth,
     scope: Scope,

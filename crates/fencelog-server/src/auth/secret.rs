@@ -23,7 +23,7 @@ pub(super) fn parse_hex32(text: &str) -> Option<[u8; 32]> {
     if text.len() != 64 {
         return None;
     }
-    let digit = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+    let digit = |c: u8| (c as char).to_digit(16).and_then(|d| u8::try_from(d).ok());
     let mut out = [0u8; 32];
     for (i, pair) in text.chunks(2).enumerate() {
         out[i] = digit(pair[0])? << 4 | digit(pair[1])?;

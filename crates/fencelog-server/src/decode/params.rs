@@ -207,15 +207,20 @@ impl QueryParams {
     }
 
     /// A positive count with a default, clamped to `cap`: asking for more
-    /// than the server gives is not an error, asking for nothing is.
-    pub fn positive_capped(&self, key: &str, default: u64, cap: u64) -> Result<u64, ApiError> {
-        match self.u64(key)? {
-            None => Ok(default),
-            Some(0) => Err(ApiError::bad_request(format!(
-                "query parameter {key} must be at least 1"
-            ))),
-            Some(n) => Ok(n.min(cap)),
-        }
+    /// than the server gives is not an error, asking for nothing is. A
+    /// count past what a usize holds (on a 32-bit target) is as many as
+    /// there are.
+    pub fn positive_capped(&self, key: &str, default: u64, cap: u64) -> Result<usize, ApiError> {
+        let n = match self.u64(key)? {
+            None => default,
+            Some(0) => {
+                return Err(ApiError::bad_request(format!(
+                    "query parameter {key} must be at least 1"
+                )))
+            }
+            Some(n) => n.min(cap),
+        };
+        Ok(usize::try_from(n).unwrap_or(usize::MAX))
     }
 
     pub fn bool(&self, key: &str) -> Result<bool, ApiError> {
@@ -264,8 +269,8 @@ impl ReadParams {
         Ok(ReadParams {
             start,
             clamp: q.bool(param::CLAMP)?,
-            count: q.positive_capped(param::COUNT, READ_COUNT_DEFAULT, READ_COUNT_CAP)? as usize,
-            bytes: q.positive_capped(param::BYTES, READ_BYTES_DEFAULT, READ_BYTES_CAP)? as usize,
+            count: q.positive_capped(param::COUNT, READ_COUNT_DEFAULT, READ_COUNT_CAP)?,
+            bytes: q.positive_capped(param::BYTES, READ_BYTES_DEFAULT, READ_BYTES_CAP)?,
             wait: Duration::from_millis(q.u64(param::WAIT_MS)?.unwrap_or(0).min(WAIT_MS_CAP)),
             follow: q.bool(param::FOLLOW)?,
             until_timestamp_ms: q.u64(param::UNTIL_TIMESTAMP_MS)?,

@@ -110,14 +110,16 @@ pub async fn read_capped<H: HeaderView + ?Sized>(
         // A declared length is taken from the budget up front; a chunked
         // body, which may be anything up to the limit, takes the limit.
         Incoming::Stream(body) => {
-            let declared = declared_length(headers)?;
-            if let Some(len) = declared {
-                if len > limit as u64 {
-                    return Err(too_large(len, limit));
-                }
-            }
+            let declared = declared_length(headers)?
+                .map(|len| {
+                    usize::try_from(len)
+                        .ok()
+                        .filter(|&n| n <= limit)
+                        .ok_or_else(|| too_large(len, limit))
+                })
+                .transpose()?;
             let deadline = Instant::now() + limits.body_read_timeout;
-            let lease = lease(budget, limits, declared.map_or(limit, |len| len as usize)).await?;
+            let lease = lease(budget, limits, declared.unwrap_or(limit)).await?;
             let bytes = read_stream(body, declared, limits, deadline).await?;
             Ok(Upload {
                 bytes,
@@ -158,10 +160,11 @@ fn too_large(len: u64, limit: usize) -> ApiError {
     .with(Field::Limit, limit as u64)
 }
 
-/// The body's chunks, joined, by `deadline`.
+/// The body's chunks, joined, by `deadline`; `declared` is its length
+/// when the head gave one (already within the limit).
 async fn read_stream(
     body: Body,
-    declared: Option<u64>,
+    declared: Option<usize>,
     limits: &HttpLimits,
     deadline: Instant,
 ) -> Result<Bytes, ApiError> {
@@ -195,7 +198,7 @@ async fn read_stream(
                     None if buf.is_empty() => first = Some(chunk),
                     earlier => {
                         if let Some(earlier) = earlier {
-                            buf.reserve(declared.map_or(0, |n| n as usize).max(have + chunk.len()));
+                            buf.reserve(declared.unwrap_or(0).max(have + chunk.len()));
                             buf.extend_from_slice(&earlier);
                         }
                         buf.extend_from_slice(&chunk);

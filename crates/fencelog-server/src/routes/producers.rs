@@ -80,7 +80,7 @@ pub async fn fences(
 ) -> Result<Json<FenceList>, ApiError> {
     let stream = stream_name(path)?;
     let q = QueryParams::from_extractor(query)?;
-    let limit = q.positive_capped("limit", FENCES_LIMIT_DEFAULT, FENCES_LIMIT_DEFAULT)? as usize;
+    let limit = q.positive_capped("limit", FENCES_LIMIT_DEFAULT, FENCES_LIMIT_DEFAULT)?;
     let engine = state.backend.read(&stream).await?;
     refuse_tombstone(&engine, &stream)?;
     let history = engine

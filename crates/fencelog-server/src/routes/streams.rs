@@ -57,7 +57,7 @@ pub async fn list(
 ) -> Result<Json<StreamList>, ApiError> {
     let caller = caller.map(|Extension(c)| c).unwrap_or_default();
     let q = QueryParams::from_extractor(query)?;
-    let limit = q.positive_capped("limit", LIST_LIMIT_DEFAULT, LIST_LIMIT_CAP)? as usize;
+    let limit = q.positive_capped("limit", LIST_LIMIT_DEFAULT, LIST_LIMIT_CAP)?;
     let Some(prefix) = effective_prefix(q.str("prefix").unwrap_or(""), caller.stream_prefix())
     else {
         return Ok(Json(StreamList {

@@ -166,6 +166,10 @@ fn contents(side: &Side, stream: &str) -> Vec<(u64, u64, Vec<u8>)> {
 }
 
 #[tokio::test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "a table: each request, the status it gets and what the stream holds after"
+)]
 async fn the_fast_path_answers_every_append_as_the_router_does() {
     let fast = side(true, Auth::Open).await;
     let router = side(false, Auth::Open).await;
@@ -295,6 +299,10 @@ async fn the_fast_path_answers_every_append_as_the_router_does() {
 /// router reads them. The last requests are not plain (a name or a query
 /// with bytes the front leaves to `http`) and take the other way.
 #[tokio::test]
+#[allow(
+    clippy::too_many_lines,
+    reason = "a table: each request, the status it gets and what the stream holds after"
+)]
 async fn the_front_reads_headers_as_the_router_does() {
     let fast = side(true, Auth::Open).await;
     let router = side(false, Auth::Open).await;

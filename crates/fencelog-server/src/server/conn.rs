@@ -51,9 +51,10 @@ pub(super) struct Conn {
 
 /// Which way a request is answered: the append route's fast path, or the
 /// router's service call.
-// Made and consumed once per request inside its future; a box would be
-// an allocation per request, which is what the fast path exists to save.
-#[allow(clippy::large_enum_variant)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "made and consumed once per request inside its future; a box would be an allocation per request, which is what the fast path exists to save"
+)]
 enum Answer<F> {
     Append(Arc<AppendRoute>, axum::extract::Request),
     Router(F),

@@ -33,9 +33,10 @@ use std::ops::Range;
 pub const HEADERS_MAX: usize = 32;
 
 /// The front's reading of a connection's buffered bytes.
-// Made once per request and consumed at once: boxing the located head
-// would cost every request an allocation, which the front exists to save.
-#[allow(clippy::large_enum_variant)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "made once per request and consumed at once: boxing the located head would cost every request an allocation, which the front exists to save"
+)]
 #[derive(Debug)]
 pub enum Head {
     /// Not yet a whole request the front could take: read more.
@@ -84,6 +85,15 @@ pub struct Located {
 struct Span(u32, u32);
 
 impl Span {
+    /// `start..end` of a head [`parse`] checked to be under 4 GiB.
+    #[allow(
+        clippy::cast_possible_truncation,
+        reason = "`parse` takes only a head and body of at most u32::MAX bytes"
+    )]
+    fn new(start: usize, end: usize) -> Span {
+        Span(start as u32, end as u32)
+    }
+
     fn range(self) -> Range<usize> {
         self.0 as usize..self.1 as usize
     }
@@ -132,7 +142,7 @@ pub fn parse(buf: &[u8], cap_bytes: usize) -> Head {
     let at = |s: &[u8]| {
         let start = s.as_ptr() as usize - buf.as_ptr() as usize;
         debug_assert!(start + s.len() <= head_bytes);
-        Span(start as u32, (start + s.len()) as u32)
+        Span::new(start, start + s.len())
     };
     let plain = append
         && plain_text(target.as_bytes(), PLAIN_TARGET)
@@ -222,6 +232,10 @@ const PLAIN_TARGET: u8 = 2;
 
 /// Each byte's [`PLAIN_NAME`] and [`PLAIN_TARGET`] bits: a table, as a
 /// head's bytes are tested one by one.
+#[allow(
+    clippy::cast_possible_truncation,
+    reason = "`b` runs over 0..256, every one a u8"
+)]
 static PLAIN: [u8; 256] = {
     let mut table = [0u8; 256];
     let mut b = 0;
@@ -269,6 +283,10 @@ struct KnownHeaders {
 }
 
 impl KnownHeaders {
+    #[allow(
+        clippy::cast_possible_truncation,
+        reason = "`i` indexes a head's at most HEADERS_MAX headers, below u8::MAX (asserted)"
+    )]
     fn of(headers: &[httparse::Header<'_>]) -> Self {
         const { assert!(HEADERS_MAX < u8::MAX as usize && KNOWN.len() <= 16) };
         let mut known = KnownHeaders::default();
@@ -497,6 +515,10 @@ mod tests {
     }
 
     #[test]
+    #[allow(
+        clippy::too_many_lines,
+        reason = "a table: each edit of a request and where it goes"
+    )]
     fn other_routes_go_to_the_router_and_anything_ambiguous_to_hyper() {
         let swaps = [
             ("POST /v1", "PUT /v1", "router"),

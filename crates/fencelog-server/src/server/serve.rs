@@ -119,7 +119,7 @@ pub(crate) async fn serve_router<R: Into<Routes>>(
         .is_err()
     {
         tracing::warn!(
-            drain_timeout_ms = config.drain_timeout.as_millis() as u64,
+            drain_timeout_ms = u64::try_from(config.drain_timeout.as_millis()).unwrap_or(u64::MAX),
             "requests still unfinished after the drain timeout; dropping them (none was acknowledged)"
         );
     }

@@ -46,7 +46,13 @@ pub enum Pool {
 
 /// Bytes taken from the budget; given back on drop.
 #[derive(Debug)]
-pub struct Lease(#[allow(dead_code)] Option<OwnedSemaphorePermit>);
+pub struct Lease(
+    #[allow(
+        dead_code,
+        reason = "held only to be dropped: the drop gives the permits back"
+    )]
+    Option<OwnedSemaphorePermit>,
+);
 
 impl MemoryBudget {
     /// Response bytes in flight by default (64 MiB).
@@ -82,7 +88,7 @@ impl MemoryBudget {
     /// body can always go through on its own.
     pub async fn take(&self, pool: Pool, bytes: usize, wait: Duration) -> Option<Lease> {
         let (sem, size) = self.pool(pool);
-        let n = bytes.min(size).min(u32::MAX as usize) as u32;
+        let n = u32::try_from(bytes.min(size)).unwrap_or(u32::MAX);
         if n == 0 {
             return Some(Lease(None));
         }
@@ -111,7 +117,14 @@ pub fn overloaded(what: &str) -> ApiError {
 /// Bytes that hold their lease until the last clone is dropped: hyper
 /// drops a chunk once it has written it to the socket.
 pub fn leased(bytes: Vec<u8>, lease: Lease) -> Bytes {
-    struct Owner(Vec<u8>, #[allow(dead_code)] Lease);
+    struct Owner(
+        Vec<u8>,
+        #[allow(
+            dead_code,
+            reason = "held only to be dropped with the bytes: the drop gives the lease back"
+        )]
+        Lease,
+    );
     impl AsRef<[u8]> for Owner {
         fn as_ref(&self) -> &[u8] {
             &self.0

@@ -40,7 +40,13 @@ impl Shutdown {
 /// session (`crate::routes::session`), which outlives the HTTP connection it
 /// upgraded, still counts against both.
 #[derive(Clone)]
-pub struct ConnHold(#[allow(dead_code)] Arc<(OwnedSemaphorePermit, mpsc::Sender<()>)>);
+pub struct ConnHold(
+    #[allow(
+        dead_code,
+        reason = "held only to be dropped: the last clone's drop frees the slot and ends the drain's wait"
+    )]
+    Arc<(OwnedSemaphorePermit, mpsc::Sender<()>)>,
+);
 
 impl ConnHold {
     /// Holds `permit` (the slot under the cap) and `alive` (the drain

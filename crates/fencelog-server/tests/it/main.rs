@@ -2,6 +2,19 @@
 //! input, the binary batch body, fencing over HTTP, reads, long-poll and
 //! SSE, and the route table against the OpenAPI document.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on purpose: an unwrap that panics is the failure report"
+)]
+#![allow(
+    clippy::too_many_lines,
+    reason = "a test scenario reads top to bottom: its steps and their assertions in order"
+)]
+#![allow(
+    clippy::cast_possible_truncation,
+    reason = "the tests' counts, sizes, indices and clock readings fit their types by far; a truncated one would fail an assertion"
+)]
+
 mod bad_input;
 mod binary_batch;
 mod binary_reads;
