@@ -21,7 +21,7 @@
 //! cluster node serves the route here too. Anything
 //! that is not plainly this route — another method, a percent-encoded or
 //! empty segment, a different path — goes to the router, which stays the
-//! one definition of the API; `tests/it/append_route.rs` checks that both
+//! one definition of the API; `server/append_route_tests.rs` checks that both
 //! ways answer alike, byte for byte.
 
 use crate::auth::{self, Access};
