@@ -13,7 +13,6 @@
 
 pub mod deps;
 pub mod history;
-pub mod history_lifecycle;
 pub mod http;
 pub mod process;
 pub mod proxy;

@@ -3,7 +3,7 @@
 //! clusters).
 //! Pure, like [`crate::history`].
 
-use crate::history::{Call, FinalLog, Op, Outcome};
+use super::model::{Call, FinalLog, Op, Outcome};
 use std::collections::BTreeSet;
 
 /// Whether `o` may have taken effect: anything but a definite refusal.

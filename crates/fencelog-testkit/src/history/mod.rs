@@ -21,7 +21,7 @@
 //!   answers are linearizable) and never passes the final one;
 //! - with trims, seals, deletes and idempotent producers in the history
 //!   (the cluster's leader kill loop drives them), the rules of
-//!   [`crate::history_lifecycle`]: a record may be missing only below an
+//!   [`lifecycle`]: a record may be missing only below an
 //!   unrefused trim's point, or from a stream an unrefused delete removed;
 //!   no body is in a log twice (a producer's retry written again); nothing
 //!   is accepted on a stream after its seal was acknowledged, nor with a
@@ -30,159 +30,12 @@
 //!   missing from the front of its stream (below the final first seq,
 //!   never in the middle: seqs stay dense), as retention trims it.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+mod lifecycle;
+mod model;
 
-/// Histories are bounded so a runaway test fails instead of eating memory.
-pub const OPS_MAX: usize = 1_000_000;
+pub use model::{Call, FinalLog, History, Op, Outcome, Rec, Replica, OPS_MAX};
 
-/// One record as a reader sees it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Rec {
-    pub seq: u64,
-    pub token: u64,
-    pub body: Vec<u8>,
-}
-
-/// What a client asked.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Call {
-    Append {
-        stream: String,
-        token: u64,
-        bodies: Vec<Vec<u8>>,
-    },
-    Fence {
-        stream: String,
-        token: u64,
-    },
-    /// Records below `trim_seq` become unreadable.
-    Trim {
-        stream: String,
-        token: u64,
-        trim_seq: u64,
-    },
-    Seal {
-        stream: String,
-        token: u64,
-    },
-    Delete {
-        stream: String,
-        token: u64,
-    },
-    Read {
-        stream: String,
-        start: u64,
-    },
-    /// A retention setting (`PUT .../config` with an age or a byte limit):
-    /// once acknowledged, the store may trim the stream's front by itself.
-    Retention {
-        stream: String,
-    },
-}
-
-impl Call {
-    pub fn stream(&self) -> &str {
-        match self {
-            Call::Append { stream, .. }
-            | Call::Fence { stream, .. }
-            | Call::Trim { stream, .. }
-            | Call::Seal { stream, .. }
-            | Call::Delete { stream, .. }
-            | Call::Read { stream, .. }
-            | Call::Retention { stream } => stream,
-        }
-    }
-
-    pub(crate) fn token(&self) -> Option<u64> {
-        match self {
-            Call::Append { token, .. }
-            | Call::Fence { token, .. }
-            | Call::Trim { token, .. }
-            | Call::Seal { token, .. }
-            | Call::Delete { token, .. } => Some(*token),
-            Call::Read { .. } | Call::Retention { .. } => None,
-        }
-    }
-}
-
-/// What a client was told.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// 200 to an append.
-    Appended { first_seq: u64 },
-    /// 200 to a fence, trim, seal or delete, with the stream's `next_seq`.
-    Fenced { next_seq: u64 },
-    /// 409 `stale_fencing_token`, citing the stream's highest token.
-    Stale { highest: u64 },
-    /// Any other definite refusal (4xx): nothing was applied.
-    Refused(String),
-    /// 503 `outcome_unknown`, a timeout, a broken connection: may or may
-    /// not have applied.
-    Unknown(String),
-    /// 200 to a read.
-    Read { records: Vec<Rec>, next_seq: u64 },
-    /// A read that failed (a 503 without a quorum, a refused connection).
-    ReadFailed(String),
-}
-
-/// One operation: logical ticks from the history's clock, so "sent after
-/// that answer came back" is exact without reading a wall clock.
-#[derive(Debug, Clone)]
-pub struct Op {
-    pub call: Call,
-    pub outcome: Outcome,
-    pub invoked: u64,
-    pub completed: u64,
-}
-
-/// A history shared by concurrent clients.
-#[derive(Debug, Default)]
-pub struct History {
-    clock: AtomicU64,
-    ops: Mutex<Vec<Op>>,
-}
-
-impl History {
-    /// The tick to pass to [`History::complete`]; take it before sending.
-    pub fn invoke(&self) -> u64 {
-        self.clock.fetch_add(1, Ordering::SeqCst)
-    }
-
-    /// Records an answer, taking the completion tick now.
-    pub fn complete(&self, invoked: u64, call: Call, outcome: Outcome) {
-        let completed = self.clock.fetch_add(1, Ordering::SeqCst);
-        let mut ops = self.ops.lock().unwrap();
-        assert!(ops.len() < OPS_MAX, "history over {OPS_MAX} ops");
-        ops.push(Op {
-            call,
-            outcome,
-            invoked,
-            completed,
-        });
-    }
-
-    pub fn ops(&self) -> Vec<Op> {
-        self.ops.lock().unwrap().clone()
-    }
-}
-
-/// One replica's final state of a stream.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct FinalLog {
-    pub next_seq: u64,
-    pub highest_token: u64,
-    /// From the stream's first readable seq on.
-    pub records: Vec<Rec>,
-    pub sealed: bool,
-    /// A tombstone: no records, and its token is not readable (it answers
-    /// 404), so `highest_token` is 0.
-    pub deleted: bool,
-}
-
-/// Every stream of one replica.
-pub type Replica = BTreeMap<String, FinalLog>;
+use std::collections::HashMap;
 
 /// What a checked history held.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -211,7 +64,7 @@ pub fn check(ops: &[Op], replicas: &[Replica]) -> Result<Report, String> {
     let mut report = Report::default();
     for (name, log) in first {
         check_log(name, log)?;
-        crate::history_lifecycle::no_body_twice(name, log)?;
+        lifecycle::no_body_twice(name, log)?;
         report.final_records += log.records.len() as u64;
     }
     for (i, op) in ops.iter().enumerate() {
@@ -262,10 +115,7 @@ struct Carriers<'a>(HashMap<(&'a str, u64), u64>);
 impl<'a> Carriers<'a> {
     fn of(ops: &'a [Op]) -> Carriers<'a> {
         let mut first = HashMap::new();
-        for o in ops
-            .iter()
-            .filter(|o| crate::history_lifecycle::unrefused(o))
-        {
+        for o in ops.iter().filter(|o| lifecycle::unrefused(o)) {
             if let Some(t) = o.call.token() {
                 let e = first.entry((o.call.stream(), t)).or_insert(o.invoked);
                 *e = (*e).min(o.invoked);
@@ -335,19 +185,19 @@ fn check_op(
                     token: *token,
                     body: body.clone(),
                 };
-                let gone = crate::history_lifecycle::may_be_gone(op, &ops.lifecycle, log, seq);
+                let gone = lifecycle::may_be_gone(op, &ops.lifecycle, log, seq);
                 if !gone && at(log, seq) != Some(&want) {
                     return Err(format!("acknowledged record at seq {seq} lost"));
                 }
             }
             not_below_acked(op, &ops.acked)?;
-            crate::history_lifecycle::after_seal_or_delete(op, &ops.acked)
+            lifecycle::after_seal_or_delete(op, &ops.acked)
         }
         (Call::Trim { .. } | Call::Seal { .. } | Call::Delete { .. }, Outcome::Fenced { .. }) => {
             report.fenced += 1;
             not_below_acked(op, &ops.acked)?;
-            crate::history_lifecycle::after_seal_or_delete(op, &ops.acked)?;
-            crate::history_lifecycle::final_state_shows(op, log)
+            lifecycle::after_seal_or_delete(op, &ops.acked)?;
+            lifecycle::final_state_shows(op, log)
         }
         (Call::Retention { .. }, Outcome::Fenced { .. }) => {
             report.fenced += 1;
@@ -366,7 +216,7 @@ fn check_op(
                 ));
             }
             not_below_acked(op, &ops.acked)?;
-            crate::history_lifecycle::after_seal_or_delete(op, &ops.acked)
+            lifecycle::after_seal_or_delete(op, &ops.acked)
         }
         (call, Outcome::Stale { highest }) => {
             report.stale += 1;
@@ -455,7 +305,7 @@ fn explained(
             "cites token {highest} above the final {final_highest}"
         ));
     }
-    let tombstone = highest == token && crate::history_lifecycle::tombstone_of(op, ops, token);
+    let tombstone = highest == token && lifecycle::tombstone_of(op, ops, token);
     if highest <= token && !tombstone {
         return Err(format!(
             "cites token {highest}, not above the {token} presented"
@@ -478,7 +328,7 @@ fn check_read(
     records: &[Rec],
     next_seq: u64,
 ) -> Result<(), String> {
-    if log.deleted && crate::history_lifecycle::deleted_by(op, &ops.lifecycle) {
+    if log.deleted && lifecycle::deleted_by(op, &ops.lifecycle) {
         // The log it was a slice of is gone with the tombstone.
         return Ok(());
     }
@@ -491,7 +341,7 @@ fn check_read(
     for (k, r) in records.iter().enumerate() {
         let seq = start + k as u64;
         // Trimmed (or deleted) since the read: nothing left to compare.
-        let gone = crate::history_lifecycle::may_be_gone(op, &ops.lifecycle, log, seq);
+        let gone = lifecycle::may_be_gone(op, &ops.lifecycle, log, seq);
         if r.seq != seq || (!gone && at(log, seq) != Some(r)) {
             return Err(format!(
                 "record {k} is not the final log's record at seq {seq}"
@@ -524,5 +374,4 @@ fn check_read(
 }
 
 #[cfg(test)]
-#[path = "history_tests.rs"]
 mod tests;

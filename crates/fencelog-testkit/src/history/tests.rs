@@ -2,6 +2,7 @@
 //! checker that passes everything proves nothing.
 
 use super::*;
+use std::collections::BTreeMap;
 
 fn append(token: u64, body: &str) -> Call {
     Call::Append {
